@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Private layout of a simulated round, shared by the state machine (round.c)
+ * and the dependency-graph search (cycle.c).  All arrays are allocated once
+ * per thread and reused round after round; nothing is allocated per event.
+ *
+ * The dependency graph is never stored.  Its edges are read off the state:
+ *   E(p)  an executing part p = (c, g): to R(h) for each member h where c is
+ *         invoked but waits, and to Z(h) for each member h that is suspended
+ *         and has not invoked c yet (it cannot until its suspension ends);
+ *   R(h)  "the executing parts of h", which a waiting part on h depends on:
+ *         to every executing part of h;
+ *   Z(h)  "the synchronization of h", which the parts h has not invoked yet
+ *         depend on: to every part that was executing on h when it
+ *         synchronized and is not done.
+ * R(h) and Z(h) stand for the part-to-part edges of the model (invoked part
+ * -> executing parts of its GPU) without listing them once per waiting part;
+ * a cycle exists in one graph exactly when it exists in the other.
+ */
+#ifndef DFCCL_SIM_ROUND_H_
+#define DFCCL_SIM_ROUND_H_
+
+#include "rng.h"
+#include "sim.h"
+
+#define DFCCL_SIM_ST_MASK 3u  /* dfccl_sim_part_state_t */
+#define DFCCL_SIM_ST_SYNC 4u  /* executing when its GPU synchronized */
+
+typedef struct dfccl_sim_gpu {
+    int32_t front;     /* first position not invoked yet */
+    int32_t lo;        /* every part before this position is done */
+    int32_t hi;        /* one past the last invoked position */
+    int32_t left;      /* positions not invoked yet */
+    int32_t exec_cnt;  /* executing parts */
+    int32_t wq_head;   /* waiting parts: wq[part0 + wq_head .. part0 + wq_tail) */
+    int32_t wq_tail;
+    int32_t pending;   /* parts of the synchronization not done yet */
+    int32_t suspended;
+} dfccl_sim_gpu_t;
+
+typedef struct dfccl_sim_frame {
+    int32_t node;
+    int32_t it;
+} dfccl_sim_frame_t;
+
+struct dfccl_sim_round {
+    const dfccl_sim_world_t *world;
+    int32_t                  finite;       /* world->limit caps execution */
+    uint8_t                 *state;        /* [part_num] state | DFCCL_SIM_ST_SYNC */
+    uint16_t                *coll_exec;    /* [coll_num] executing parts */
+    dfccl_sim_gpu_t         *gpu;          /* [gpu_num] */
+    int32_t                 *active;       /* GPUs with parts left, in id order */
+    int32_t                  nactive;
+    int32_t                 *wq;           /* [part_num] waiting queues (finite) */
+    int32_t                 *slots;        /* [gpu_num * limit] executing parts (finite) */
+    int32_t                 *done;         /* [coll_num] completion work stack */
+    int64_t                  colls_left;
+    uint64_t                 events;
+    /* cycle search */
+    int32_t                 *roots;        /* nodes touched by the current event */
+    int32_t                  nroots;
+    uint32_t                *mark;         /* [node_num] 2 * epoch (+1 when finished) */
+    uint32_t                 epoch;
+    dfccl_sim_frame_t       *stack;        /* [node_num] */
+    int32_t                  node_num;
+    /* randomness */
+    dfccl_sim_rng_t          rng;
+    uint64_t                 disorder_cd;  /* disorder trials left before a skip */
+    uint64_t                 sync_cd;      /* events left before a synchronization */
+    double                   log1m_disorder;
+    double                   log1m_sync;
+};
+
+/* Graph node ids: parts, then R(h), then Z(h). */
+static inline int32_t dfccl_sim_node_r(const dfccl_sim_round_t *round, int32_t gpu)
+{
+    return round->world->part_num + gpu;
+}
+
+static inline int32_t dfccl_sim_node_z(const dfccl_sim_round_t *round, int32_t gpu)
+{
+    return round->world->part_num + round->world->gpu_num + gpu;
+}
+
+/* Look for a cycle through the roots of the last event; clears the roots. */
+int dfccl_sim_cycle_find(dfccl_sim_round_t *round);
+
+/* Look for a cycle anywhere, from every node (slow; for checks). */
+int dfccl_sim_cycle_find_all(dfccl_sim_round_t *round);
+
+#endif

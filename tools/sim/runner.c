@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Running many rounds on several threads.  Each worker owns one round state
+ * and takes round indices from a shared counter; a round's result depends
+ * only on (seed, index), so the totals are the same for any thread count.
+ * While the workers run, the calling thread prints progress on stderr when
+ * asked to (the caller decides, from isatty).
+ */
+#include "sim.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct dfccl_sim_runner {
+    const dfccl_sim_world_t      *world;
+    const dfccl_sim_run_params_t *params;
+    atomic_uint_fast64_t          next;       /* next round index to take */
+    atomic_uint_fast64_t          finished;
+    atomic_uint_fast64_t          deadlocks;
+    atomic_uint_fast64_t          stepped;
+    atomic_uint_fast64_t          stalled;
+    atomic_uint_fast64_t          events;
+    atomic_int                    failed;
+} dfccl_sim_runner_t;
+
+typedef struct dfccl_sim_worker {
+    dfccl_sim_runner_t *runner;
+    pthread_t           thread;
+} dfccl_sim_worker_t;
+
+static double dfccl_sim_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *dfccl_sim_worker_main(void *arg)
+{
+    dfccl_sim_worker_t *worker = arg;
+    dfccl_sim_runner_t *runner = worker->runner;
+    uint64_t rounds            = runner->params->rounds;
+    uint64_t stepped = 0, stalled = 0, events = 0, index;
+    dfccl_sim_outcome_t outcome;
+    dfccl_sim_round_t *round;
+
+    if (dfccl_sim_round_create(runner->world, &round) != DFCCL_SIM_OK) {
+        atomic_store(&runner->failed, 1);
+        atomic_store(&runner->next, rounds);  /* stop the others too */
+        return NULL;
+    }
+    for (;;) {
+        index = atomic_fetch_add(&runner->next, 1);
+        if (index >= rounds) {
+            break;
+        }
+        dfccl_sim_round_run(round, runner->params->seed, index, runner->params->flags,
+                            &outcome);
+        stepped   += (uint64_t)outcome.stepped;
+        stalled   += (uint64_t)outcome.stalled;
+        events    += outcome.events;
+        /* publish per round, so that progress is live; rounds are long */
+        atomic_fetch_add(&runner->finished, 1);
+        if (outcome.deadlocked) {
+            atomic_fetch_add(&runner->deadlocks, 1);
+        }
+    }
+    atomic_fetch_add(&runner->stepped, stepped);
+    atomic_fetch_add(&runner->stalled, stalled);
+    atomic_fetch_add(&runner->events, events);
+    dfccl_sim_round_destroy(round);
+    return NULL;
+}
+
+static void dfccl_sim_progress(dfccl_sim_runner_t *runner, double start, int last)
+{
+    uint64_t done  = atomic_load(&runner->finished);
+    uint64_t dl    = atomic_load(&runner->deadlocks);
+    uint64_t total = runner->params->rounds;
+
+    fprintf(stderr, "\r%llu/%llu rounds (%.1f%%), %llu deadlocks, %.0f s%s",
+            (unsigned long long)done, (unsigned long long)total,
+            (total > 0) ? 100.0 * (double)done / (double)total : 100.0,
+            (unsigned long long)dl, dfccl_sim_now() - start, last ? "\n" : "");
+    fflush(stderr);
+}
+
+dfccl_sim_status_t dfccl_sim_run(const dfccl_sim_world_t *world,
+                                 const dfccl_sim_run_params_t *params,
+                                 dfccl_sim_run_result_t *result_p)
+{
+    dfccl_sim_runner_t runner;
+    dfccl_sim_worker_t *workers;
+    dfccl_sim_status_t status = DFCCL_SIM_OK;
+    struct timespec nap       = {0, 200 * 1000 * 1000};
+    int threads               = params->threads;
+    int started, i, rc;
+    double start;
+
+    if ((uint64_t)threads > params->rounds) {
+        threads = (params->rounds > 0) ? (int)params->rounds : 1;
+    }
+    if (threads < 1) {
+        threads = 1;
+    }
+    memset(&runner, 0, sizeof(runner));
+    runner.world  = world;
+    runner.params = params;
+    atomic_init(&runner.next, 0);
+    atomic_init(&runner.finished, 0);
+    atomic_init(&runner.deadlocks, 0);
+    atomic_init(&runner.stepped, 0);
+    atomic_init(&runner.stalled, 0);
+    atomic_init(&runner.events, 0);
+    atomic_init(&runner.failed, 0);
+
+    workers = dfccl_sim_calloc((size_t)threads, sizeof(*workers), "threads");
+    if (workers == NULL) {
+        return DFCCL_SIM_ERR_NO_MEMORY;
+    }
+
+    start = dfccl_sim_now();
+    for (started = 0; started < threads; started++) {
+        workers[started].runner = &runner;
+        rc = pthread_create(&workers[started].thread, NULL, dfccl_sim_worker_main,
+                            &workers[started]);
+        if (rc != 0) {
+            fprintf(stderr, "dfccl-sim: pthread_create() failed: %s\n", strerror(rc));
+            status = DFCCL_SIM_ERR_SYSTEM;
+            break;
+        }
+    }
+    if (started == 0) {
+        goto out_free_workers;
+    }
+    status = DFCCL_SIM_OK;  /* fewer threads than asked still finish the work */
+
+    if (params->progress) {
+        while (atomic_load(&runner.finished) < params->rounds &&
+               !atomic_load(&runner.failed)) {
+            nanosleep(&nap, NULL);
+            dfccl_sim_progress(&runner, start, 0);
+        }
+        dfccl_sim_progress(&runner, start, 1);
+    }
+    for (i = 0; i < started; i++) {
+        pthread_join(workers[i].thread, NULL);
+    }
+    if (atomic_load(&runner.failed)) {
+        fprintf(stderr, "dfccl-sim: out of memory for a thread's round state\n");
+        status = DFCCL_SIM_ERR_NO_MEMORY;
+        goto out_free_workers;
+    }
+
+    result_p->rounds    = params->rounds;
+    result_p->deadlocks = atomic_load(&runner.deadlocks);
+    result_p->stepped   = atomic_load(&runner.stepped);
+    result_p->stalled   = atomic_load(&runner.stalled);
+    result_p->events    = atomic_load(&runner.events);
+    result_p->seconds   = dfccl_sim_now() - start;
+
+out_free_workers:
+    free(workers);
+    return status;
+}
