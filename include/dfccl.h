@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * dfccl: deadlock-free collective communication.
+ *
+ * The public API. A rank context owns one persistent daemon (a CUDA kernel on
+ * the caller's current device, or a set of CPU threads on the host backend)
+ * that runs every collective of the process. Collectives are registered once
+ * on a group of ranks and then run any number of times; completion is
+ * reported through a callback, dfcclQuery or dfcclWait. Collectives may be
+ * started in any order on different ranks, and the device may be
+ * synchronized between them: the daemon preempts whatever is stuck.
+ *
+ * Thread-safety: every call may be made from any thread, unless its comment
+ * says otherwise. Callbacks run on the poller thread (progress mode
+ * DFCCL_PROGRESS_THREAD) or inside dfcclProgress/dfcclWait (mode
+ * DFCCL_PROGRESS_EXPLICIT); a callback may call dfcclRun* and dfcclQuery but
+ * must not call dfcclWait, dfcclDestroy or any registration call.
+ */
+#ifndef DFCCL_H_
+#define DFCCL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define DFCCL_API __attribute__((visibility("default")))
+#else
+#define DFCCL_API
+#endif
+
+#define DFCCL_VERSION_MAJOR 0
+#define DFCCL_VERSION_MINOR 1
+#define DFCCL_VERSION_PATCH 0
+
+/* Status of every call: DFCCL_OK, DFCCL_INPROGRESS, or a negative error. */
+typedef enum {
+    DFCCL_OK               = 0,
+    DFCCL_INPROGRESS       = 1,  /* dfcclQuery: the collective is in flight */
+    DFCCL_ERR_INVALID_ARG  = -1, /* bad argument; the message says which */
+    DFCCL_ERR_NO_MEMORY    = -2, /* host or device memory exhausted */
+    DFCCL_ERR_UNSUPPORTED  = -3, /* type, op, algorithm or backend not supported */
+    DFCCL_ERR_NOT_FOUND    = -4, /* unknown collective id or group */
+    DFCCL_ERR_BUSY         = -5, /* collective in flight / context has work outstanding */
+    DFCCL_ERR_TIMEOUT      = -6, /* a wait or a collective ran past its timeout */
+    DFCCL_ERR_SYSTEM       = -7, /* an operating-system call failed */
+    DFCCL_ERR_CUDA         = -8, /* a CUDA runtime call failed */
+    DFCCL_ERR_BOOTSTRAP    = -9, /* the out-of-band allgather failed */
+    DFCCL_ERR_MISMATCH     = -10, /* ranks registered different collectives */
+    DFCCL_ERR_ABORTED      = -11, /* the rank context was aborted */
+    DFCCL_ERR_TRANSPORT    = -12, /* a connector transport failed */
+    DFCCL_ERR_INTERNAL     = -13  /* a bug in dfccl: please report it */
+} dfccl_status_t;
+
+typedef enum {
+    DFCCL_INT8 = 0,
+    DFCCL_UINT8,
+    DFCCL_INT32,
+    DFCCL_UINT32,
+    DFCCL_INT64,
+    DFCCL_UINT64,
+    DFCCL_FLOAT16,  /* IEEE binary16 */
+    DFCCL_BFLOAT16, /* bfloat16 */
+    DFCCL_FLOAT32,
+    DFCCL_FLOAT64,
+    DFCCL_DATATYPE_COUNT
+} dfccl_datatype_t;
+
+typedef enum {
+    DFCCL_SUM = 0,
+    DFCCL_PROD,
+    DFCCL_MIN,
+    DFCCL_MAX,
+    DFCCL_AVG, /* floating types only: the sum divided by the group size */
+    DFCCL_OP_COUNT
+} dfccl_op_t;
+
+typedef enum {
+    DFCCL_BACKEND_AUTO = 0, /* CUDA if a GPU is visible and built in, else host */
+    DFCCL_BACKEND_CUDA,
+    DFCCL_BACKEND_HOST
+} dfccl_backend_t;
+
+typedef enum {
+    DFCCL_PROGRESS_THREAD = 0, /* a poller thread runs callbacks */
+    DFCCL_PROGRESS_EXPLICIT    /* callbacks run in dfcclProgress/dfcclWait */
+} dfccl_progress_t;
+
+typedef enum {
+    DFCCL_TRANSPORT_AUTO = 0, /* p2p between GPUs that can, else shm */
+    DFCCL_TRANSPORT_SHM,
+    DFCCL_TRANSPORT_P2P
+} dfccl_transport_t;
+
+/*
+ * Tunables. dfcclConfigInit fills the defaults and then applies the
+ * environment variables named beside each field (read once per call).
+ * Every rank of a group must use the same values for the fields marked
+ * [group]; registration checks this and fails with DFCCL_ERR_MISMATCH.
+ */
+typedef struct {
+    dfccl_backend_t   backend;      /* DFCCL_BACKEND */
+    dfccl_progress_t  progress;     /* DFCCL_PROGRESS: thread|explicit */
+    dfccl_transport_t transport;    /* DFCCL_TRANSPORT: auto|shm|p2p */
+    int      max_blocks;            /* DFCCL_MAX_BLOCKS: daemon blocks (= max channels) */
+    int      threads_per_block;     /* DFCCL_THREADS: CUDA threads per daemon block */
+    int      max_channels;          /* DFCCL_CHANNELS: [group] channels per collective */
+    size_t   min_channel_bytes;     /* DFCCL_CHANNEL_BYTES: [group] bytes per extra channel */
+    size_t   slot_bytes;            /* DFCCL_SLOT_BYTES: [group] connector slot size */
+    int      nslots;                /* DFCCL_SLOTS: [group] slots per connector */
+    uint32_t spin_head;             /* DFCCL_SPIN_HEAD: initial threshold, queue head */
+    uint32_t spin_min;              /* DFCCL_SPIN_MIN: smallest initial threshold */
+    uint32_t spin_sticky;           /* DFCCL_SPIN_STICKY: threshold after progress */
+    uint32_t quit_us;               /* DFCCL_QUIT_US: idle time before voluntary quit */
+    uint32_t relaunch_us;           /* DFCCL_RELAUNCH_US: min gap between stuck relaunches */
+    int      max_colls;             /* DFCCL_MAX_COLLS: registered collectives per context */
+    int      sq_entries;            /* DFCCL_SQ_ENTRIES: submission queue size */
+    double   timeout_s;             /* DFCCL_TIMEOUT: per-collective timeout, 0 = none */
+    int      priority_order;        /* DFCCL_PRIORITY: 1 = order task queue by priority */
+    int      verbose;               /* DFCCL_VERBOSE: 0 quiet, 1 info, 2 debug */
+} dfccl_config_t;
+
+typedef struct dfccl_rank_ctx *dfccl_rank_ctx_t;
+typedef struct dfccl_group    *dfccl_group_t;
+
+/*
+ * Completion callback. Runs once per dfcclRun* call, with the collective id,
+ * its final status (DFCCL_OK, or an error such as DFCCL_ERR_TIMEOUT) and the
+ * user argument given to dfcclRun*.
+ */
+typedef void (*dfccl_callback_t)(int coll_id, dfccl_status_t status, void *arg);
+
+/*
+ * Out-of-band allgather used to bootstrap a group: every rank contributes
+ * `bytes` bytes from `sendbuf`; `recvbuf` receives nranks * bytes, in rank
+ * order. Returns 0 on success. It is called from inside dfcclGroupCreate and
+ * the registration calls, collectively on all ranks of the group.
+ */
+typedef int (*dfccl_oob_allgather_fn_t)(const void *sendbuf, void *recvbuf,
+                                        size_t bytes, void *arg);
+
+typedef struct {
+    uint64_t collectives;   /* collectives completed by the daemon */
+    uint64_t preemptions;   /* primitives that ran out of spins (per block) */
+    uint64_t quits;         /* voluntary quits of daemon blocks */
+    uint64_t launches;      /* daemon launches */
+    uint64_t context_loads; /* dynamic contexts restored after a preemption */
+    uint64_t submitted;     /* dfcclRun* calls accepted */
+    size_t   device_bytes;  /* device (or host-backend) memory held by the context */
+    size_t   connector_bytes; /* of which connector buffers */
+    int      registered;    /* collectives currently registered */
+    int      blocks;        /* daemon blocks (grid size) */
+    int      running;       /* 1 while the daemon runs */
+} dfccl_stats_t;
+
+/* Text for a status. Never NULL. Thread-safe. */
+DFCCL_API const char *dfcclGetErrorString(dfccl_status_t status);
+
+/* Text for the last error of the calling thread: what failed and what to do. */
+DFCCL_API const char *dfcclGetLastErrorMessage(void);
+
+/* Fill `config` with defaults overridden by DFCCL_* environment variables. */
+DFCCL_API dfccl_status_t dfcclConfigInit(dfccl_config_t *config);
+
+/*
+ * Create a rank context on the caller's current CUDA device (cudaGetDevice),
+ * or on the host backend. `config` may be NULL (dfcclConfigInit defaults).
+ * [out] ctx_p: set only on success; the caller owns it and frees it with
+ * dfcclDestroy. The daemon starts at the first dfcclRun*.
+ */
+DFCCL_API dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_t *ctx_p);
+
+/*
+ * Create a group of `nranks` ranks (the paper's device set), in which this
+ * process is `rank`. Collective over the group: every member calls it with
+ * the same nranks. `name` (may be NULL, copied) names the group in messages,
+ * e.g. the MPI communicator's name. The allgather callback and its argument
+ * must stay valid until the group is destroyed: registration uses them.
+ * [out] group_p: owned by the caller, freed by dfcclGroupDestroy.
+ */
+DFCCL_API dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
+                                          dfccl_oob_allgather_fn_t allgather,
+                                          void *allgather_arg, const char *name,
+                                          dfccl_group_t *group_p);
+
+/*
+ * Destroy a group. Fails with DFCCL_ERR_BUSY while any of its collectives
+ * is registered. Local: needs no other rank.
+ */
+DFCCL_API dfccl_status_t dfcclGroupDestroy(dfccl_group_t group);
+
+/*
+ * Register a collective on `group`. Collective over the group: every rank
+ * registers the group's collectives in the same order with the same count,
+ * type, op and root; a difference is reported as DFCCL_ERR_MISMATCH naming
+ * the field. Higher `priority` runs first when the context orders by
+ * priority. [out] coll_id_p: the id to run it with, unique in the context.
+ * Counts are in elements: allgather's count is each rank's contribution,
+ * reduce-scatter's the count each rank receives.
+ */
+DFCCL_API dfccl_status_t dfcclRegisterAllReduce(size_t count, dfccl_datatype_t type,
+                                                dfccl_op_t op, dfccl_group_t group,
+                                                int priority, int *coll_id_p);
+DFCCL_API dfccl_status_t dfcclRegisterAllGather(size_t sendcount, dfccl_datatype_t type,
+                                                dfccl_group_t group, int priority,
+                                                int *coll_id_p);
+DFCCL_API dfccl_status_t dfcclRegisterReduceScatter(size_t recvcount, dfccl_datatype_t type,
+                                                    dfccl_op_t op, dfccl_group_t group,
+                                                    int priority, int *coll_id_p);
+DFCCL_API dfccl_status_t dfcclRegisterReduce(size_t count, dfccl_datatype_t type,
+                                             dfccl_op_t op, int root, dfccl_group_t group,
+                                             int priority, int *coll_id_p);
+DFCCL_API dfccl_status_t dfcclRegisterBroadcast(size_t count, dfccl_datatype_t type,
+                                                int root, dfccl_group_t group,
+                                                int priority, int *coll_id_p);
+
+/*
+ * Release a registered collective's memory. Local. Fails with DFCCL_ERR_BUSY
+ * while it is in flight on this rank.
+ */
+DFCCL_API dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx);
+
+/*
+ * Start a registered collective. Returns at once; the callback (may be NULL)
+ * runs when it completes. Buffers are device memory on the CUDA backend and
+ * host memory on the host backend; the caller keeps them valid and untouched
+ * until completion. sendbuff == recvbuff (or, for allgather, sendbuff at
+ * recvbuff + rank * count) runs in place. Running an id that is still in
+ * flight returns DFCCL_ERR_BUSY.
+ */
+DFCCL_API dfccl_status_t dfcclRunAllReduce(const void *sendbuff, void *recvbuff, int coll_id,
+                                           dfccl_callback_t callback, void *callback_args,
+                                           dfccl_rank_ctx_t ctx);
+DFCCL_API dfccl_status_t dfcclRunAllGather(const void *sendbuff, void *recvbuff, int coll_id,
+                                           dfccl_callback_t callback, void *callback_args,
+                                           dfccl_rank_ctx_t ctx);
+DFCCL_API dfccl_status_t dfcclRunReduceScatter(const void *sendbuff, void *recvbuff,
+                                               int coll_id, dfccl_callback_t callback,
+                                               void *callback_args, dfccl_rank_ctx_t ctx);
+DFCCL_API dfccl_status_t dfcclRunReduce(const void *sendbuff, void *recvbuff, int coll_id,
+                                        dfccl_callback_t callback, void *callback_args,
+                                        dfccl_rank_ctx_t ctx);
+DFCCL_API dfccl_status_t dfcclRunBroadcast(const void *sendbuff, void *recvbuff, int coll_id,
+                                           dfccl_callback_t callback, void *callback_args,
+                                           dfccl_rank_ctx_t ctx);
+
+/*
+ * DFCCL_INPROGRESS while `coll_id` is in flight (or its callback has not run
+ * yet), DFCCL_OK once done, or the error it completed with. Never blocks.
+ */
+DFCCL_API dfccl_status_t dfcclQuery(int coll_id, dfccl_rank_ctx_t ctx);
+
+/*
+ * Block until `coll_id` has completed and its callback has run, driving
+ * progress in explicit mode. timeout_ms < 0 waits without limit, as long as
+ * the daemon can make progress; the context's timeout still applies.
+ * Returns the collective's status, or DFCCL_ERR_TIMEOUT.
+ */
+DFCCL_API dfccl_status_t dfcclWait(int coll_id, int timeout_ms, dfccl_rank_ctx_t ctx);
+
+/*
+ * Run the callbacks of completed collectives and relaunch the daemon if it
+ * quit with work left. Needed only in DFCCL_PROGRESS_EXPLICIT mode.
+ * [out] ncompleted_p (may be NULL): callbacks run by this call.
+ */
+DFCCL_API dfccl_status_t dfcclProgress(dfccl_rank_ctx_t ctx, int *ncompleted_p);
+
+/*
+ * Synchronize the device: cudaDeviceSynchronize on the CUDA backend; on the
+ * host backend, wait until no daemon block runs, with the same semantics
+ * (the daemon quits voluntarily when it is idle or stuck).
+ */
+DFCCL_API dfccl_status_t dfcclSynchronize(dfccl_rank_ctx_t ctx);
+
+/* Counters of the context. [out] stats_p. */
+DFCCL_API dfccl_status_t dfcclGetStats(dfccl_rank_ctx_t ctx, dfccl_stats_t *stats_p);
+
+/* The backend the context runs on (never DFCCL_BACKEND_AUTO). */
+DFCCL_API dfccl_backend_t dfcclGetBackend(dfccl_rank_ctx_t ctx);
+
+/*
+ * Destroy the context: posts the exit SQE, joins the daemon and the poller
+ * and frees everything. Fails with DFCCL_ERR_BUSY, changing nothing, while
+ * any collective is in flight; wait for them first. Groups must be destroyed
+ * before (or are destroyed with) the context.
+ */
+DFCCL_API dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DFCCL_H_ */

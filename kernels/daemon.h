@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The daemon: the scheduler loop that every daemon block runs (Algorithm 1
+ * of the DFCCL paper). Block 0 is the leader: it moves SQEs from the host's
+ * submission ring into a log in device memory, from which every block pulls
+ * them into its own task queue. Each block then walks its task queue from
+ * the head, giving the collective at position i an initial spin threshold
+ * that shrinks with i and grows to the sticky threshold once one of its
+ * primitives succeeds. A collective that runs out of spins is preempted:
+ * its dynamic context is saved (if it moved) and the next one is loaded.
+ * When a block completes its part of a collective it bumps the collective's
+ * completion counter; the last block writes a CQE into its own CQ ring.
+ * A block quits voluntarily when, for quit_ns, it has received no SQE and
+ * none of its collectives progressed; the host relaunches the daemon.
+ *
+ * Control decisions are taken by thread 0 and shared through block-shared
+ * memory, so the same code runs with one thread (host backend) or many.
+ */
+#ifndef DFCCL_KERNELS_DAEMON_H_
+#define DFCCL_KERNELS_DAEMON_H_
+
+#include "ring.h"
+
+enum {
+    DFCCL_DAEMON_QUIT  = 1, /* voluntary quit: relaunch when there is work */
+    DFCCL_DAEMON_EXIT  = 2, /* exit SQE processed: final */
+    DFCCL_DAEMON_ABORT = 3
+};
+
+/* Leader: move published SQEs into the device log while it has room. */
+DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a)
+{
+    uint64_t pos = *a->sq_next, min_head = ~0ull;
+    uint32_t fetched = 0;
+
+    for (uint32_t b = 0; b < a->nblocks; b++) {
+        min_head = DFCCL_MIN(min_head, dfccl_ld_acquire_gpu(&a->log_head[b]));
+    }
+    while (pos - min_head < a->log_entries) {
+        const dfccl_sqe_t *e = &a->sq[pos % a->sq_entries];
+        dfccl_sqe_t *l       = &a->log[pos % a->log_entries];
+        if (dfccl_ld_acquire_sys(&e->seq) != pos + 1) {
+            break;
+        }
+        l->kind     = e->kind;
+        l->coll_id  = e->coll_id;
+        l->sendbuff = e->sendbuff;
+        l->recvbuff = e->recvbuff;
+        l->seq      = pos + 1;
+        pos++;
+        fetched++;
+    }
+    if (fetched) {
+        *a->sq_next = pos;
+        dfccl_st_release_gpu(a->log_tail, pos);
+        dfccl_st_release_sys(&a->sq_ctrl->head, pos);
+    }
+    return fetched;
+}
+
+/* Insert into the task queue: FIFO, or by priority (stable) if enabled. */
+DFCCL_F_DEVICE void dfccl_daemon_task_insert(const dfccl_daemon_args_t *a, dfccl_task_t *tasks,
+                                             uint32_t *ntasks, const dfccl_task_t *t)
+{
+    uint32_t i = *ntasks;
+
+    if (a->priority_order) {
+        while (i > 0 && tasks[i - 1].priority < t->priority) {
+            tasks[i] = tasks[i - 1];
+            i--;
+        }
+    }
+    tasks[i] = *t;
+    (*ntasks)++;
+}
+
+DFCCL_F_DEVICE void dfccl_daemon_task_remove(dfccl_task_t *tasks, uint32_t *ntasks, uint32_t pos)
+{
+    for (uint32_t i = pos + 1; i < *ntasks; i++) {
+        tasks[i - 1] = tasks[i];
+    }
+    (*ntasks)--;
+}
+
+/* Pull new log entries into this block's task queue. Thread 0 only. */
+DFCCL_F_DEVICE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, uint32_t b,
+                                              dfccl_task_t *tasks, dfccl_blk_ctl_t *ctl)
+{
+    uint64_t h = a->log_head[b], t = dfccl_ld_acquire_gpu(a->log_tail);
+    uint32_t got = 0;
+
+    for (; h < t; h++) {
+        const dfccl_sqe_t *e = &a->log[h % a->log_entries];
+        got++;
+        if (e->kind == DFCCL_SQE_EXIT) {
+            ctl->exiting = 1;
+        } else if (e->kind == DFCCL_SQE_RUN && (uint32_t)e->coll_id < a->max_colls) {
+            const dfccl_coll_static_t *st = &a->colls[e->coll_id];
+            dfccl_task_t task;
+            if (b >= (uint32_t)st->nchannels || ctl->ntasks >= a->max_colls) {
+                continue;
+            }
+            task.coll_id  = e->coll_id;
+            task.priority = st->priority;
+            task.arrival  = a->arrivals[b]++;
+            task.sticky   = 0;
+            task.sendbuff = e->sendbuff;
+            task.recvbuff = e->recvbuff;
+            dfccl_daemon_task_insert(a, tasks, &ctl->ntasks, &task);
+        }
+    }
+    if (got) {
+        a->task_count[b] = ctl->ntasks;
+        dfccl_st_release_gpu(&a->log_head[b], h);
+    }
+    return got;
+}
+
+/* Last block done with a collective: write its CQE into this block's ring. */
+DFCCL_F_DEVICE int dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t b, int coll_id)
+{
+    uint64_t pos    = a->cq_tail[b];
+    uint64_t *ring  = a->cq + (uint64_t)b * a->cq_entries;
+
+    /* Capacity >= registered collectives, each in flight at most once: the
+     * ring cannot be full; the wait is only a guard and can be aborted. */
+    while (pos - dfccl_ld_acquire_sys(&a->cq_ctrl[b].head) >= a->cq_entries) {
+        if (dfccl_ld_relaxed(a->abort_flag)) {
+            return -1;
+        }
+        dfccl_pause();
+    }
+    dfccl_st_release_sys(&ring[pos % a->cq_entries], ((pos + 1) << 32) | (uint32_t)coll_id);
+    a->cq_tail[b] = pos + 1;
+    return 0;
+}
+
+/*
+ * Run the task at queue position `pos` until it completes or gets stuck.
+ * Returns DFCCL_PRIM_DONE or DFCCL_PRIM_STUCK; *progressed_p is set when any
+ * primitive succeeded.
+ */
+DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t b,
+                                         dfccl_task_t *task, uint32_t pos,
+                                         dfccl_blk_ctl_t *ctl, uint32_t *progressed_p)
+{
+    const uint64_t slot = (uint64_t)task->coll_id * a->max_blocks + b;
+    dfccl_block_stats_t *stats = &a->stats[b];
+    dfccl_exec_t x;
+    int rc;
+
+    x.st          = &a->colls[task->coll_id];
+    x.ch          = &a->chans[slot];
+    x.dyn         = a->dyn[slot]; /* load the dynamic context */
+    x.sendbuff    = (const char *)(uintptr_t)task->sendbuff;
+    x.recvbuff    = (char *)(uintptr_t)task->recvbuff;
+    x.ctl         = ctl;
+    x.abort_flag  = a->abort_flag;
+    x.slice_elems = x.st->slot_bytes / x.st->elem_size;
+    x.progressed  = 0;
+    x.spin_sticky = a->spin_sticky;
+    if (task->sticky) {
+        x.spin = a->spin_sticky;
+    } else {
+        x.spin = pos < 32 ? (a->spin_head >> pos) : 0;
+        x.spin = DFCCL_MAX(x.spin, a->spin_min);
+    }
+    if (DFCCL_TID == 0 && x.dyn.started) {
+        stats->context_loads++;
+    }
+
+    rc = dfccl_ring_run(&x);
+
+    if (rc == DFCCL_PRIM_DONE) {
+        x.dyn.loop = x.dyn.step = x.dyn.slice = x.dyn.started = 0;
+    }
+    if (DFCCL_TID == 0) {
+        if (x.progressed || rc == DFCCL_PRIM_DONE) {
+            a->dyn[slot] = x.dyn; /* lazy save: only a context that moved */
+            task->sticky = 1;
+        }
+        if (rc == DFCCL_PRIM_STUCK) {
+            stats->preemptions++;
+        }
+    }
+    dfccl_block_sync();
+    *progressed_p = x.progressed;
+    return rc;
+}
+
+/*
+ * Complete `coll_id` on this block: count it, and if this block is the last
+ * of its channels, reset the counter and post the CQE. Thread 0 only.
+ */
+DFCCL_F_DEVICE void dfccl_daemon_complete(const dfccl_daemon_args_t *a, uint32_t b, int coll_id)
+{
+    uint32_t nch = (uint32_t)a->colls[coll_id].nchannels;
+
+    if (dfccl_fetch_add_gpu(&a->done_count[coll_id], 1) + 1 == nch) {
+        a->done_count[coll_id] = 0;
+        if (dfccl_daemon_post_cqe(a, b, coll_id) == 0) {
+            a->stats[b].collectives++;
+        }
+    }
+}
+
+/* The scheduler loop of one daemon block. Returns a DFCCL_DAEMON_* code. */
+DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
+{
+    DFCCL_SHARED dfccl_blk_ctl_t ctl_s;
+    dfccl_blk_ctl_t *ctl = &ctl_s;
+    dfccl_task_t *tasks  = a->tasks + (uint64_t)b * a->max_colls;
+    uint64_t last_active = dfccl_now_ns();
+
+    if (DFCCL_TID == 0) {
+        ctl->ntasks  = a->task_count[b];
+        ctl->exiting = 0;
+        ctl->quit    = 0;
+    }
+    dfccl_block_sync();
+
+    for (;;) {
+        uint32_t active = 0;
+
+        if (DFCCL_TID == 0) {
+            if (b == 0) {
+                dfccl_daemon_fetch_sq(a);
+            }
+            active = dfccl_daemon_pull_log(a, b, tasks, ctl);
+            ctl->rc = 0;
+            if (dfccl_ld_relaxed(a->abort_flag)) {
+                ctl->rc = DFCCL_DAEMON_ABORT;
+            } else if (ctl->exiting && ctl->ntasks == 0) {
+                ctl->rc = DFCCL_DAEMON_EXIT;
+            }
+            ctl->ready = active;
+        }
+        dfccl_block_sync();
+        active = ctl->ready;
+        if (ctl->rc != 0) {
+            int rc = (int)ctl->rc;
+            if (DFCCL_TID == 0 && rc == DFCCL_DAEMON_EXIT) {
+                a->stats[b].exited = 1;
+            }
+            dfccl_block_sync();
+            return rc;
+        }
+
+        /* Walk the task queue from the head. */
+        for (uint32_t pos = 0; pos < ctl->ntasks;) {
+            uint32_t progressed = 0;
+            int rc = dfccl_daemon_run_task(a, b, &tasks[pos], pos, ctl, &progressed);
+
+            if (progressed) {
+                active = 1;
+            }
+            if (rc == DFCCL_PRIM_DONE) {
+                active = 1;
+                if (DFCCL_TID == 0) {
+                    int id = tasks[pos].coll_id;
+                    dfccl_daemon_task_remove(tasks, &ctl->ntasks, pos);
+                    a->task_count[b] = ctl->ntasks;
+                    dfccl_daemon_complete(a, b, id);
+                }
+                dfccl_block_sync();
+                break; /* rescan from the head: new SQEs, priorities */
+            }
+            pos++;
+        }
+
+        if (active) {
+            last_active = dfccl_now_ns();
+        } else {
+            if (dfccl_now_ns() - last_active > a->quit_ns) {
+                /* Voluntary quit. Everything lives in device memory already:
+                 * task queue, dynamic contexts (saved at preemption), log and
+                 * CQ positions. */
+                if (DFCCL_TID == 0) {
+                    a->task_count[b] = ctl->ntasks;
+                    a->stats[b].quits++;
+                }
+                dfccl_block_sync();
+                return DFCCL_DAEMON_QUIT;
+            }
+            if (DFCCL_TID == 0) {
+                dfccl_pause();
+            }
+            dfccl_block_sync();
+        }
+    }
+}
+
+#endif /* DFCCL_KERNELS_DAEMON_H_ */

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Data shared by the host runtime and the daemon: queue entries, static and
+ * dynamic collective contexts, connector control words and the daemon's
+ * argument block. Plain C structs with fixed-width fields, so that nvcc and
+ * the host compiler lay them out identically.
+ *
+ * Memory placement (CUDA backend; the host backend uses ordinary memory):
+ *  - SQ, CQ rings and per-block statistics: pinned host memory mapped into
+ *    the GPU. Each word has exactly one writer; no CPU-GPU atomics.
+ *  - static contexts, channels, dynamic contexts, task lists, the SQE log
+ *    and completion counters: device memory.
+ *  - connectors: device memory of the receiver (p2p) or shared host memory.
+ */
+#ifndef DFCCL_KERNELS_DAEMON_TYPES_H_
+#define DFCCL_KERNELS_DAEMON_TYPES_H_
+
+#include <stdint.h>
+
+#define DFCCL_MAX_CHANNELS 32
+#define DFCCL_CACHELINE    128
+
+/* Collective kinds. */
+enum {
+    DFCCL_COLL_ALLREDUCE = 0,
+    DFCCL_COLL_ALLGATHER,
+    DFCCL_COLL_REDUCESCATTER,
+    DFCCL_COLL_REDUCE,
+    DFCCL_COLL_BROADCAST,
+    DFCCL_COLL_KIND_COUNT
+};
+
+/* SQE kinds. */
+enum {
+    DFCCL_SQE_RUN  = 1,
+    DFCCL_SQE_EXIT = 2
+};
+
+/*
+ * Submission queue entry. The producer writes every field, then publishes
+ * `seq` (ring position + 1) with a release store; the consumer accepts the
+ * slot only when `seq` equals the position it expects.
+ */
+typedef struct {
+    uint64_t seq;
+    int32_t  kind;
+    int32_t  coll_id;
+    uint64_t sendbuff;
+    uint64_t recvbuff;
+} dfccl_sqe_t;
+
+/* Submission ring: written by the host under a lock, read by block 0. */
+typedef struct {
+    uint64_t head; /* consumed entries; written by block 0 only */
+    char     pad0[DFCCL_CACHELINE - sizeof(uint64_t)];
+} dfccl_sq_ctrl_t;
+
+/*
+ * Completion queue: one ring per daemon block, each with a single producer
+ * (its block) and a single consumer (the poller). A slot holds
+ * ((position + 1) << 32) | coll_id, published with one release store.
+ */
+typedef struct {
+    uint64_t head; /* consumed entries; written by the poller only */
+    char     pad0[DFCCL_CACHELINE - sizeof(uint64_t)];
+} dfccl_cq_ctrl_t;
+
+/* Per-block counters, written by their block only, read by the host. */
+typedef struct {
+    uint64_t collectives;
+    uint64_t preemptions;
+    uint64_t quits;
+    uint64_t context_loads;
+    uint64_t exited;  /* 1 after the exit SQE was processed */
+    uint64_t error;   /* first daemon-side error code (negative), 0 if none */
+    uint64_t error_coll;
+    uint64_t pad;
+} dfccl_block_stats_t;
+
+/*
+ * Connector control words, at the start of every connector region, which is
+ * owned by the receiving rank: `tail` counts slots the sender has filled
+ * (written only by the sender), `head` counts slots the receiver has
+ * consumed (written only by the receiver). The slot data follows.
+ */
+typedef struct {
+    uint64_t tail;
+    char     pad0[DFCCL_CACHELINE - sizeof(uint64_t)];
+    uint64_t head;
+    char     pad1[DFCCL_CACHELINE - sizeof(uint64_t)];
+} dfccl_conn_ctrl_t;
+
+/* One channel of a registered collective: its part of the data and its ring. */
+typedef struct {
+    uint64_t           off;       /* first element of this channel's range */
+    uint64_t           cnt;       /* elements in this channel's range */
+    dfccl_conn_ctrl_t *recv_ctrl; /* own connector (prev -> me) */
+    char              *recv_data;
+    dfccl_conn_ctrl_t *send_ctrl; /* next rank's connector (me -> next) */
+    char              *send_data;
+} dfccl_chan_t;
+
+/* Static context: constant while the collective is registered. */
+typedef struct {
+    int32_t  kind;
+    int32_t  dtype;
+    int32_t  op;
+    int32_t  nranks;
+    int32_t  rank;
+    int32_t  root;
+    int32_t  nchannels;
+    int32_t  priority;
+    uint64_t count;       /* allreduce/reduce/bcast: count; allgather/rs: per rank */
+    uint32_t slot_bytes;
+    uint32_t nslots;
+    uint32_t chunk_slices; /* slices per ring chunk */
+    uint32_t elem_size;
+    uint64_t registered;  /* registration epoch; 0 when the id is free */
+} dfccl_coll_static_t;
+
+/*
+ * Dynamic context of one (collective, block): where the collective stands.
+ * Saved to device memory on preemption and restored when it is scheduled
+ * again. send_seq/recv_seq continue across runs, so connectors never reset.
+ */
+typedef struct {
+    uint32_t loop;
+    uint32_t step;
+    uint32_t slice;
+    uint32_t started; /* nonzero once this run moved any data */
+    uint64_t send_seq;
+    uint64_t recv_seq;
+} dfccl_dyn_t;
+
+/* A collective in a block's task queue. */
+typedef struct {
+    int32_t  coll_id;
+    int32_t  priority;
+    uint32_t arrival;  /* order of arrival, for FIFO and stable priority order */
+    uint32_t sticky;   /* 1 once a primitive succeeded in this run */
+    uint64_t sendbuff;
+    uint64_t recvbuff;
+} dfccl_task_t;
+
+/* Everything the daemon needs, passed by value at launch. */
+typedef struct {
+    /* queues (mapped host memory) */
+    dfccl_sqe_t         *sq;
+    dfccl_sq_ctrl_t     *sq_ctrl;
+    uint64_t            *cq;        /* nblocks rings of cq_entries */
+    dfccl_cq_ctrl_t     *cq_ctrl;   /* nblocks */
+    dfccl_block_stats_t *stats;     /* nblocks */
+    uint64_t            *abort_flag;
+    /* daemon state (device memory) */
+    dfccl_sqe_t         *log;       /* fan-out of SQEs, log_entries */
+    uint64_t            *log_tail;  /* written by block 0 */
+    uint64_t            *log_head;  /* nblocks, consumed log entries */
+    uint64_t            *sq_next;   /* block 0's next SQ position */
+    uint64_t            *cq_tail;   /* nblocks, produced CQEs */
+    uint32_t            *task_count; /* nblocks */
+    uint32_t            *arrivals;  /* nblocks */
+    dfccl_task_t        *tasks;     /* nblocks x max_colls */
+    const dfccl_coll_static_t *colls;
+    const dfccl_chan_t  *chans;     /* max_colls x max_blocks */
+    dfccl_dyn_t         *dyn;       /* max_colls x max_blocks */
+    uint32_t            *done_count; /* max_colls */
+    /* configuration */
+    uint32_t sq_entries;
+    uint32_t log_entries;
+    uint32_t cq_entries;
+    uint32_t max_colls;
+    uint32_t max_blocks;
+    uint32_t nblocks;        /* blocks of this launch */
+    uint32_t spin_head;
+    uint32_t spin_min;
+    uint32_t spin_sticky;
+    uint32_t priority_order;
+    uint64_t quit_ns;
+} dfccl_daemon_args_t;
+
+#endif /* DFCCL_KERNELS_DAEMON_TYPES_H_ */

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Portability layer of the daemon source. The same daemon code builds with
+ * nvcc for GPUs (__CUDACC__) and with the host C compiler for the host
+ * backend, where a daemon block is one CPU thread. Everything that differs
+ * between the two (qualifiers, memory ordering, thread indices, timers,
+ * pausing in spin loops) is behind the macros and inline functions here.
+ */
+#ifndef DFCCL_KERNELS_PORT_H_
+#define DFCCL_KERNELS_PORT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+
+#define DFCCL_F_DEVICE   static __device__ __forceinline__
+#define DFCCL_F_NOINLINE static __device__ __noinline__
+#define DFCCL_SHARED     __shared__
+#define DFCCL_TID        ((int)threadIdx.x)
+#define DFCCL_NTHREADS   ((int)blockDim.x)
+
+DFCCL_F_DEVICE uint64_t dfccl_ld_acquire_sys(const uint64_t *p)
+{
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+DFCCL_F_DEVICE void dfccl_st_release_sys(uint64_t *p, uint64_t v)
+{
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+DFCCL_F_DEVICE uint64_t dfccl_ld_acquire_gpu(const uint64_t *p)
+{
+    uint64_t v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+DFCCL_F_DEVICE void dfccl_st_release_gpu(uint64_t *p, uint64_t v)
+{
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+/* Relaxed load that is not cached across polls (volatile). */
+DFCCL_F_DEVICE uint64_t dfccl_ld_relaxed(const uint64_t *p)
+{
+    return *(const volatile uint64_t *)p;
+}
+
+DFCCL_F_DEVICE void dfccl_st_relaxed(uint64_t *p, uint64_t v)
+{
+    *(volatile uint64_t *)p = v;
+}
+
+/* Device-scope fetch-and-add on device memory (never on host memory). */
+DFCCL_F_DEVICE uint32_t dfccl_fetch_add_gpu(uint32_t *p, uint32_t v)
+{
+    return atomicAdd(p, v);
+}
+
+DFCCL_F_DEVICE uint64_t dfccl_now_ns(void)
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+DFCCL_F_DEVICE void dfccl_pause(void)
+{
+    __nanosleep(64);
+}
+
+DFCCL_F_DEVICE void dfccl_block_sync(void)
+{
+    __syncthreads();
+}
+
+/* Make this block's writes (data) visible system-wide before a publish. */
+DFCCL_F_DEVICE void dfccl_fence_sys(void)
+{
+    __threadfence_system();
+}
+
+#else /* host backend */
+
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#define DFCCL_F_DEVICE   static inline
+#define DFCCL_F_NOINLINE static
+#define DFCCL_SHARED
+#define DFCCL_TID        0
+#define DFCCL_NTHREADS   1
+
+DFCCL_F_DEVICE uint64_t dfccl_ld_acquire_sys(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+DFCCL_F_DEVICE void dfccl_st_release_sys(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+#define dfccl_ld_acquire_gpu dfccl_ld_acquire_sys
+#define dfccl_st_release_gpu dfccl_st_release_sys
+
+DFCCL_F_DEVICE uint64_t dfccl_ld_relaxed(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+DFCCL_F_DEVICE void dfccl_st_relaxed(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+DFCCL_F_DEVICE uint32_t dfccl_fetch_add_gpu(uint32_t *p, uint32_t v)
+{
+    return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
+}
+
+DFCCL_F_DEVICE uint64_t dfccl_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Host blocks share few cores with other ranks: always give the CPU away. */
+DFCCL_F_DEVICE void dfccl_pause(void)
+{
+    sched_yield();
+}
+
+DFCCL_F_DEVICE void dfccl_block_sync(void)
+{
+}
+
+DFCCL_F_DEVICE void dfccl_fence_sys(void)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+#endif
+
+#define DFCCL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define DFCCL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define DFCCL_DIV_UP(a, b) (((a) + (b) - 1) / (b))
+
+#endif /* DFCCL_KERNELS_PORT_H_ */

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Primitives of the daemon: one call moves one slice through the connectors
+ * with any fusion of recv, reduce, copy and send. A primitive first polls, at
+ * most `spin` times, until its recv connector is readable and its send
+ * connector is writable. If it is not ready by then it returns
+ * DFCCL_PRIM_STUCK having touched nothing, so the collective can be preempted
+ * and the primitive replayed later (idempotent). Once ready it moves the data
+ * and only then publishes: the send connector's tail, then the recv
+ * connector's head.
+ */
+#ifndef DFCCL_KERNELS_PRIMS_H_
+#define DFCCL_KERNELS_PRIMS_H_
+
+#include "daemon_types.h"
+#include "reduce.h"
+
+enum {
+    DFCCL_P_RECV   = 1u << 0, /* read the slot from the recv connector */
+    DFCCL_P_SEND   = 1u << 1, /* write the result to the send connector */
+    DFCCL_P_REDUCE = 1u << 2, /* result = recv (op) src */
+    DFCCL_P_COPY   = 1u << 3, /* write the result to dst */
+    DFCCL_P_FINAL  = 1u << 4  /* last reduction of an AVG: divide by nranks */
+};
+
+enum {
+    DFCCL_PRIM_OK    = 0,
+    DFCCL_PRIM_STUCK = 1,
+    DFCCL_PRIM_DONE  = 2
+};
+
+/* Block-shared control words (shared memory on GPUs). */
+typedef struct {
+    uint32_t ready;
+    uint32_t ntasks;
+    uint32_t exiting;
+    uint32_t quit;
+    uint32_t rc;
+    uint32_t pad[3];
+} dfccl_blk_ctl_t;
+
+/* The collective being executed by a block: the "active context slot". */
+typedef struct {
+    const dfccl_coll_static_t *st;
+    const dfccl_chan_t        *ch;
+    dfccl_dyn_t                dyn;   /* identical copy in every thread */
+    const char                *sendbuff;
+    char                      *recvbuff;
+    dfccl_blk_ctl_t           *ctl;
+    const uint64_t            *abort_flag;
+    uint64_t                   slice_elems;
+    uint32_t                   spin;
+    uint32_t                   spin_sticky;
+    uint32_t                   progressed; /* primitives done in this activation */
+} dfccl_exec_t;
+
+/* Poll until the connectors allow `flags`, at most x->spin times. */
+DFCCL_F_DEVICE uint32_t dfccl_prim_wait(const dfccl_exec_t *x, uint32_t flags)
+{
+    const dfccl_chan_t *ch = x->ch;
+    uint32_t nslots        = x->st->nslots;
+
+    for (uint32_t i = 0;; i++) {
+        uint32_t ok = 1;
+        if ((flags & DFCCL_P_RECV) &&
+            dfccl_ld_acquire_sys(&ch->recv_ctrl->tail) <= x->dyn.recv_seq) {
+            ok = 0;
+        }
+        if (ok && (flags & DFCCL_P_SEND) &&
+            x->dyn.send_seq - dfccl_ld_acquire_sys(&ch->send_ctrl->head) >= nslots) {
+            ok = 0;
+        }
+        if (ok) {
+            return 1;
+        }
+        if (i >= x->spin) {
+            return 0;
+        }
+        if (((i & 63) == 63) && dfccl_ld_relaxed(x->abort_flag)) {
+            return 0;
+        }
+        dfccl_pause();
+    }
+}
+
+DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, char *dst,
+                              uint64_t n)
+{
+    const dfccl_coll_static_t *st = x->st;
+    const dfccl_chan_t *ch        = x->ch;
+    const char *in;
+    char *sendslot = NULL, *out0, *out1;
+
+    if (flags & (DFCCL_P_RECV | DFCCL_P_SEND)) {
+        if (DFCCL_TID == 0) {
+            x->ctl->ready = dfccl_prim_wait(x, flags);
+        }
+        dfccl_block_sync();
+        if (!x->ctl->ready) {
+            dfccl_block_sync(); /* everyone read `ready` before it changes */
+            return DFCCL_PRIM_STUCK;
+        }
+    }
+
+    in = (flags & DFCCL_P_RECV) ?
+             ch->recv_data + (x->dyn.recv_seq % st->nslots) * (uint64_t)st->slot_bytes :
+             src;
+    if (flags & DFCCL_P_SEND) {
+        sendslot = ch->send_data + (x->dyn.send_seq % st->nslots) * (uint64_t)st->slot_bytes;
+    }
+    out0 = (flags & DFCCL_P_COPY) ? dst : sendslot;
+    out1 = (flags & DFCCL_P_COPY) ? sendslot : NULL;
+    if (n > 0 && out0 != NULL) {
+        dfccl_reduce_copy(st->dtype, st->op, in, (flags & DFCCL_P_REDUCE) ? src : NULL, out0,
+                          out1, n, (flags & DFCCL_P_FINAL) ? (uint32_t)st->nranks : 0);
+    }
+    dfccl_block_sync();
+
+    if (flags & DFCCL_P_SEND) {
+        x->dyn.send_seq++;
+    }
+    if (flags & DFCCL_P_RECV) {
+        x->dyn.recv_seq++;
+    }
+    if (DFCCL_TID == 0) {
+        if (flags & DFCCL_P_SEND) {
+            dfccl_fence_sys();
+            dfccl_st_release_sys(&ch->send_ctrl->tail, x->dyn.send_seq);
+        }
+        if (flags & DFCCL_P_RECV) {
+            dfccl_st_release_sys(&ch->recv_ctrl->head, x->dyn.recv_seq);
+        }
+    }
+    x->dyn.started = 1;
+    x->progressed++;
+    x->spin = x->spin_sticky; /* progress: wait longer for the rest of it */
+    return DFCCL_PRIM_OK;
+}
+
+/*
+ * Run the primitive `flags` over a chunk of `elems` elements, one slice at a
+ * time, resuming at x->dyn.slice.
+ */
+DFCCL_F_DEVICE int dfccl_prim_chunk(dfccl_exec_t *x, uint32_t flags, const char *src, char *dst,
+                                    uint64_t elems)
+{
+    uint64_t esz = x->st->elem_size;
+
+    while ((uint64_t)x->dyn.slice * x->slice_elems < elems) {
+        uint64_t o = (uint64_t)x->dyn.slice * x->slice_elems;
+        uint64_t n = DFCCL_MIN(x->slice_elems, elems - o);
+        int rc     = dfccl_prim(x, flags, src ? src + o * esz : NULL, dst ? dst + o * esz : NULL,
+                                n);
+        if (rc != DFCCL_PRIM_OK) {
+            return rc;
+        }
+        x->dyn.slice++;
+    }
+    return DFCCL_PRIM_OK;
+}
+
+#endif /* DFCCL_KERNELS_PRIMS_H_ */

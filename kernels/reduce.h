@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Reduction and copy loops of the daemon for every supported datatype and
+ * op. dfccl_reduce_copy() computes out = a (op) b elementwise (or out = a when
+ * b is NULL) and writes out to one or two destinations, with the threads of
+ * the calling block sharing the elements. Signed integers wrap like two's
+ * complement (computed in the unsigned type); float16 and bfloat16 are
+ * computed in float32 and rounded to nearest even on every store.
+ */
+#ifndef DFCCL_KERNELS_REDUCE_H_
+#define DFCCL_KERNELS_REDUCE_H_
+
+#include "port.h"
+
+/* Values of dfccl_datatype_t / dfccl_op_t (include/dfccl.h). */
+enum {
+    DFCCL_K_INT8 = 0, DFCCL_K_UINT8, DFCCL_K_INT32, DFCCL_K_UINT32, DFCCL_K_INT64,
+    DFCCL_K_UINT64, DFCCL_K_FLOAT16, DFCCL_K_BFLOAT16, DFCCL_K_FLOAT32, DFCCL_K_FLOAT64
+};
+enum { DFCCL_K_SUM = 0, DFCCL_K_PROD, DFCCL_K_MIN, DFCCL_K_MAX, DFCCL_K_AVG };
+
+DFCCL_F_DEVICE float dfccl_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp  = (h >> 10) & 0x1fu;
+    uint32_t man  = h & 0x3ffu;
+    uint32_t bits;
+    union { uint32_t u; float f; } v;
+
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13); /* inf / nan */
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112u) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else {
+        /* subnormal: normalize */
+        int e = -1;
+        do {
+            e++;
+            man <<= 1;
+        } while ((man & 0x400u) == 0);
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+    v.u = bits;
+    return v.f;
+}
+
+DFCCL_F_DEVICE uint16_t dfccl_float_to_half(float f)
+{
+    union { float f; uint32_t u; } v;
+    uint32_t x, sign, exp, man;
+
+    v.f  = f;
+    x    = v.u;
+    sign = (x >> 16) & 0x8000u;
+    exp  = (x >> 23) & 0xffu;
+    man  = x & 0x7fffffu;
+
+    if (exp == 0xff) { /* inf or nan (keep nan quiet and nonzero) */
+        return (uint16_t)(sign | 0x7c00u | (man ? (0x200u | (man >> 13)) : 0));
+    }
+    if (exp > 142) { /* overflow to inf */
+        return (uint16_t)(sign | 0x7c00u);
+    }
+    if (exp >= 113) { /* normal half */
+        uint32_t h   = ((exp - 112) << 10) | (man >> 13);
+        uint32_t rem = man & 0x1fffu;
+        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) {
+            h++; /* may carry into the exponent, which is correct */
+        }
+        return (uint16_t)(sign | h);
+    }
+    if (exp >= 102) { /* subnormal half */
+        uint32_t m     = man | 0x800000u;
+        uint32_t shift = 126 - exp; /* 14..24 */
+        uint32_t h     = m >> shift;
+        uint32_t rem   = m & ((1u << shift) - 1);
+        uint32_t half  = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1u))) {
+            h++;
+        }
+        return (uint16_t)(sign | h);
+    }
+    return (uint16_t)sign; /* underflow to zero */
+}
+
+DFCCL_F_DEVICE float dfccl_bf16_to_float(uint16_t h)
+{
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)h << 16;
+    return v.f;
+}
+
+DFCCL_F_DEVICE uint16_t dfccl_float_to_bf16(float f)
+{
+    union { float f; uint32_t u; } v;
+    v.f = f;
+    if ((v.u & 0x7f800000u) == 0x7f800000u && (v.u & 0x7fffffu)) {
+        return (uint16_t)((v.u >> 16) | 0x40u); /* quiet nan */
+    }
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+
+/* Size in bytes of a datatype, 0 if unknown. */
+DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
+{
+    switch (dtype) {
+    case DFCCL_K_INT8: case DFCCL_K_UINT8: return 1;
+    case DFCCL_K_FLOAT16: case DFCCL_K_BFLOAT16: return 2;
+    case DFCCL_K_INT32: case DFCCL_K_UINT32: case DFCCL_K_FLOAT32: return 4;
+    case DFCCL_K_INT64: case DFCCL_K_UINT64: case DFCCL_K_FLOAT64: return 8;
+    default: return 0;
+    }
+}
+
+#define DFCCL_RED_LOOP(T, EXPR)                                               \
+    do {                                                                      \
+        for (uint64_t i_ = (uint64_t)DFCCL_TID; i_ < n;                       \
+             i_ += (uint64_t)DFCCL_NTHREADS) {                                \
+            T x_ = pa[i_], y_ = pb[i_], v_;                                   \
+            v_ = (EXPR);                                                      \
+            pd0[i_] = v_;                                                     \
+            if (pd1 != NULL) {                                                \
+                pd1[i_] = v_;                                                 \
+            }                                                                 \
+        }                                                                     \
+    } while (0)
+
+/* Integer types: T the type, U its unsigned twin (for wrapping arithmetic). */
+#define DFCCL_DEFINE_RED_INT(NAME, T, U)                                      \
+    DFCCL_F_DEVICE void dfccl_red_##NAME(int op, const void *a, const void *b, \
+                                         void *d0, void *d1, uint64_t n)      \
+    {                                                                         \
+        const T *pa = (const T *)a, *pb = (const T *)b;                       \
+        T *pd0 = (T *)d0, *pd1 = (T *)d1;                                     \
+        switch (op) {                                                         \
+        case DFCCL_K_SUM:  DFCCL_RED_LOOP(T, (T)((U)x_ + (U)y_)); break;      \
+        case DFCCL_K_PROD: DFCCL_RED_LOOP(T, (T)((U)x_ * (U)y_)); break;      \
+        case DFCCL_K_MIN:  DFCCL_RED_LOOP(T, x_ < y_ ? x_ : y_); break;       \
+        case DFCCL_K_MAX:  DFCCL_RED_LOOP(T, x_ > y_ ? x_ : y_); break;       \
+        default: break;                                                       \
+        }                                                                     \
+    }
+
+DFCCL_DEFINE_RED_INT(i8, int8_t, uint8_t)
+DFCCL_DEFINE_RED_INT(u8, uint8_t, uint8_t)
+DFCCL_DEFINE_RED_INT(i32, int32_t, uint32_t)
+DFCCL_DEFINE_RED_INT(u32, uint32_t, uint32_t)
+DFCCL_DEFINE_RED_INT(i64, int64_t, uint64_t)
+DFCCL_DEFINE_RED_INT(u64, uint64_t, uint64_t)
+
+/* Native floating types. `div` > 0 divides the result (final step of AVG). */
+#define DFCCL_DEFINE_RED_FLOAT(NAME, T)                                       \
+    DFCCL_F_DEVICE void dfccl_red_##NAME(int op, const void *a, const void *b, \
+                                         void *d0, void *d1, uint64_t n,      \
+                                         uint32_t div)                        \
+    {                                                                         \
+        const T *pa = (const T *)a, *pb = (const T *)b;                       \
+        T *pd0 = (T *)d0, *pd1 = (T *)d1;                                     \
+        switch (op) {                                                         \
+        case DFCCL_K_SUM:  DFCCL_RED_LOOP(T, x_ + y_); break;                 \
+        case DFCCL_K_PROD: DFCCL_RED_LOOP(T, x_ * y_); break;                 \
+        case DFCCL_K_MIN:  DFCCL_RED_LOOP(T, x_ < y_ ? x_ : y_); break;       \
+        case DFCCL_K_MAX:  DFCCL_RED_LOOP(T, x_ > y_ ? x_ : y_); break;       \
+        case DFCCL_K_AVG:                                                     \
+            if (div > 1) {                                                    \
+                DFCCL_RED_LOOP(T, (x_ + y_) / (T)div);                        \
+            } else {                                                          \
+                DFCCL_RED_LOOP(T, x_ + y_);                                   \
+            }                                                                 \
+            break;                                                            \
+        default: break;                                                       \
+        }                                                                     \
+    }
+
+DFCCL_DEFINE_RED_FLOAT(f32, float)
+DFCCL_DEFINE_RED_FLOAT(f64, double)
+
+/* 16-bit floating types, computed in float32. */
+#define DFCCL_DEFINE_RED_HALF(NAME, TO_F, FROM_F)                             \
+    DFCCL_F_DEVICE void dfccl_red_##NAME(int op, const void *a, const void *b, \
+                                         void *d0, void *d1, uint64_t n,      \
+                                         uint32_t div)                        \
+    {                                                                         \
+        const uint16_t *pa = (const uint16_t *)a, *pb = (const uint16_t *)b;  \
+        uint16_t *pd0 = (uint16_t *)d0, *pd1 = (uint16_t *)d1;                \
+        for (uint64_t i_ = (uint64_t)DFCCL_TID; i_ < n;                       \
+             i_ += (uint64_t)DFCCL_NTHREADS) {                                \
+            float x_ = TO_F(pa[i_]), y_ = TO_F(pb[i_]), v_;                   \
+            switch (op) {                                                     \
+            case DFCCL_K_SUM:  v_ = x_ + y_; break;                           \
+            case DFCCL_K_PROD: v_ = x_ * y_; break;                           \
+            case DFCCL_K_MIN:  v_ = x_ < y_ ? x_ : y_; break;                 \
+            case DFCCL_K_MAX:  v_ = x_ > y_ ? x_ : y_; break;                 \
+            default:           v_ = div > 1 ? (x_ + y_) / (float)div : x_ + y_; \
+            }                                                                 \
+            uint16_t h_ = FROM_F(v_);                                         \
+            pd0[i_] = h_;                                                     \
+            if (pd1 != NULL) {                                                \
+                pd1[i_] = h_;                                                 \
+            }                                                                 \
+        }                                                                     \
+    }
+
+DFCCL_DEFINE_RED_HALF(f16, dfccl_half_to_float, dfccl_float_to_half)
+DFCCL_DEFINE_RED_HALF(bf16, dfccl_bf16_to_float, dfccl_float_to_bf16)
+
+/* Copy `bytes` from src to one or two destinations (block-cooperative). */
+DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t bytes)
+{
+#if defined(__CUDACC__)
+    const char *s = (const char *)src;
+    char *p0 = (char *)d0, *p1 = (char *)d1;
+    uint64_t nvec = 0;
+    if ((((uintptr_t)s | (uintptr_t)p0 | (uintptr_t)p1) & 15) == 0) {
+        const uint4 *vs = (const uint4 *)s;
+        uint4 *v0 = (uint4 *)p0, *v1 = (uint4 *)p1;
+        nvec = bytes / 16;
+        for (uint64_t i = DFCCL_TID; i < nvec; i += DFCCL_NTHREADS) {
+            uint4 v = vs[i];
+            v0[i] = v;
+            if (v1 != NULL) {
+                v1[i] = v;
+            }
+        }
+    }
+    for (uint64_t i = nvec * 16 + DFCCL_TID; i < bytes; i += DFCCL_NTHREADS) {
+        char v = s[i];
+        p0[i] = v;
+        if (p1 != NULL) {
+            p1[i] = v;
+        }
+    }
+#else
+    if (d0 != src) {
+        memmove(d0, src, bytes);
+    }
+    if (d1 != NULL && d1 != src) {
+        memcpy(d1, src, bytes);
+    }
+#endif
+}
+
+/*
+ * out = a (op) b, or out = a when b is NULL; written to d0 and, when not
+ * NULL, d1. `div` > 1 on the final step of an AVG divides by the group size.
+ */
+DFCCL_F_DEVICE void dfccl_reduce_copy(int dtype, int op, const void *a, const void *b,
+                                      void *d0, void *d1, uint64_t n, uint32_t div)
+{
+    if (b == NULL) {
+        dfccl_copy(a, d0, d1, n * dfccl_dtype_size(dtype));
+        return;
+    }
+    switch (dtype) {
+    case DFCCL_K_INT8:     dfccl_red_i8(op, a, b, d0, d1, n); break;
+    case DFCCL_K_UINT8:    dfccl_red_u8(op, a, b, d0, d1, n); break;
+    case DFCCL_K_INT32:    dfccl_red_i32(op, a, b, d0, d1, n); break;
+    case DFCCL_K_UINT32:   dfccl_red_u32(op, a, b, d0, d1, n); break;
+    case DFCCL_K_INT64:    dfccl_red_i64(op, a, b, d0, d1, n); break;
+    case DFCCL_K_UINT64:   dfccl_red_u64(op, a, b, d0, d1, n); break;
+    case DFCCL_K_FLOAT16:  dfccl_red_f16(op, a, b, d0, d1, n, div); break;
+    case DFCCL_K_BFLOAT16: dfccl_red_bf16(op, a, b, d0, d1, n, div); break;
+    case DFCCL_K_FLOAT32:  dfccl_red_f32(op, a, b, d0, d1, n, div); break;
+    case DFCCL_K_FLOAT64:  dfccl_red_f64(op, a, b, d0, d1, n, div); break;
+    default: break;
+    }
+}
+
+#endif /* DFCCL_KERNELS_REDUCE_H_ */

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Ring algorithms of the five collectives, written only as primitive calls.
+ * Each one runs one channel of a collective: the channel's element range
+ * [ch->off, ch->off + ch->cnt) in loops, each loop as a sequence of steps,
+ * each step as a chunk of slices. x->dyn (loop, step, slice) says where the
+ * collective stands, so a preempted collective re-enters the same function
+ * and resumes at the primitive that was stuck. Every rank derives chunk
+ * sizes from the same static context, so an empty chunk is skipped on both
+ * ends of a connector alike.
+ *
+ * Ring order is the group's rank order: rank r receives from r-1 and sends
+ * to r+1 (mod n).
+ */
+#ifndef DFCCL_KERNELS_RING_H_
+#define DFCCL_KERNELS_RING_H_
+
+#include "prims.h"
+
+DFCCL_F_DEVICE int dfccl_mod(int a, int n)
+{
+    a %= n;
+    return a < 0 ? a + n : a;
+}
+
+/* Elements per chunk: a whole number of slices. */
+DFCCL_F_DEVICE uint64_t dfccl_chunk_elems(const dfccl_exec_t *x)
+{
+    return x->slice_elems * x->st->chunk_slices;
+}
+
+/* Keep chunk boundaries 16-byte aligned for vector loops. */
+DFCCL_F_DEVICE uint64_t dfccl_align_elems(const dfccl_exec_t *x, uint64_t e)
+{
+    uint64_t a = DFCCL_MAX(16u / x->st->elem_size, 1u);
+    return DFCCL_DIV_UP(e, a) * a;
+}
+
+/*
+ * Allreduce: reduce-scatter then allgather around the ring. A loop covers
+ * n chunks; at step s rank r works on chunk (r - 1 - s) mod n:
+ *   step 0           send          own input chunk
+ *   steps 1..n-2     recvReduceSend
+ *   step n-1         recvReduceCopySend (chunk r is now fully reduced)
+ *   steps n..2n-3    recvCopySend  (pass the reduced chunks along)
+ *   step 2n-2        recv          (the last reduced chunk)
+ */
+DFCCL_F_DEVICE int dfccl_ring_allreduce(dfccl_exec_t *x)
+{
+    const int n = x->st->nranks, r = x->st->rank;
+    const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
+    const uint64_t loop_elems = (uint64_t)n * dfccl_chunk_elems(x);
+    const uint32_t nloops     = (uint32_t)DFCCL_DIV_UP(cnt, loop_elems);
+
+    if (n == 1) {
+        for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.slice = 0) {
+            uint64_t base = off + x->dyn.loop * loop_elems;
+            int rc = dfccl_prim_chunk(x, DFCCL_P_COPY, x->sendbuff + base * esz,
+                                      x->recvbuff + base * esz,
+                                      DFCCL_MIN(loop_elems, off + cnt - base));
+            if (rc != DFCCL_PRIM_OK) {
+                return rc;
+            }
+        }
+        return DFCCL_PRIM_DONE;
+    }
+
+    for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.step = 0) {
+        uint64_t base = off + x->dyn.loop * loop_elems;
+        uint64_t rem  = DFCCL_MIN(loop_elems, off + cnt - base);
+        uint64_t cs   = dfccl_align_elems(x, DFCCL_DIV_UP(rem, (uint64_t)n));
+
+        for (; x->dyn.step < (uint32_t)(2 * n - 1); x->dyn.step++, x->dyn.slice = 0) {
+            int s          = (int)x->dyn.step;
+            uint64_t cbeg  = (uint64_t)dfccl_mod(r - 1 - s, n) * cs;
+            uint64_t elems = cbeg < rem ? DFCCL_MIN(cs, rem - cbeg) : 0;
+            uint32_t flags;
+            int rc;
+
+            if (s == 0) {
+                flags = DFCCL_P_SEND;
+            } else if (s < n - 1) {
+                flags = DFCCL_P_RECV | DFCCL_P_REDUCE | DFCCL_P_SEND;
+            } else if (s == n - 1) {
+                flags = DFCCL_P_RECV | DFCCL_P_REDUCE | DFCCL_P_COPY | DFCCL_P_SEND |
+                        DFCCL_P_FINAL;
+            } else if (s < 2 * n - 2) {
+                flags = DFCCL_P_RECV | DFCCL_P_COPY | DFCCL_P_SEND;
+            } else {
+                flags = DFCCL_P_RECV | DFCCL_P_COPY;
+            }
+            rc = dfccl_prim_chunk(x, flags, x->sendbuff + (base + cbeg) * esz,
+                                  x->recvbuff + (base + cbeg) * esz, elems);
+            if (rc != DFCCL_PRIM_OK) {
+                return rc;
+            }
+        }
+    }
+    return DFCCL_PRIM_DONE;
+}
+
+/*
+ * Allgather: each rank contributes `count` elements; rank q's block lands at
+ * recvbuff + q * count. Per loop (a chunk of the channel's range), step s
+ * moves rank (r - s) mod n's chunk:
+ *   step 0         copySend      own input to own block and to the ring
+ *   steps 1..n-2   recvCopySend
+ *   step n-1       recv
+ */
+DFCCL_F_DEVICE int dfccl_ring_allgather(dfccl_exec_t *x)
+{
+    const int n = x->st->nranks, r = x->st->rank;
+    const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
+    const uint64_t C = x->st->count, ce = dfccl_chunk_elems(x);
+    const uint32_t nloops = (uint32_t)DFCCL_DIV_UP(cnt, ce);
+
+    for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.step = 0) {
+        uint64_t base  = off + x->dyn.loop * ce;
+        uint64_t elems = DFCCL_MIN(ce, off + cnt - base);
+
+        for (; x->dyn.step < (uint32_t)n; x->dyn.step++, x->dyn.slice = 0) {
+            int s      = (int)x->dyn.step;
+            uint64_t q = (uint64_t)dfccl_mod(r - s, n);
+            uint32_t flags;
+            int rc;
+
+            if (n == 1) {
+                flags = DFCCL_P_COPY;
+            } else if (s == 0) {
+                flags = DFCCL_P_COPY | DFCCL_P_SEND;
+            } else if (s < n - 1) {
+                flags = DFCCL_P_RECV | DFCCL_P_COPY | DFCCL_P_SEND;
+            } else {
+                flags = DFCCL_P_RECV | DFCCL_P_COPY;
+            }
+            rc = dfccl_prim_chunk(x, flags, x->sendbuff + base * esz,
+                                  x->recvbuff + (q * C + base) * esz, elems);
+            if (rc != DFCCL_PRIM_OK) {
+                return rc;
+            }
+        }
+    }
+    return DFCCL_PRIM_DONE;
+}
+
+/*
+ * Reduce-scatter: rank r receives block r (count elements) of the reduction
+ * of every rank's n * count input. Per loop, step s reduces block
+ * (r - 1 - s) mod n:
+ *   step 0         send          own input of that block
+ *   steps 1..n-2   recvReduceSend
+ *   step n-1       recvReduceCopy (block r, into recvbuff)
+ */
+DFCCL_F_DEVICE int dfccl_ring_reducescatter(dfccl_exec_t *x)
+{
+    const int n = x->st->nranks, r = x->st->rank;
+    const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
+    const uint64_t C = x->st->count, ce = dfccl_chunk_elems(x);
+    const uint32_t nloops = (uint32_t)DFCCL_DIV_UP(cnt, ce);
+
+    for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.step = 0) {
+        uint64_t base  = off + x->dyn.loop * ce;
+        uint64_t elems = DFCCL_MIN(ce, off + cnt - base);
+
+        for (; x->dyn.step < (uint32_t)n; x->dyn.step++, x->dyn.slice = 0) {
+            int s      = (int)x->dyn.step;
+            uint64_t q = (uint64_t)dfccl_mod(r - 1 - s, n);
+            uint32_t flags;
+            int rc;
+
+            if (n == 1) {
+                flags = DFCCL_P_COPY;
+            } else if (s == 0) {
+                flags = DFCCL_P_SEND;
+            } else if (s < n - 1) {
+                flags = DFCCL_P_RECV | DFCCL_P_REDUCE | DFCCL_P_SEND;
+            } else {
+                flags = DFCCL_P_RECV | DFCCL_P_REDUCE | DFCCL_P_COPY | DFCCL_P_FINAL;
+            }
+            rc = dfccl_prim_chunk(x, flags, x->sendbuff + (q * C + base) * esz,
+                                  x->recvbuff + base * esz, elems);
+            if (rc != DFCCL_PRIM_OK) {
+                return rc;
+            }
+        }
+    }
+    return DFCCL_PRIM_DONE;
+}
+
+/*
+ * Broadcast from root along the ring root, root+1, ..., root-1. Per loop
+ * (one chunk), by position p = (r - root) mod n:
+ *   p = 0          copySend      (root: input to output and to the ring)
+ *   0 < p < n-1    recvCopySend
+ *   p = n-1        recv
+ */
+DFCCL_F_DEVICE int dfccl_ring_broadcast(dfccl_exec_t *x)
+{
+    const int n = x->st->nranks, p = dfccl_mod(x->st->rank - x->st->root, x->st->nranks);
+    const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
+    const uint64_t ce     = dfccl_chunk_elems(x);
+    const uint32_t nloops = (uint32_t)DFCCL_DIV_UP(cnt, ce);
+    uint32_t flags;
+
+    if (n == 1) {
+        flags = DFCCL_P_COPY;
+    } else if (p == 0) {
+        flags = DFCCL_P_COPY | DFCCL_P_SEND;
+    } else if (p < n - 1) {
+        flags = DFCCL_P_RECV | DFCCL_P_COPY | DFCCL_P_SEND;
+    } else {
+        flags = DFCCL_P_RECV | DFCCL_P_COPY;
+    }
+    for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.slice = 0) {
+        uint64_t base = off + x->dyn.loop * ce;
+        int rc = dfccl_prim_chunk(x, flags, p == 0 ? x->sendbuff + base * esz : NULL,
+                                  x->recvbuff + base * esz, DFCCL_MIN(ce, off + cnt - base));
+        if (rc != DFCCL_PRIM_OK) {
+            return rc;
+        }
+    }
+    return DFCCL_PRIM_DONE;
+}
+
+/*
+ * Reduce to root along the ring root+1, ..., root. Per loop (one chunk), by
+ * position p = (r - root - 1) mod n:
+ *   p = 0          send
+ *   0 < p < n-1    recvReduceSend
+ *   p = n-1        recvReduceCopy (root, into recvbuff)
+ */
+DFCCL_F_DEVICE int dfccl_ring_reduce(dfccl_exec_t *x)
+{
+    const int n = x->st->nranks, p = dfccl_mod(x->st->rank - x->st->root - 1, x->st->nranks);
+    const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
+    const uint64_t ce     = dfccl_chunk_elems(x);
+    const uint32_t nloops = (uint32_t)DFCCL_DIV_UP(cnt, ce);
+    uint32_t flags;
+
+    if (n == 1) {
+        flags = DFCCL_P_COPY;
+    } else if (p == 0) {
+        flags = DFCCL_P_SEND;
+    } else if (p < n - 1) {
+        flags = DFCCL_P_RECV | DFCCL_P_REDUCE | DFCCL_P_SEND;
+    } else {
+        flags = DFCCL_P_RECV | DFCCL_P_REDUCE | DFCCL_P_COPY | DFCCL_P_FINAL;
+    }
+    for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.slice = 0) {
+        uint64_t base = off + x->dyn.loop * ce;
+        int rc = dfccl_prim_chunk(x, flags, x->sendbuff + base * esz,
+                                  p == n - 1 ? x->recvbuff + base * esz : NULL,
+                                  DFCCL_MIN(ce, off + cnt - base));
+        if (rc != DFCCL_PRIM_OK) {
+            return rc;
+        }
+    }
+    return DFCCL_PRIM_DONE;
+}
+
+DFCCL_F_DEVICE int dfccl_ring_run(dfccl_exec_t *x)
+{
+    switch (x->st->kind) {
+    case DFCCL_COLL_ALLREDUCE:     return dfccl_ring_allreduce(x);
+    case DFCCL_COLL_ALLGATHER:     return dfccl_ring_allgather(x);
+    case DFCCL_COLL_REDUCESCATTER: return dfccl_ring_reducescatter(x);
+    case DFCCL_COLL_REDUCE:        return dfccl_ring_reduce(x);
+    case DFCCL_COLL_BROADCAST:     return dfccl_ring_broadcast(x);
+    default:                       return DFCCL_PRIM_DONE;
+    }
+}
+
+#endif /* DFCCL_KERNELS_RING_H_ */

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Host side of the ring algorithms: how many channels a collective uses and
+ * which part of the data each channel carries. Every rank computes the same
+ * answer from the same registration arguments and configuration.
+ */
+#include "../dfccl_int.h"
+
+int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int dtype,
+                         int nranks)
+{
+    size_t bytes = count * dfccl_dtype_bytes(dtype);
+    size_t nch;
+
+    if (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER) {
+        bytes *= (size_t)nranks;
+    }
+    nch = (bytes + cfg->min_channel_bytes - 1) / cfg->min_channel_bytes;
+    if (nch > (size_t)cfg->max_channels) {
+        nch = (size_t)cfg->max_channels;
+    }
+    if (nch > count) {
+        nch = count;
+    }
+    return nch < 1 ? 1 : (int)nch;
+}
+
+/* Channel `ch`'s element range: equal parts, boundaries 16-byte aligned
+ * (alignment in elements is applied by the caller through `count`'s type:
+ * here parts are multiples of 16 elements, enough for every type). */
+void dfccl_ring_partition(int kind, size_t count, int nchannels, int ch, uint64_t *off_p,
+                          uint64_t *cnt_p)
+{
+    uint64_t per = (count + (uint64_t)nchannels - 1) / (uint64_t)nchannels;
+    uint64_t off;
+
+    per = (per + 15) & ~15ull;
+    off = (uint64_t)ch * per;
+    if (off > count) {
+        off = count;
+    }
+    *off_p = off;
+    *cnt_p = (count - off) < per ? (count - off) : per;
+}

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Every tunable of the library in one place: its default, its environment
+ * variable and its documentation (also listed in README.md). The Open MPI
+ * component maps one MCA variable onto each.
+ */
+#include "dfccl_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static dfccl_status_t dfccl_env_u64(const char *var, uint64_t min, uint64_t max, uint64_t *val)
+{
+    const char *s = getenv(var);
+    char *end;
+    unsigned long long v;
+
+    if (s == NULL || *s == '\0') {
+        return DFCCL_OK;
+    }
+    errno = 0;
+    v     = strtoull(s, &end, 0);
+    if (errno != 0 || *end != '\0' || v < min || v > max) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG,
+                           "environment variable %s=\"%s\" is not an integer in [%llu, %llu]; "
+                           "unset it or fix its value", var, s, (unsigned long long)min,
+                           (unsigned long long)max);
+    }
+    *val = v;
+    return DFCCL_OK;
+}
+
+#define DFCCL_ENV_INT(_var, _field, _min, _max)                                \
+    do {                                                                       \
+        uint64_t _v = (uint64_t)(_field);                                      \
+        DFCCL_CHECK(dfccl_env_u64(_var, _min, _max, &_v));                     \
+        (_field) = _v;                                                         \
+    } while (0)
+
+static dfccl_status_t dfccl_env_choice(const char *var, const char *const *names, int n,
+                                       int *val)
+{
+    const char *s = getenv(var);
+
+    if (s == NULL || *s == '\0') {
+        return DFCCL_OK;
+    }
+    for (int i = 0; i < n; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *val = i;
+            return DFCCL_OK;
+        }
+    }
+    return dfccl_error(DFCCL_ERR_INVALID_ARG, "environment variable %s=\"%s\" is not one of "
+                       "the accepted values (%s%s%s%s%s); fix or unset it", var, s, names[0],
+                       n > 1 ? "|" : "", n > 1 ? names[1] : "", n > 2 ? "|" : "",
+                       n > 2 ? names[2] : "");
+}
+
+dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
+{
+    static const char *const backends[]   = {"auto", "cuda", "host"};
+    static const char *const progress[]   = {"thread", "explicit"};
+    static const char *const transports[] = {"auto", "shm", "p2p"};
+    int choice;
+    uint64_t v;
+
+    if (c == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclConfigInit: config is NULL");
+    }
+    memset(c, 0, sizeof(*c));
+    c->backend           = DFCCL_BACKEND_AUTO;
+    c->progress          = DFCCL_PROGRESS_THREAD;
+    c->transport         = DFCCL_TRANSPORT_AUTO;
+    c->max_blocks        = 0;     /* 0: backend default (host 2, cuda 16) */
+    c->threads_per_block = 512;
+    c->max_channels      = 0;     /* 0: = max_blocks */
+    c->min_channel_bytes = 256 << 10;
+    c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 128 KiB) */
+    c->nslots            = 8;
+    c->spin_head         = 0;     /* 0: backend defaults */
+    c->spin_min          = 0;
+    c->spin_sticky       = 0;
+    c->quit_us           = 0;
+    c->relaunch_us       = 0;
+    c->max_colls         = 4096;
+    c->sq_entries        = 1024;
+    c->timeout_s         = 0;
+    c->priority_order    = 1;
+    c->verbose           = 0;
+
+    choice = (int)c->backend;
+    DFCCL_CHECK(dfccl_env_choice("DFCCL_BACKEND", backends, 3, &choice));
+    c->backend = (dfccl_backend_t)choice;
+    choice     = (int)c->progress;
+    DFCCL_CHECK(dfccl_env_choice("DFCCL_PROGRESS", progress, 2, &choice));
+    c->progress = (dfccl_progress_t)choice;
+    choice      = (int)c->transport;
+    DFCCL_CHECK(dfccl_env_choice("DFCCL_TRANSPORT", transports, 3, &choice));
+    c->transport = (dfccl_transport_t)choice;
+
+    DFCCL_ENV_INT("DFCCL_MAX_BLOCKS", c->max_blocks, 0, DFCCL_MAX_CHANNELS);
+    DFCCL_ENV_INT("DFCCL_THREADS", c->threads_per_block, 32, 1024);
+    DFCCL_ENV_INT("DFCCL_CHANNELS", c->max_channels, 0, DFCCL_MAX_CHANNELS);
+    DFCCL_ENV_INT("DFCCL_CHANNEL_BYTES", c->min_channel_bytes, 1, 1ull << 40);
+    DFCCL_ENV_INT("DFCCL_SLOT_BYTES", c->slot_bytes, 0, 64u << 20);
+    DFCCL_ENV_INT("DFCCL_SLOTS", c->nslots, 2, 64);
+    DFCCL_ENV_INT("DFCCL_SPIN_HEAD", c->spin_head, 0, UINT32_MAX);
+    DFCCL_ENV_INT("DFCCL_SPIN_MIN", c->spin_min, 0, UINT32_MAX);
+    DFCCL_ENV_INT("DFCCL_SPIN_STICKY", c->spin_sticky, 0, UINT32_MAX);
+    DFCCL_ENV_INT("DFCCL_QUIT_US", c->quit_us, 0, UINT32_MAX);
+    DFCCL_ENV_INT("DFCCL_RELAUNCH_US", c->relaunch_us, 0, UINT32_MAX);
+    DFCCL_ENV_INT("DFCCL_MAX_COLLS", c->max_colls, 1, 1 << 20);
+    DFCCL_ENV_INT("DFCCL_SQ_ENTRIES", c->sq_entries, 2, 1 << 20);
+    DFCCL_ENV_INT("DFCCL_PRIORITY", c->priority_order, 0, 1);
+    v = 0;
+    DFCCL_CHECK(dfccl_env_u64("DFCCL_TIMEOUT", 0, 1u << 30, &v));
+    if (getenv("DFCCL_TIMEOUT") != NULL) {
+        c->timeout_s = (double)v;
+    }
+    {
+        const char *s = getenv("DFCCL_VERBOSE");
+        if (s != NULL && *s != '\0') {
+            c->verbose = atoi(s);
+        }
+    }
+    return DFCCL_OK;
+}

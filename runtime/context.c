@@ -1,0 +1,592 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The rank context: daemon memory, the submission queue (one producer, the
+ * host, under the context lock), the per-block completion rings (scanned by
+ * the poller), the poller thread, and the daemon's life cycle. The daemon is
+ * launched at the first submission and relaunched after a voluntary quit
+ * when a new SQE arrives or when fewer CQEs than SQEs have been seen.
+ */
+#include "dfccl_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void dfccl_ctx_free_mem(struct dfccl_rank_ctx *ctx);
+
+static dfccl_status_t dfccl_ctx_pick_backend(struct dfccl_rank_ctx *ctx)
+{
+    dfccl_backend_t b = ctx->cfg.backend;
+
+    if (b == DFCCL_BACKEND_AUTO) {
+#ifdef HAVE_CUDART
+        b = dfccl_cuda_device_count() > 0 ? DFCCL_BACKEND_CUDA : DFCCL_BACKEND_HOST;
+#else
+        b = DFCCL_BACKEND_HOST;
+#endif
+    }
+    if (b == DFCCL_BACKEND_CUDA) {
+#ifdef HAVE_CUDART
+        ctx->be = &dfccl_backend_cuda;
+#else
+        return dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclInit: the CUDA backend was requested "
+                           "but dfccl was built without CUDA; rebuild with --with-cuda or set "
+                           "DFCCL_BACKEND=host");
+#endif
+    } else {
+        ctx->be = &dfccl_backend_host;
+    }
+    ctx->backend = b;
+    return DFCCL_OK;
+}
+
+/* Backend-dependent defaults for the fields left at 0. */
+static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
+{
+    dfccl_config_t *c = &ctx->cfg;
+    int host          = ctx->backend == DFCCL_BACKEND_HOST;
+
+    if (c->max_blocks <= 0) {
+        c->max_blocks = host ? 2 : 16;
+    }
+    if (c->max_channels <= 0 || c->max_channels > c->max_blocks) {
+        c->max_channels = c->max_blocks;
+    }
+    if (c->slot_bytes == 0) {
+        c->slot_bytes = host ? (64 << 10) : (128 << 10);
+    }
+    c->slot_bytes &= ~(size_t)15;
+    if (c->slot_bytes < 256) {
+        c->slot_bytes = 256;
+    }
+    if (c->spin_head == 0) {
+        c->spin_head = host ? 2000 : 200000;
+    }
+    if (c->spin_min == 0) {
+        c->spin_min = host ? 50 : 2000;
+    }
+    if (c->spin_sticky == 0) {
+        c->spin_sticky = host ? 20000 : 2000000;
+    }
+    if (c->quit_us == 0) {
+        c->quit_us = host ? 2000 : 1000;
+    }
+    if (c->relaunch_us == 0) {
+        c->relaunch_us = host ? 200 : 100;
+    }
+}
+
+static dfccl_status_t dfccl_ctx_alloc_mem(struct dfccl_rank_ctx *ctx)
+{
+    const dfccl_backend_ops_t *be = ctx->be;
+    dfccl_daemon_args_t *a        = &ctx->args;
+    uint32_t nb = (uint32_t)ctx->cfg.max_blocks, mc = (uint32_t)ctx->cfg.max_colls;
+    void *p;
+
+#define DFCCL_DEV(_field, _bytes)                                              \
+    do {                                                                       \
+        DFCCL_CHECK(be->dev_alloc(ctx, (_bytes), &p));                         \
+        ctx->dev_bytes += (_bytes);                                            \
+        a->_field = p;                                                         \
+    } while (0)
+#define DFCCL_MAPPED(_host, _field, _bytes)                                    \
+    do {                                                                       \
+        DFCCL_CHECK(be->host_alloc(ctx, (_bytes), &p));                        \
+        ctx->_host = p;                                                        \
+        a->_field  = be->host_dev_ptr(ctx, p);                                 \
+    } while (0)
+
+    a->sq_entries  = (uint32_t)ctx->cfg.sq_entries;
+    a->log_entries = (uint32_t)ctx->cfg.sq_entries;
+    a->cq_entries  = mc + 1; /* every collective in flight once: never full */
+    a->max_colls   = mc;
+    a->max_blocks  = nb;
+    a->nblocks     = nb;
+    a->spin_head   = ctx->cfg.spin_head;
+    a->spin_min    = ctx->cfg.spin_min;
+    a->spin_sticky = ctx->cfg.spin_sticky;
+    a->priority_order = (uint32_t)ctx->cfg.priority_order;
+    a->quit_ns     = (uint64_t)ctx->cfg.quit_us * 1000ull;
+
+    DFCCL_MAPPED(sq, sq, sizeof(dfccl_sqe_t) * a->sq_entries);
+    DFCCL_MAPPED(sq_ctrl, sq_ctrl, sizeof(dfccl_sq_ctrl_t));
+    DFCCL_MAPPED(cq, cq, sizeof(uint64_t) * a->cq_entries * nb);
+    DFCCL_MAPPED(cq_ctrl, cq_ctrl, sizeof(dfccl_cq_ctrl_t) * nb);
+    DFCCL_MAPPED(stats, stats, sizeof(dfccl_block_stats_t) * nb);
+    DFCCL_MAPPED(abort_flag, abort_flag, DFCCL_CACHELINE);
+
+    DFCCL_DEV(log, sizeof(dfccl_sqe_t) * a->log_entries);
+    DFCCL_DEV(log_tail, DFCCL_CACHELINE);
+    DFCCL_DEV(log_head, sizeof(uint64_t) * nb);
+    DFCCL_DEV(sq_next, DFCCL_CACHELINE);
+    DFCCL_DEV(cq_tail, sizeof(uint64_t) * nb);
+    DFCCL_DEV(task_count, sizeof(uint32_t) * nb);
+    DFCCL_DEV(arrivals, sizeof(uint32_t) * nb);
+    DFCCL_DEV(tasks, sizeof(dfccl_task_t) * (size_t)mc * nb);
+    DFCCL_DEV(colls, sizeof(dfccl_coll_static_t) * mc);
+    DFCCL_DEV(chans, sizeof(dfccl_chan_t) * (size_t)mc * nb);
+    DFCCL_DEV(dyn, sizeof(dfccl_dyn_t) * (size_t)mc * nb);
+    DFCCL_DEV(done_count, sizeof(uint32_t) * mc);
+#undef DFCCL_DEV
+#undef DFCCL_MAPPED
+
+    ctx->cq_head = calloc(nb, sizeof(uint64_t));
+    ctx->colls   = calloc(mc, sizeof(dfccl_coll_t));
+    if (ctx->cq_head == NULL || ctx->colls == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclInit: out of host memory");
+    }
+    return DFCCL_OK;
+}
+
+static void dfccl_ctx_free_mem(struct dfccl_rank_ctx *ctx)
+{
+    const dfccl_backend_ops_t *be = ctx->be;
+    dfccl_daemon_args_t *a        = &ctx->args;
+
+    if (be == NULL) {
+        return;
+    }
+    be->host_free(ctx, ctx->sq);
+    be->host_free(ctx, ctx->sq_ctrl);
+    be->host_free(ctx, ctx->cq);
+    be->host_free(ctx, ctx->cq_ctrl);
+    be->host_free(ctx, ctx->stats);
+    be->host_free(ctx, ctx->abort_flag);
+    be->dev_free(ctx, a->log);
+    be->dev_free(ctx, a->log_tail);
+    be->dev_free(ctx, a->log_head);
+    be->dev_free(ctx, a->sq_next);
+    be->dev_free(ctx, a->cq_tail);
+    be->dev_free(ctx, a->task_count);
+    be->dev_free(ctx, a->arrivals);
+    be->dev_free(ctx, a->tasks);
+    be->dev_free(ctx, (void *)a->colls);
+    be->dev_free(ctx, (void *)a->chans);
+    be->dev_free(ctx, a->dyn);
+    be->dev_free(ctx, a->done_count);
+    free(ctx->cq_head);
+    free(ctx->colls);
+}
+
+/* Wake the poller (and dfcclWait callers). Takes no context lock. */
+void dfccl_ctx_kick(struct dfccl_rank_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->cq_lock);
+    __atomic_store_n(&ctx->kick_gen, ctx->kick_gen + 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&ctx->cond);
+    pthread_mutex_unlock(&ctx->cq_lock);
+}
+
+/* Launch the daemon if it is not running and has work. ctx->lock held. */
+static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int force)
+{
+    uint64_t now;
+
+    if (ctx->sync_pending || ctx->aborted || ctx->be->running(ctx)) {
+        return DFCCL_OK;
+    }
+    if (ctx->exit_posted && !force) {
+        return DFCCL_OK;
+    }
+    now = dfccl_time_ns();
+    if (!force) {
+        int new_sqe = ctx->sq_tail != ctx->launched_tail;
+        int waiting = ctx->inflight > 0;
+        if (!new_sqe && !waiting) {
+            return DFCCL_OK;
+        }
+        /* Stuck work only: leave the device alone for a moment, so that a
+         * synchronization waiting for the daemon can slip in. */
+        if (!new_sqe && now - ctx->last_launch_ns < ctx->cfg.relaunch_us * 1000ull) {
+            return DFCCL_OK;
+        }
+    }
+    ctx->launched_tail  = ctx->sq_tail;
+    ctx->last_launch_ns = now;
+    ctx->launches++;
+    ctx->launched_ever = 1;
+    return ctx->be->launch(ctx);
+}
+
+/* Move host-queued SQEs into the SQ while it has room. ctx->lock held. */
+static void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx)
+{
+    uint32_t cap = ctx->args.sq_entries;
+
+    while (ctx->pend_head != NULL) {
+        struct dfccl_pending *p = ctx->pend_head;
+        uint64_t head = __atomic_load_n(&ctx->sq_ctrl->head, __ATOMIC_ACQUIRE);
+        dfccl_sqe_t *e;
+
+        if (ctx->sq_tail - head >= cap) {
+            return;
+        }
+        e           = &ctx->sq[ctx->sq_tail % cap];
+        e->kind     = p->sqe.kind;
+        e->coll_id  = p->sqe.coll_id;
+        e->sendbuff = p->sqe.sendbuff;
+        e->recvbuff = p->sqe.recvbuff;
+        __atomic_store_n(&e->seq, ctx->sq_tail + 1, __ATOMIC_RELEASE);
+        ctx->sq_tail++;
+        ctx->pend_head = p->next;
+        if (ctx->pend_head == NULL) {
+            ctx->pend_tail = NULL;
+        }
+        ctx->npending--;
+        free(p);
+    }
+}
+
+dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_id,
+                                const void *sendbuff, void *recvbuff)
+{
+    struct dfccl_pending *p = malloc(sizeof(*p));
+    dfccl_status_t st;
+
+    if (p == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "submit: out of host memory");
+    }
+    memset(p, 0, sizeof(*p));
+    p->sqe.kind     = kind;
+    p->sqe.coll_id  = coll_id;
+    p->sqe.sendbuff = (uint64_t)(uintptr_t)sendbuff;
+    p->sqe.recvbuff = (uint64_t)(uintptr_t)recvbuff;
+    /* ctx->lock held by the caller. FIFO: through the host queue whenever
+     * it is not empty, so SQEs keep their order. */
+    if (ctx->pend_tail != NULL) {
+        ctx->pend_tail->next = p;
+    } else {
+        ctx->pend_head = p;
+    }
+    ctx->pend_tail = p;
+    ctx->npending++;
+    dfccl_ctx_drain_pending(ctx);
+    st = dfccl_ctx_maybe_launch(ctx, kind == DFCCL_SQE_EXIT);
+    dfccl_ctx_kick(ctx);
+    return st;
+}
+
+/* Completion of one collective seen in a CQ ring: mark it and run its
+ * callback (outside every lock). */
+static void dfccl_ctx_complete(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t status)
+{
+    dfccl_coll_t *c = &ctx->colls[id];
+    dfccl_callback_t cb;
+    void *arg;
+
+    pthread_mutex_lock(&ctx->lock);
+    if (c->state != DFCCL_COLL_INFLIGHT) {
+        pthread_mutex_unlock(&ctx->lock);
+        dfccl_error(DFCCL_ERR_INTERNAL, "completion for collective %d which is not in flight",
+                    id);
+        return;
+    }
+    cb  = c->callback;
+    arg = c->callback_arg;
+    pthread_mutex_unlock(&ctx->lock);
+
+    if (cb != NULL) {
+        cb(id, status, arg);
+    }
+
+    pthread_mutex_lock(&ctx->lock);
+    c->status = status;
+    c->state  = DFCCL_COLL_IDLE;
+    ctx->inflight--;
+    pthread_mutex_unlock(&ctx->lock);
+    dfccl_ctx_kick(ctx);
+}
+
+/* Poll every CQ ring once, run callbacks, feed the SQ, relaunch the
+ * daemon if needed. Returns the number of completions. */
+int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx)
+{
+    const uint32_t cap = ctx->args.cq_entries;
+    int ids_static[64], nids = 0, total = 0;
+
+    pthread_mutex_lock(&ctx->cq_lock);
+    for (uint32_t b = 0; b < ctx->args.max_blocks; b++) {
+        uint64_t *ring = ctx->cq + (uint64_t)b * cap;
+        uint64_t h     = ctx->cq_head[b];
+        for (;;) {
+            uint64_t v = __atomic_load_n(&ring[h % cap], __ATOMIC_ACQUIRE);
+            if ((uint32_t)(v >> 32) != (uint32_t)(h + 1) || nids == 64) {
+                break;
+            }
+            ids_static[nids++] = (int)(uint32_t)v;
+            h++;
+        }
+        if (h != ctx->cq_head[b]) {
+            ctx->cq_head[b] = h;
+            __atomic_store_n(&ctx->cq_ctrl[b].head, h, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&ctx->cq_lock);
+
+    for (int i = 0; i < nids; i++) {
+        if (ids_static[i] >= 0 && ids_static[i] < ctx->cfg.max_colls) {
+            dfccl_ctx_complete(ctx, ids_static[i], DFCCL_OK);
+            total++;
+        }
+    }
+
+    pthread_mutex_lock(&ctx->lock);
+    dfccl_ctx_drain_pending(ctx);
+    dfccl_ctx_maybe_launch(ctx, 0);
+    pthread_mutex_unlock(&ctx->lock);
+    return total;
+}
+
+static void *dfccl_poller_main(void *arg)
+{
+    struct dfccl_rank_ctx *ctx = arg;
+
+    for (;;) {
+        uint64_t gen = __atomic_load_n(&ctx->kick_gen, __ATOMIC_ACQUIRE);
+        int busy;
+
+        if (__atomic_load_n(&ctx->poller_stop, __ATOMIC_ACQUIRE)) {
+            break;
+        }
+        if (dfccl_ctx_progress(ctx) > 0) {
+            continue;
+        }
+        pthread_mutex_lock(&ctx->lock);
+        busy = ctx->inflight > 0 || ctx->npending > 0;
+        pthread_mutex_unlock(&ctx->lock);
+        if (busy) {
+            /* Collectives in flight: poll, but leave the core to others. */
+            if (ctx->backend == DFCCL_BACKEND_HOST) {
+                struct timespec ts = {0, 20000};
+                nanosleep(&ts, NULL);
+            } else {
+                sched_yield();
+            }
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 10 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_mutex_lock(&ctx->cq_lock);
+            if (!__atomic_load_n(&ctx->poller_stop, __ATOMIC_ACQUIRE) &&
+                ctx->kick_gen == gen) {
+                pthread_cond_timedwait(&ctx->cond, &ctx->cq_lock, &ts);
+            }
+            pthread_mutex_unlock(&ctx->cq_lock);
+        }
+    }
+    return NULL;
+}
+
+dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_t *ctx_p)
+{
+    struct dfccl_rank_ctx *ctx;
+    dfccl_status_t st;
+
+    if (ctx_p == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclInit: ctx_p is NULL");
+    }
+    ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclInit: out of host memory");
+    }
+    if (config != NULL) {
+        ctx->cfg = *config;
+    } else if ((st = dfcclConfigInit(&ctx->cfg)) != DFCCL_OK) {
+        free(ctx);
+        return st;
+    }
+    dfccl_log_level = ctx->cfg.verbose;
+    if (ctx->cfg.max_colls <= 0 || ctx->cfg.sq_entries < 2 || ctx->cfg.nslots < 2 ||
+        ctx->cfg.max_blocks < 0 || ctx->cfg.max_blocks > DFCCL_MAX_CHANNELS) {
+        st = dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclInit: invalid configuration "
+                         "(max_colls %d, sq_entries %d, nslots %d, max_blocks %d); start "
+                         "from dfcclConfigInit()", ctx->cfg.max_colls, ctx->cfg.sq_entries,
+                         ctx->cfg.nslots, ctx->cfg.max_blocks);
+        free(ctx);
+        return st;
+    }
+    ctx->uid = ((uint64_t)getpid() << 32) ^ dfccl_time_ns();
+    pthread_mutex_init(&ctx->lock, NULL);
+    pthread_mutex_init(&ctx->cq_lock, NULL);
+    pthread_cond_init(&ctx->cond, NULL);
+
+    st = dfccl_ctx_pick_backend(ctx);
+    if (st != DFCCL_OK) {
+        goto err_free;
+    }
+    dfccl_ctx_defaults(ctx);
+    st = ctx->be->init(ctx);
+    if (st != DFCCL_OK) {
+        goto err_free;
+    }
+    st = dfccl_ctx_alloc_mem(ctx);
+    if (st != DFCCL_OK) {
+        goto err_mem;
+    }
+    if (ctx->cfg.progress == DFCCL_PROGRESS_THREAD) {
+        if (pthread_create(&ctx->poller, NULL, dfccl_poller_main, ctx) != 0) {
+            st = dfccl_error(DFCCL_ERR_SYSTEM, "dfcclInit: cannot start the poller thread: %m");
+            goto err_mem;
+        }
+        ctx->poller_started = 1;
+    }
+    dfccl_info("rank context on backend %s: %d blocks, %d collectives max", ctx->be->name,
+               ctx->cfg.max_blocks, ctx->cfg.max_colls);
+    *ctx_p = ctx;
+    return DFCCL_OK;
+
+err_mem:
+    dfccl_ctx_free_mem(ctx);
+    ctx->be->fini(ctx);
+err_free:
+    pthread_mutex_destroy(&ctx->lock);
+    pthread_mutex_destroy(&ctx->cq_lock);
+    pthread_cond_destroy(&ctx->cond);
+    free(ctx);
+    return st;
+}
+
+dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
+{
+    dfccl_status_t st = DFCCL_OK;
+
+    if (ctx == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclDestroy: ctx is NULL");
+    }
+    pthread_mutex_lock(&ctx->lock);
+    if ((ctx->inflight > 0 || ctx->npending > 0) && !ctx->aborted) {
+        uint64_t n = ctx->inflight;
+        pthread_mutex_unlock(&ctx->lock);
+        return dfccl_error(DFCCL_ERR_BUSY, "dfcclDestroy: %llu collective(s) still in flight; "
+                           "wait for them (dfcclWait) before destroying the context",
+                           (unsigned long long)n);
+    }
+    if (ctx->launched_ever && !ctx->aborted) {
+        ctx->exit_posted = 1;
+        st = dfccl_ctx_submit(ctx, DFCCL_SQE_EXIT, -1, NULL, NULL);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+
+    /* The exit SQE makes every block return; a block that quit before
+     * reading it is relaunched to read it. */
+    for (int tries = 0; st == DFCCL_OK && ctx->launched_ever && !ctx->aborted; tries++) {
+        int exited = 1;
+        ctx->be->wait_idle(ctx);
+        for (int b = 0; b < ctx->cfg.max_blocks; b++) {
+            if (!__atomic_load_n(&ctx->stats[b].exited, __ATOMIC_ACQUIRE)) {
+                exited = 0;
+            }
+        }
+        if (exited) {
+            break;
+        }
+        pthread_mutex_lock(&ctx->lock);
+        st = dfccl_ctx_maybe_launch(ctx, 1);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    if (ctx->aborted) {
+        ctx->be->wait_idle(ctx);
+    }
+    if (ctx->poller_started) {
+        __atomic_store_n(&ctx->poller_stop, 1, __ATOMIC_RELEASE);
+        dfccl_ctx_kick(ctx);
+        pthread_join(ctx->poller, NULL);
+    }
+    while (ctx->groups != NULL) {
+        struct dfccl_group *g = ctx->groups;
+        ctx->groups           = g->next;
+        dfccl_pool_destroy(g);
+        free(g);
+    }
+    while (ctx->pend_head != NULL) {
+        struct dfccl_pending *p = ctx->pend_head;
+        ctx->pend_head          = p->next;
+        free(p);
+    }
+    dfccl_ctx_free_mem(ctx);
+    ctx->be->fini(ctx);
+    pthread_mutex_destroy(&ctx->lock);
+    pthread_mutex_destroy(&ctx->cq_lock);
+    pthread_cond_destroy(&ctx->cond);
+    free(ctx);
+    return st;
+}
+
+dfccl_status_t dfcclProgress(dfccl_rank_ctx_t ctx, int *ncompleted_p)
+{
+    int n;
+
+    if (ctx == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclProgress: ctx is NULL");
+    }
+    n = dfccl_ctx_progress(ctx);
+    if (ncompleted_p != NULL) {
+        *ncompleted_p = n;
+    }
+    return DFCCL_OK;
+}
+
+dfccl_status_t dfcclSynchronize(dfccl_rank_ctx_t ctx)
+{
+    dfccl_status_t st;
+
+    if (ctx == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclSynchronize: ctx is NULL");
+    }
+    if (ctx->be->synchronize != NULL) {
+        return ctx->be->synchronize(ctx);
+    }
+    /* Host backend: like cudaDeviceSynchronize, wait until the daemon is
+     * off the device, and keep it off while waiting. */
+    pthread_mutex_lock(&ctx->lock);
+    ctx->sync_pending++;
+    pthread_mutex_unlock(&ctx->lock);
+    st = ctx->be->wait_idle(ctx);
+    pthread_mutex_lock(&ctx->lock);
+    ctx->sync_pending--;
+    dfccl_ctx_maybe_launch(ctx, 0);
+    pthread_mutex_unlock(&ctx->lock);
+    dfccl_ctx_kick(ctx);
+    return st;
+}
+
+dfccl_status_t dfcclGetStats(dfccl_rank_ctx_t ctx, dfccl_stats_t *s)
+{
+    if (ctx == NULL || s == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGetStats: NULL argument");
+    }
+    memset(s, 0, sizeof(*s));
+    for (int b = 0; b < ctx->cfg.max_blocks; b++) {
+        const dfccl_block_stats_t *bs = &ctx->stats[b];
+        s->collectives   += __atomic_load_n(&bs->collectives, __ATOMIC_RELAXED);
+        s->preemptions   += __atomic_load_n(&bs->preemptions, __ATOMIC_RELAXED);
+        s->quits         += __atomic_load_n(&bs->quits, __ATOMIC_RELAXED);
+        s->context_loads += __atomic_load_n(&bs->context_loads, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_lock(&ctx->lock);
+    s->launches   = ctx->launches;
+    s->submitted  = ctx->submitted;
+    s->registered = ctx->nregistered;
+    s->device_bytes = ctx->dev_bytes;
+    for (int i = 0; i < ctx->cfg.max_colls; i++) {
+        if (ctx->colls[i].state != DFCCL_COLL_FREE) {
+            s->connector_bytes += ctx->colls[i].bytes;
+        }
+    }
+    s->device_bytes += s->connector_bytes;
+    pthread_mutex_unlock(&ctx->lock);
+    s->blocks  = ctx->cfg.max_blocks;
+    s->running = ctx->be->running(ctx);
+    return DFCCL_OK;
+}
+
+dfccl_backend_t dfcclGetBackend(dfccl_rank_ctx_t ctx)
+{
+    return ctx != NULL ? ctx->backend : DFCCL_BACKEND_AUTO;
+}

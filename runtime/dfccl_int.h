@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Internal declarations of the host runtime: the rank context, groups,
+ * registered collectives, backends and transports, and the logging and
+ * error-reporting helpers every file uses.
+ */
+#ifndef DFCCL_RUNTIME_INT_H_
+#define DFCCL_RUNTIME_INT_H_
+
+#include "config.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dfccl.h"
+#include "../kernels/daemon_types.h"
+
+/* ---- logging and errors ------------------------------------------------- */
+
+extern int dfccl_log_level;
+
+void dfccl_log_msg(int level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Record a user-facing error (what happened, what to do) for
+ * dfcclGetLastErrorMessage, print it when verbose, and return `status`. */
+dfccl_status_t dfccl_error(dfccl_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define dfccl_info(...)  dfccl_log_msg(1, __FILE__, __LINE__, __VA_ARGS__)
+#define dfccl_debug(...) dfccl_log_msg(2, __FILE__, __LINE__, __VA_ARGS__)
+
+/* A system call failed: log the call text and errno once, return a status. */
+#define DFCCL_SYSCALL(_call)                                                   \
+    ({                                                                         \
+        dfccl_status_t _st = DFCCL_OK;                                         \
+        if ((_call) < 0) {                                                     \
+            _st = dfccl_error(DFCCL_ERR_SYSTEM, "%s failed: %m", #_call);      \
+        }                                                                      \
+        _st;                                                                   \
+    })
+
+#define DFCCL_CHECK(_expr)                                                     \
+    do {                                                                       \
+        dfccl_status_t _st = (_expr);                                          \
+        if (_st != DFCCL_OK) {                                                 \
+            return _st;                                                        \
+        }                                                                      \
+    } while (0)
+
+uint64_t dfccl_time_ns(void);
+const char *dfccl_dtype_name(int dtype);
+const char *dfccl_op_name(int op);
+const char *dfccl_coll_name(int kind);
+size_t dfccl_dtype_bytes(int dtype);
+
+/* ---- backends ----------------------------------------------------------- */
+
+struct dfccl_rank_ctx;
+
+typedef struct {
+    const char *name;
+    dfccl_status_t (*init)(struct dfccl_rank_ctx *ctx);
+    void (*fini)(struct dfccl_rank_ctx *ctx);
+    /* zeroed device memory for daemon state */
+    dfccl_status_t (*dev_alloc)(struct dfccl_rank_ctx *ctx, size_t bytes, void **ptr_p);
+    void (*dev_free)(struct dfccl_rank_ctx *ctx, void *ptr);
+    /* zeroed host memory the daemon can access (pinned + mapped on CUDA) */
+    dfccl_status_t (*host_alloc)(struct dfccl_rank_ctx *ctx, size_t bytes, void **ptr_p);
+    void (*host_free)(struct dfccl_rank_ctx *ctx, void *ptr);
+    /* device pointer of host_alloc'ed memory */
+    void *(*host_dev_ptr)(struct dfccl_rank_ctx *ctx, void *host_ptr);
+    dfccl_status_t (*memcpy_h2d)(struct dfccl_rank_ctx *ctx, void *dst, const void *src,
+                                 size_t bytes);
+    dfccl_status_t (*memcpy_d2h)(struct dfccl_rank_ctx *ctx, void *dst, const void *src,
+                                 size_t bytes);
+    /* launch the daemon (it must not be running) */
+    dfccl_status_t (*launch)(struct dfccl_rank_ctx *ctx);
+    /* 1 while any daemon block runs; reaps finished launches */
+    int (*running)(struct dfccl_rank_ctx *ctx);
+    /* block until no daemon block runs */
+    dfccl_status_t (*wait_idle)(struct dfccl_rank_ctx *ctx);
+    /* the device synchronization users see (dfcclSynchronize) */
+    dfccl_status_t (*synchronize)(struct dfccl_rank_ctx *ctx);
+    /* nonzero if `ptr` is memory the daemon can use as a user buffer */
+    int (*buffer_ok)(struct dfccl_rank_ctx *ctx, const void *ptr);
+} dfccl_backend_ops_t;
+
+extern const dfccl_backend_ops_t dfccl_backend_host;
+#ifdef HAVE_CUDART
+extern const dfccl_backend_ops_t dfccl_backend_cuda;
+int dfccl_cuda_device_count(void);
+#endif
+
+/* ---- transports: connector memory --------------------------------------- */
+
+/* Where a connector region lives, as exchanged at registration. */
+typedef struct {
+    uint32_t transport; /* DFCCL_TRANSPORT_SHM or _P2P */
+    uint32_t seg;       /* segment index in the owner's pool */
+    uint64_t off;       /* offset in the segment */
+    uint64_t seg_bytes;
+    char     name[48];  /* shm: segment name */
+    uint8_t  ipc[64];   /* p2p: cudaIpcMemHandle_t */
+} dfccl_conn_desc_t;
+
+typedef struct dfccl_seg {
+    void    *base;      /* local (or peer-mapped) address */
+    void    *dev_base;  /* address the daemon uses */
+    size_t   bytes;
+    size_t   used;
+    int      linked;    /* shm name still present */
+    int      owner;     /* 1: our segment; 0: a peer's mapping */
+    int      peer;
+    uint32_t index;
+    uint32_t transport;
+    char     name[48];
+    uint8_t  ipc[64];
+} dfccl_seg_t;
+
+/* A group's connector pool: our segments plus mappings of peers' segments. */
+typedef struct {
+    dfccl_seg_t *own;
+    int          nown;
+    dfccl_seg_t *mapped;
+    int          nmapped;
+    uint32_t     transport;
+} dfccl_pool_t;
+
+dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **local_p,
+                                void **dev_p, dfccl_conn_desc_t *desc_p);
+dfccl_status_t dfccl_pool_map(struct dfccl_group *g, int peer, const dfccl_conn_desc_t *desc,
+                              void **dev_p);
+void dfccl_pool_unlink_all(struct dfccl_group *g);
+void dfccl_pool_destroy(struct dfccl_group *g);
+
+dfccl_status_t dfccl_shm_create(dfccl_seg_t *seg, const char *name, size_t bytes);
+dfccl_status_t dfccl_shm_attach(dfccl_seg_t *seg, const char *name, size_t bytes);
+void dfccl_shm_unlink(dfccl_seg_t *seg);
+void dfccl_shm_release(dfccl_seg_t *seg);
+
+/* ---- groups and collectives --------------------------------------------- */
+
+struct dfccl_group {
+    struct dfccl_rank_ctx   *ctx;
+    int                      nranks;
+    int                      rank;
+    int                      id;
+    char                     name[64];
+    dfccl_oob_allgather_fn_t allgather;
+    void                    *allgather_arg;
+    dfccl_pool_t             pool;
+    int                      ncolls; /* registered collectives on this group */
+    struct dfccl_group      *next;
+};
+
+enum {
+    DFCCL_COLL_FREE = 0,
+    DFCCL_COLL_IDLE,     /* registered, not running */
+    DFCCL_COLL_INFLIGHT, /* submitted, CQE not seen yet */
+};
+
+typedef struct {
+    int                 state;
+    dfccl_status_t      status;     /* of the last completed run */
+    struct dfccl_group *group;
+    dfccl_callback_t    callback;
+    void               *callback_arg;
+    uint64_t            start_ns;
+    uint64_t            runs;
+    size_t              bytes;      /* memory held for this collective */
+    dfccl_coll_static_t st;         /* host copy of the static context */
+} dfccl_coll_t;
+
+struct dfccl_pending {
+    dfccl_sqe_t           sqe;
+    struct dfccl_pending *next;
+};
+
+/* ---- the rank context --------------------------------------------------- */
+
+struct dfccl_rank_ctx {
+    dfccl_config_t             cfg;
+    const dfccl_backend_ops_t *be;
+    dfccl_backend_t            backend;
+    int                        device;
+    void                      *be_priv;
+    uint64_t                   uid;
+
+    /* daemon memory: host-side pointers and the launch arguments */
+    dfccl_daemon_args_t  args;        /* device pointers, for launches */
+    dfccl_sqe_t         *sq;          /* host view of args.sq */
+    dfccl_sq_ctrl_t     *sq_ctrl;
+    uint64_t            *cq;
+    dfccl_cq_ctrl_t     *cq_ctrl;
+    dfccl_block_stats_t *stats;
+    uint64_t            *abort_flag;
+    size_t               dev_bytes;
+
+    /* submission side, under `lock` */
+    pthread_mutex_t       lock;
+    pthread_cond_t        cond;       /* completions, daemon state changes */
+    uint64_t              sq_tail;
+    uint64_t              launched_tail; /* sq_tail at the last launch */
+    uint64_t              last_launch_ns;
+    struct dfccl_pending *pend_head, *pend_tail;
+    uint64_t              npending;
+    uint64_t              inflight;
+    uint64_t              submitted;
+    uint64_t              launches;
+    int                   sync_pending;
+    int                   exit_posted;
+    int                   aborted;
+    int                   launched_ever;
+
+    /* completion side */
+    pthread_mutex_t  cq_lock;
+    uint64_t        *cq_head;          /* nblocks, poller's positions */
+    uint64_t         kick_gen;         /* bumped under cq_lock by every kick */
+
+    /* collectives */
+    dfccl_coll_t        *colls;
+    int                  nregistered;
+    struct dfccl_group  *groups;
+    int                  next_group_id;
+
+    /* poller */
+    pthread_t poller;
+    int       poller_started;
+    int       poller_stop;
+};
+
+/* context.c */
+dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_id,
+                                const void *sendbuff, void *recvbuff);
+int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx);
+void dfccl_ctx_kick(struct dfccl_rank_ctx *ctx);
+
+/* coll.c */
+dfccl_status_t dfccl_coll_register(dfccl_group_t group, int kind, size_t count, int dtype,
+                                   int op, int root, int priority, int *coll_id_p);
+void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id);
+
+/* algo/ring.c */
+int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int dtype,
+                         int nranks);
+void dfccl_ring_partition(int kind, size_t count, int nchannels, int ch, uint64_t *off_p,
+                          uint64_t *cnt_p);
+
+#endif /* DFCCL_RUNTIME_INT_H_ */

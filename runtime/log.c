@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Logging, user-facing error messages and small lookup helpers (names of
+ * types, ops and collectives; status strings; the clock).
+ */
+#include "dfccl_int.h"
+
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int dfccl_log_level = 0;
+
+static __thread char dfccl_last_error[512];
+
+void dfccl_log_msg(int level, const char *file, int line, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+
+    if (level > dfccl_log_level) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "dfccl[%d]: %s (%s:%d)\n", (int)getpid(), buf, file, line);
+}
+
+dfccl_status_t dfccl_error(dfccl_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(dfccl_last_error, sizeof(dfccl_last_error), fmt, ap);
+    va_end(ap);
+    if (dfccl_log_level >= 0) {
+        fprintf(stderr, "dfccl[%d]: error: %s\n", (int)getpid(), dfccl_last_error);
+    }
+    return status;
+}
+
+const char *dfcclGetLastErrorMessage(void)
+{
+    return dfccl_last_error;
+}
+
+const char *dfcclGetErrorString(dfccl_status_t status)
+{
+    switch (status) {
+    case DFCCL_OK:              return "success";
+    case DFCCL_INPROGRESS:      return "in progress";
+    case DFCCL_ERR_INVALID_ARG: return "invalid argument";
+    case DFCCL_ERR_NO_MEMORY:   return "out of memory";
+    case DFCCL_ERR_UNSUPPORTED: return "unsupported type, op, algorithm or backend";
+    case DFCCL_ERR_NOT_FOUND:   return "unknown collective id or group";
+    case DFCCL_ERR_BUSY:        return "busy: collective in flight or work outstanding";
+    case DFCCL_ERR_TIMEOUT:     return "timed out";
+    case DFCCL_ERR_SYSTEM:      return "system call failed";
+    case DFCCL_ERR_CUDA:        return "CUDA call failed";
+    case DFCCL_ERR_BOOTSTRAP:   return "bootstrap (out-of-band allgather) failed";
+    case DFCCL_ERR_MISMATCH:    return "ranks registered mismatched collectives";
+    case DFCCL_ERR_ABORTED:     return "rank context aborted";
+    case DFCCL_ERR_TRANSPORT:   return "connector transport failed";
+    case DFCCL_ERR_INTERNAL:    return "internal error";
+    default:                    return "unknown status";
+    }
+}
+
+uint64_t dfccl_time_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *dfccl_dtype_name(int dtype)
+{
+    static const char *names[] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
+                                  "uint64",  "float16",  "bfloat16", "float32", "float64"};
+    return (dtype >= 0 && dtype < DFCCL_DATATYPE_COUNT) ? names[dtype] : "unknown-type";
+}
+
+const char *dfccl_op_name(int op)
+{
+    static const char *names[] = {"sum", "prod", "min", "max", "avg"};
+    return (op >= 0 && op < DFCCL_OP_COUNT) ? names[op] : "unknown-op";
+}
+
+const char *dfccl_coll_name(int kind)
+{
+    static const char *names[] = {"allreduce", "allgather", "reduce-scatter", "reduce",
+                                  "broadcast"};
+    return (kind >= 0 && kind < DFCCL_COLL_KIND_COUNT) ? names[kind] : "unknown-collective";
+}
+
+size_t dfccl_dtype_bytes(int dtype)
+{
+    static const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    return (dtype >= 0 && dtype < DFCCL_DATATYPE_COUNT) ? sizes[dtype] : 0;
+}

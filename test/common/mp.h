@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Multi-process test harness: runs a function on N forked ranks with an
+ * out-of-band allgather over shared memory, and fails (killing every rank)
+ * when they do not all finish within a timeout, so a hang is a failure.
+ */
+#ifndef DFCCL_TEST_MP_H_
+#define DFCCL_TEST_MP_H_
+
+#include <stddef.h>
+
+#include "dfccl.h"
+
+typedef struct dfccl_test_oob dfccl_test_oob_t;
+
+/* Body of one rank: return 0 on success. */
+typedef int (*dfccl_test_rank_fn_t)(int rank, int nranks, dfccl_test_oob_t *oob, void *arg);
+
+/* Run fn on nranks processes. Returns 0 if all returned 0 in time. */
+int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, void *arg);
+
+/* dfccl_oob_allgather_fn_t over the harness's shared memory. */
+int dfccl_test_oob_allgather(const void *sendbuf, void *recvbuf, size_t bytes, void *arg);
+
+/* Barrier of all ranks. */
+void dfccl_test_barrier(dfccl_test_oob_t *oob);
+
+/* Init a context (host backend unless DFCCL_BACKEND says otherwise) and a
+ * group of all ranks; exits the rank with a message on failure. */
+void dfccl_test_setup(int rank, int nranks, dfccl_test_oob_t *oob, const dfccl_config_t *cfg,
+                      dfccl_rank_ctx_t *ctx_p, dfccl_group_t *group_p);
+
+/* Sum a counter over all ranks. */
+unsigned long long dfccl_test_sum_u64(dfccl_test_oob_t *oob, unsigned long long v);
+
+#define DFCCL_TEST_CHECK(_cond, ...)                                            \
+    do {                                                                        \
+        if (!(_cond)) {                                                         \
+            fprintf(stderr, "rank check failed at %s:%d: %s: ", __FILE__,       \
+                    __LINE__, #_cond);                                          \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fprintf(stderr, "\n");                                              \
+            return 1;                                                           \
+        }                                                                       \
+    } while (0)
+
+#endif

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Unit tests of the daemon's scheduling pieces on the host build: task queue
+ * order (FIFO and priority), and exact preemption: every collective is run
+ * on n virtual ranks in one process with a spin threshold of zero, switched
+ * out at every primitive that is not ready, its dynamic context saved,
+ * scribbled over and restored, in a random interleaving, and must still
+ * produce exactly the right result.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+
+static dfccl_task_t mk_task(int id, int prio)
+{
+    dfccl_task_t t;
+    memset(&t, 0, sizeof(t));
+    t.coll_id  = id;
+    t.priority = prio;
+    return t;
+}
+
+START_TEST(test_task_queue_fifo)
+{
+    dfccl_daemon_args_t a;
+    dfccl_task_t q[8], t;
+    uint32_t n = 0;
+
+    memset(&a, 0, sizeof(a));
+    a.priority_order = 0;
+    for (int i = 0; i < 5; i++) {
+        t = mk_task(i, 5 - i);
+        dfccl_daemon_task_insert(&a, q, &n, &t);
+    }
+    ck_assert_uint_eq(n, 5);
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(q[i].coll_id, i);
+    }
+    dfccl_daemon_task_remove(q, &n, 1);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_int_eq(q[1].coll_id, 2);
+    ck_assert_int_eq(q[3].coll_id, 4);
+}
+END_TEST
+
+START_TEST(test_task_queue_priority)
+{
+    dfccl_daemon_args_t a;
+    dfccl_task_t q[8], t;
+    uint32_t n = 0;
+    int prios[] = {1, 5, 1, 9, 5, 0};
+    int expect[] = {3, 1, 4, 0, 2, 5}; /* by priority, then arrival */
+
+    memset(&a, 0, sizeof(a));
+    a.priority_order = 1;
+    for (int i = 0; i < 6; i++) {
+        t = mk_task(i, prios[i]);
+        dfccl_daemon_task_insert(&a, q, &n, &t);
+    }
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(q[i].coll_id, expect[i]);
+    }
+}
+END_TEST
+
+/* ---- preemption at every primitive ------------------------------------- */
+
+typedef struct {
+    int kind, nranks, root;
+    uint64_t count;
+    uint32_t slot_bytes;
+} case_t;
+
+static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts_p)
+{
+    enum { NS = 4 };
+    const int n = cs->nranks;
+    const uint64_t cnt = cs->count;
+    const uint64_t sendn = cs->kind == DFCCL_COLL_REDUCESCATTER ? cnt * n : cnt;
+    const uint64_t recvn = cs->kind == DFCCL_COLL_ALLGATHER ? cnt * n : cnt;
+    dfccl_coll_static_t st[8];
+    dfccl_chan_t ch[8];
+    dfccl_dyn_t saved[8];
+    char *region[8];
+    int32_t *send[8], *recv[8];
+    int done[8] = {0}, ndone = 0;
+    uint64_t zero = 0, iters = 0;
+    dfccl_blk_ctl_t ctl;
+    size_t rbytes = sizeof(dfccl_conn_ctrl_t) + NS * (size_t)cs->slot_bytes;
+
+    srand(seed);
+    for (int r = 0; r < n; r++) {
+        memset(&st[r], 0, sizeof(st[r]));
+        st[r].kind = cs->kind; st[r].dtype = DFCCL_K_INT32; st[r].op = DFCCL_K_SUM;
+        st[r].nranks = n; st[r].rank = r; st[r].root = cs->root; st[r].nchannels = 1;
+        st[r].count = cnt; st[r].slot_bytes = cs->slot_bytes; st[r].nslots = NS;
+        st[r].chunk_slices = 2; st[r].elem_size = 4;
+        region[r] = calloc(1, rbytes);
+        send[r] = malloc((sendn + 1) * 4);
+        recv[r] = calloc(recvn + 1, 4);
+        for (uint64_t i = 0; i < sendn; i++) {
+            send[r][i] = (int32_t)(r * 1000 + (int)(i % 997));
+        }
+        memset(&saved[r], 0, sizeof(saved[r]));
+    }
+    for (int r = 0; r < n; r++) {
+        memset(&ch[r], 0, sizeof(ch[r]));
+        ch[r].off = 0; ch[r].cnt = cnt;
+        ch[r].recv_ctrl = (dfccl_conn_ctrl_t *)region[r];
+        ch[r].recv_data = region[r] + sizeof(dfccl_conn_ctrl_t);
+        ch[r].send_ctrl = (dfccl_conn_ctrl_t *)region[(r + 1) % n];
+        ch[r].send_data = region[(r + 1) % n] + sizeof(dfccl_conn_ctrl_t);
+    }
+    while (ndone < n && iters < 10000000) {
+        int r = rand() % n;
+        dfccl_exec_t x;
+        int rc;
+        iters++;
+        if (done[r]) {
+            continue;
+        }
+        x.st = &st[r]; x.ch = &ch[r]; x.dyn = saved[r];
+        x.sendbuff = (const char *)send[r]; x.recvbuff = (char *)recv[r];
+        x.ctl = &ctl; x.abort_flag = &zero;
+        x.slice_elems = cs->slot_bytes / 4; x.spin = 0; x.spin_sticky = (uint32_t)(rand() % 3);
+        x.progressed = 0;
+        rc = dfccl_ring_run(&x);
+        if (rc == DFCCL_PRIM_STUCK) {
+            (*preempts_p)++;
+        }
+        saved[r] = x.dyn; /* save; the active slot is reused by the next one */
+        if (rc == DFCCL_PRIM_DONE) {
+            done[r] = 1;
+            ndone++;
+        }
+    }
+    if (ndone < n) {
+        return -1;
+    }
+    for (int r = 0; r < n; r++) {
+        for (uint64_t i = 0; i < recvn; i++) {
+            int64_t e = 0;
+            switch (cs->kind) {
+            case DFCCL_COLL_ALLREDUCE:
+                for (int q = 0; q < n; q++) e += q * 1000 + (int)(i % 997);
+                break;
+            case DFCCL_COLL_REDUCE:
+                if (r != cs->root) { e = recv[r][i]; break; }
+                for (int q = 0; q < n; q++) e += q * 1000 + (int)(i % 997);
+                break;
+            case DFCCL_COLL_BROADCAST:
+                e = cs->root * 1000 + (int)(i % 997);
+                break;
+            case DFCCL_COLL_ALLGATHER:
+                e = (int64_t)(i / cnt) * 1000 + (int)((i % cnt) % 997);
+                break;
+            default: /* reduce-scatter: block r */
+                for (int q = 0; q < n; q++) e += q * 1000 + (int)((r * cnt + i) % 997);
+                break;
+            }
+            if (recv[r][i] != (int32_t)e) {
+                fprintf(stderr, "kind %d n %d count %llu: rank %d [%llu] = %d, expected %lld\n",
+                        cs->kind, n, (unsigned long long)cnt, r, (unsigned long long)i,
+                        recv[r][i], (long long)e);
+                return -2;
+            }
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        free(region[r]);
+        free(send[r]);
+        free(recv[r]);
+    }
+    return 0;
+}
+
+START_TEST(test_preempt_every_primitive)
+{
+    static const uint64_t counts[] = {0, 1, 17, 1000, 4099};
+    uint64_t preempts = 0;
+    int ncases = 0;
+
+    for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
+        for (int n = 1; n <= 4; n++) {
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+                case_t cs = {kind, n, n - 1, counts[c], 256};
+                int rc = run_virtual_ranks(&cs, (unsigned)(kind * 100 + n * 10 + (int)c),
+                                           &preempts);
+                ck_assert_msg(rc == 0, "kind %d nranks %d count %llu: rc %d", kind, n,
+                              (unsigned long long)counts[c], rc);
+                ncases++;
+            }
+        }
+    }
+    ck_assert_int_eq(ncases, 100);
+    ck_assert_msg(preempts > 1000, "only %llu preemptions", (unsigned long long)preempts);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s  = suite_create("sched");
+    TCase *tc = tcase_create("core");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_task_queue_fifo);
+    tcase_add_test(tc, test_task_queue_priority);
+    tcase_add_test(tc, test_preempt_every_primitive);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
