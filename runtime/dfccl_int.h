@@ -85,6 +85,11 @@ typedef struct {
     dfccl_status_t (*synchronize)(struct dfccl_rank_ctx *ctx);
     /* nonzero if `ptr` is memory the daemon can use as a user buffer */
     int (*buffer_ok)(struct dfccl_rank_ctx *ctx, const void *ptr);
+    /* make host memory (a shm segment) accessible to the daemon; NULL when
+     * the daemon can use host pointers as they are */
+    dfccl_status_t (*host_register)(struct dfccl_rank_ctx *ctx, void *ptr, size_t bytes,
+                                    void **dev_p);
+    void (*host_unregister)(struct dfccl_rank_ctx *ctx, void *ptr);
 } dfccl_backend_ops_t;
 
 extern const dfccl_backend_ops_t dfccl_backend_host;
@@ -139,6 +144,18 @@ dfccl_status_t dfccl_shm_create(dfccl_seg_t *seg, const char *name, size_t bytes
 dfccl_status_t dfccl_shm_attach(dfccl_seg_t *seg, const char *name, size_t bytes);
 void dfccl_shm_unlink(dfccl_seg_t *seg);
 void dfccl_shm_release(dfccl_seg_t *seg);
+
+#ifdef HAVE_CUDART
+/* transport/p2p.c: device-memory segments shared through CUDA IPC. create
+ * allocates and zeroes `bytes` of device memory and fills seg->ipc; attach
+ * opens a peer's segment from its descriptor. */
+dfccl_status_t dfccl_p2p_create(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg, size_t bytes);
+dfccl_status_t dfccl_p2p_attach(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg,
+                                const dfccl_conn_desc_t *desc);
+void dfccl_p2p_release(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg);
+/* 1 if this process's device can write into device `peer_device` */
+int dfccl_p2p_reachable(struct dfccl_rank_ctx *ctx, int peer_device);
+#endif
 
 /* ---- groups and collectives --------------------------------------------- */
 
