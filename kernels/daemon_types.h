@@ -81,13 +81,17 @@ typedef struct {
  * Connector control words, at the start of every connector region, which is
  * owned by the receiving rank: `tail` counts slots the sender has filled
  * (written only by the sender), `head` counts slots the receiver has
- * consumed (written only by the receiver). The slot data follows.
+ * consumed (written only by the receiver). `sig` identifies the collective
+ * the receiver registered there, so a sender can check it is the same one.
+ * The slot data follows.
  */
 typedef struct {
     uint64_t tail;
     char     pad0[DFCCL_CACHELINE - sizeof(uint64_t)];
     uint64_t head;
     char     pad1[DFCCL_CACHELINE - sizeof(uint64_t)];
+    uint64_t sig[8]; /* receiver's registration: [0] valid marker, [1..7] fields */
+    char     pad2[DFCCL_CACHELINE - 8 * sizeof(uint64_t)];
 } dfccl_conn_ctrl_t;
 
 /* One channel of a registered collective: its part of the data and its ring. */

@@ -11,26 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-/* What every rank must agree on; exchanged at registration. */
-typedef struct {
-    int32_t  kind;
-    int32_t  dtype;
-    int32_t  op;
-    int32_t  root;
-    int32_t  nranks;
-    int32_t  nchannels;
-    uint64_t count;
-    uint32_t slot_bytes;
-    uint32_t nslots;
-    uint32_t chunk_slices;
-    int32_t  status; /* this rank's local registration result */
-} dfccl_coll_sig_t;
-
-typedef struct {
-    dfccl_coll_sig_t  sig;
-    dfccl_conn_desc_t desc[DFCCL_MAX_CHANNELS];
-} dfccl_reg_info_t;
-
 #define DFCCL_CHUNK_SLICES 4
 
 static const char *const dfccl_run_names[] = {"dfcclRunAllReduce", "dfcclRunAllGather",
@@ -111,21 +91,6 @@ static uint32_t dfccl_coll_slot_bytes(const dfccl_config_t *cfg, int kind, size_
     return (uint32_t)(slot < cfg->slot_bytes ? slot : cfg->slot_bytes);
 }
 
-static const char *dfccl_sig_diff(const dfccl_coll_sig_t *a, const dfccl_coll_sig_t *b)
-{
-    if (a->kind != b->kind) return "collective";
-    if (a->dtype != b->dtype) return "datatype";
-    if (a->count != b->count) return "count";
-    if (a->op != b->op) return "op";
-    if (a->root != b->root) return "root";
-    if (a->nranks != b->nranks) return "group size";
-    if (a->nchannels != b->nchannels) return "channels (DFCCL_CHANNELS/DFCCL_MAX_BLOCKS)";
-    if (a->slot_bytes != b->slot_bytes || a->nslots != b->nslots)
-        return "connector size (DFCCL_SLOT_BYTES/DFCCL_SLOTS)";
-    if (a->chunk_slices != b->chunk_slices) return "chunk size";
-    return NULL;
-}
-
 static int dfccl_coll_find_free(struct dfccl_rank_ctx *ctx)
 {
     for (int i = 0; i < ctx->cfg.max_colls; i++) {
@@ -136,180 +101,234 @@ static int dfccl_coll_find_free(struct dfccl_rank_ctx *ctx)
     return -1;
 }
 
+/* Signature of a registration: [0] valid marker, then what must match. */
+static void dfccl_coll_make_sig(const dfccl_coll_static_t *st, uint64_t nreg, uint64_t sig[8])
+{
+    sig[1] = (uint64_t)st->kind | ((uint64_t)st->dtype << 16) | ((uint64_t)st->op << 32);
+    sig[2] = st->count;
+    sig[3] = (uint64_t)(uint32_t)st->root | ((uint64_t)(uint32_t)st->nranks << 32);
+    sig[4] = (uint64_t)(uint32_t)st->nchannels | ((uint64_t)st->chunk_slices << 32);
+    sig[5] = (uint64_t)st->slot_bytes | ((uint64_t)st->nslots << 32);
+    sig[6] = nreg;
+    sig[7] = 0;
+    sig[0] = 0x9e3779b97f4a7c15ull;
+    for (int i = 1; i < 8; i++) {
+        sig[0] = (sig[0] ^ sig[i]) * 0x100000001b3ull;
+    }
+    sig[0] |= 1; /* never 0: 0 means "not registered yet" */
+}
+
+static void dfccl_coll_describe_sig(const uint64_t sig[8], char *buf, size_t len)
+{
+    snprintf(buf, len, "%s of %llu %s (op %s, root %d), registration #%llu, %u channel(s)",
+             dfccl_coll_name((int)(sig[1] & 0xffff)), (unsigned long long)sig[2],
+             dfccl_dtype_name((int)((sig[1] >> 16) & 0xffff)),
+             dfccl_op_name((int)((sig[1] >> 32) & 0xffff)), (int)(uint32_t)sig[3],
+             (unsigned long long)sig[6], (unsigned)(uint32_t)sig[4]);
+}
+
+/* Publish our signature in a receive connector we own. */
+static dfccl_status_t dfccl_coll_write_sig(struct dfccl_rank_ctx *ctx, void *host_ctrl,
+                                           void *dev_ctrl, const uint64_t sig[8])
+{
+    if (host_ctrl != NULL) {
+        dfccl_conn_ctrl_t *c = host_ctrl;
+        for (int i = 1; i < 8; i++) {
+            c->sig[i] = sig[i];
+        }
+        __atomic_store_n(&c->sig[0], sig[0], __ATOMIC_RELEASE);
+        return DFCCL_OK;
+    }
+    return ctx->be->memcpy_h2d(ctx, ((dfccl_conn_ctrl_t *)dev_ctrl)->sig, sig, 8 * sizeof(uint64_t));
+}
+
+static dfccl_status_t dfccl_coll_read_sig(struct dfccl_rank_ctx *ctx, void *host_ctrl,
+                                          void *dev_ctrl, uint64_t sig[8])
+{
+    if (host_ctrl != NULL) {
+        dfccl_conn_ctrl_t *c = host_ctrl;
+        sig[0] = __atomic_load_n(&c->sig[0], __ATOMIC_ACQUIRE);
+        for (int i = 1; i < 8; i++) {
+            sig[i] = c->sig[i];
+        }
+        return DFCCL_OK;
+    }
+    return ctx->be->memcpy_d2h(ctx, sig, ((dfccl_conn_ctrl_t *)dev_ctrl)->sig, 8 * sizeof(uint64_t));
+}
+
+/*
+ * Find the next rank's connectors of collective `id`: 1 when all are found
+ * (and pushed to the daemon), 0 when the next rank has not registered it
+ * yet, or a negative status. ctx->lock held.
+ */
+static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
+{
+    dfccl_coll_t *c       = &ctx->colls[id];
+    struct dfccl_group *g = c->group;
+    const size_t nb       = (size_t)ctx->cfg.max_blocks;
+    dfccl_status_t st;
+
+    if (c->resolved) {
+        return 1;
+    }
+    for (int ch = 0; ch < c->st.nchannels; ch++) {
+        void *host, *dev;
+        uint64_t peer[8];
+        int rc;
+
+        if (c->chans[ch].send_ctrl != NULL) {
+            continue;
+        }
+        rc = dfccl_pool_resolve(g, c->conn_seg[ch], c->conn_off[ch], &host, &dev);
+        if (rc <= 0) {
+            return rc;
+        }
+        st = dfccl_coll_read_sig(ctx, host, dev, peer);
+        if (st != DFCCL_OK) {
+            return st;
+        }
+        if (peer[0] == 0) {
+            return 0; /* the next rank has not registered this collective yet */
+        }
+        if (memcmp(peer, c->sig, sizeof(peer)) != 0) {
+            char mine[160], theirs[160];
+            dfccl_coll_describe_sig(c->sig, mine, sizeof(mine));
+            dfccl_coll_describe_sig(peer, theirs, sizeof(theirs));
+            return dfccl_error(DFCCL_ERR_MISMATCH, "collective %d on group %s: rank %d "
+                               "registered %s but rank %d registered %s at the same position; "
+                               "every rank must register the group's collectives in the same "
+                               "order with the same arguments (and the same DFCCL_CHANNELS, "
+                               "DFCCL_SLOT_BYTES, DFCCL_SLOTS)", id, g->name, g->rank, mine,
+                               (g->rank + 1) % g->nranks, theirs);
+        }
+        c->chans[ch].send_ctrl = dev;
+        c->chans[ch].send_data = (char *)dev + sizeof(dfccl_conn_ctrl_t);
+    }
+    st = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.chans[(size_t)id * nb], c->chans,
+                             (size_t)c->st.nchannels * sizeof(dfccl_chan_t));
+    if (st != DFCCL_OK) {
+        return st;
+    }
+    c->resolved = 1;
+    return 1;
+}
+
+static void dfccl_coll_free_host(dfccl_coll_t *c)
+{
+    free(c->chans);
+    free(c->conn_seg);
+    free(c->conn_off);
+    c->chans    = NULL;
+    c->conn_seg = NULL;
+    c->conn_off = NULL;
+}
+
 dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int dtype, int op,
                                    int root, int priority, int *coll_id_p)
 {
     const char *fn = dfccl_reg_names[kind];
     struct dfccl_rank_ctx *ctx;
-    dfccl_reg_info_t *all = NULL, me;
-    dfccl_chan_t chans[DFCCL_MAX_CHANNELS];
-    dfccl_coll_t *c = NULL;
-    dfccl_status_t st, local;
-    size_t conn_bytes = 0;
-    int id = -1, nch, next;
+    dfccl_coll_t *c;
+    dfccl_coll_static_t st;
+    dfccl_dyn_t zero[DFCCL_MAX_CHANNELS];
+    dfccl_status_t rc = DFCCL_OK;
+    size_t region, nb;
+    int id, nch;
 
     DFCCL_CHECK(dfccl_coll_check_args(g, kind, count, dtype, op, root, coll_id_p));
-    ctx  = g->ctx;
-    nch  = dfccl_ring_nchannels(&ctx->cfg, kind, count, dtype, g->nranks);
-    next = (g->rank + 1) % g->nranks;
+    ctx = g->ctx;
+    nb  = (size_t)ctx->cfg.max_blocks;
+    nch = dfccl_ring_nchannels(&ctx->cfg, kind, count, dtype, g->nranks);
 
-    memset(&me, 0, sizeof(me));
-    memset(chans, 0, sizeof(chans));
-    me.sig.kind         = kind;
-    me.sig.dtype        = dtype;
-    me.sig.op           = dfccl_has_op(kind) ? op : 0;
-    me.sig.root         = (kind == DFCCL_COLL_REDUCE || kind == DFCCL_COLL_BROADCAST) ? root : 0;
-    me.sig.nranks       = g->nranks;
-    me.sig.nchannels    = nch;
-    me.sig.count        = count;
-    me.sig.slot_bytes   = dfccl_coll_slot_bytes(&ctx->cfg, kind, count, dtype, g->nranks, nch);
-    me.sig.nslots       = (uint32_t)ctx->cfg.nslots;
-    me.sig.chunk_slices = DFCCL_CHUNK_SLICES;
+    memset(&st, 0, sizeof(st));
+    st.kind         = kind;
+    st.dtype        = dtype;
+    st.op           = dfccl_has_op(kind) ? op : 0;
+    st.nranks       = g->nranks;
+    st.rank         = g->rank;
+    st.root         = (kind == DFCCL_COLL_REDUCE || kind == DFCCL_COLL_BROADCAST) ? root : 0;
+    st.nchannels    = nch;
+    st.priority     = priority;
+    st.count        = count;
+    st.slot_bytes   = dfccl_coll_slot_bytes(&ctx->cfg, kind, count, dtype, g->nranks, nch);
+    st.nslots       = (uint32_t)ctx->cfg.nslots;
+    st.chunk_slices = DFCCL_CHUNK_SLICES;
+    st.elem_size    = (uint32_t)dfccl_dtype_bytes(dtype);
+    st.registered   = 1;
+    region          = sizeof(dfccl_conn_ctrl_t) + (size_t)st.nslots * st.slot_bytes;
 
-    /* Local part: an id and this rank's receive connectors. A failure is
-     * still taken through the allgather, so that every rank fails alike. */
-    local = DFCCL_OK;
     pthread_mutex_lock(&ctx->lock);
     id = dfccl_coll_find_free(ctx);
     if (id < 0) {
-        local = dfccl_error(DFCCL_ERR_NO_MEMORY, "%s on group %s: all %d collective ids are "
-                            "registered; dfcclDeregister unused ones or raise DFCCL_MAX_COLLS",
-                            fn, g->name, ctx->cfg.max_colls);
-    } else {
-        c        = &ctx->colls[id];
-        c->state = DFCCL_COLL_IDLE; /* reserve */
+        pthread_mutex_unlock(&ctx->lock);
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "%s on group %s: all %d collective ids are "
+                           "registered; dfcclDeregister unused ones or raise DFCCL_MAX_COLLS",
+                           fn, g->name, ctx->cfg.max_colls);
     }
-    pthread_mutex_unlock(&ctx->lock);
-    if (local == DFCCL_OK && g->nranks > 1) {
-        size_t region = sizeof(dfccl_conn_ctrl_t) + (size_t)me.sig.nslots * me.sig.slot_bytes;
-        for (int ch = 0; ch < nch && local == DFCCL_OK; ch++) {
-            void *lp, *dp;
-            local = dfccl_pool_alloc(g, region, &lp, &dp, &me.desc[ch]);
-            if (local == DFCCL_OK) {
-                chans[ch].recv_ctrl = dp;
-                chans[ch].recv_data = (char *)dp + sizeof(dfccl_conn_ctrl_t);
-                conn_bytes += region;
-            }
-        }
-    }
-    me.sig.status = local;
-
-    all = calloc((size_t)g->nranks, sizeof(*all));
-    if (all == NULL) {
-        st = dfccl_error(DFCCL_ERR_NO_MEMORY, "%s: out of host memory", fn);
+    c = &ctx->colls[id];
+    memset(c, 0, sizeof(*c));
+    c->chans    = calloc((size_t)nch, sizeof(*c->chans));
+    c->conn_seg = calloc((size_t)nch, sizeof(*c->conn_seg));
+    c->conn_off = calloc((size_t)nch, sizeof(*c->conn_off));
+    if (c->chans == NULL || c->conn_seg == NULL || c->conn_off == NULL) {
+        rc = dfccl_error(DFCCL_ERR_NO_MEMORY, "%s: out of host memory", fn);
         goto err;
     }
-    if (g->allgather(&me, all, sizeof(me), g->allgather_arg) != 0) {
-        st = dfccl_error(DFCCL_ERR_BOOTSTRAP, "%s on group %s: the out-of-band allgather "
-                         "failed", fn, g->name);
-        goto err;
-    }
-    for (int i = 0; i < g->nranks; i++) {
-        const char *what = dfccl_sig_diff(&me.sig, &all[i].sig);
-        if (all[i].sig.status != DFCCL_OK) {
-            st = local != DFCCL_OK ? local :
-                 dfccl_error((dfccl_status_t)all[i].sig.status, "%s on group %s: rank %d "
-                             "failed to register (%s)", fn, g->name, i,
-                             dfcclGetErrorString((dfccl_status_t)all[i].sig.status));
-            goto err;
-        }
-        if (what != NULL) {
-            st = dfccl_error(DFCCL_ERR_MISMATCH, "%s on group %s: rank %d registered %s of "
-                             "%llu %s (op %s, root %d) but rank %d registered %s of %llu %s "
-                             "(op %s, root %d): the %s differs; every rank must register the "
-                             "group's collectives in the same order with the same arguments",
-                             fn, g->name, g->rank, dfccl_coll_name(me.sig.kind),
-                             (unsigned long long)me.sig.count, dfccl_dtype_name(me.sig.dtype),
-                             dfccl_op_name(me.sig.op), me.sig.root, i,
-                             dfccl_coll_name(all[i].sig.kind),
-                             (unsigned long long)all[i].sig.count,
-                             dfccl_dtype_name(all[i].sig.dtype), dfccl_op_name(all[i].sig.op),
-                             all[i].sig.root, what);
-            goto err;
-        }
-    }
-
-    /* Send side: the next rank's receive connectors. */
+    c->st = st;
+    dfccl_coll_make_sig(&st, g->nreg, c->sig);
+    /* Our receive connectors: at the same place as every rank's, since all
+     * ranks register the group's collectives in the same order. */
     for (int ch = 0; ch < nch; ch++) {
-        dfccl_ring_partition(kind, count, nch, ch, &chans[ch].off, &chans[ch].cnt);
+        dfccl_ring_partition(kind, count, nch, ch, &c->chans[ch].off, &c->chans[ch].cnt);
         if (g->nranks > 1) {
-            void *dp;
-            st = dfccl_pool_map(g, next, &all[next].desc[ch], &dp);
-            if (st != DFCCL_OK) {
+            void *host, *dev;
+            rc = dfccl_pool_alloc(g, region, &host, &dev, &c->conn_seg[ch], &c->conn_off[ch]);
+            if (rc == DFCCL_OK) {
+                rc = dfccl_coll_write_sig(ctx, host, dev, c->sig);
+            }
+            if (rc != DFCCL_OK) {
                 goto err;
             }
-            chans[ch].send_ctrl = dp;
-            chans[ch].send_data = (char *)dp + sizeof(dfccl_conn_ctrl_t);
+            c->chans[ch].recv_ctrl = dev;
+            c->chans[ch].recv_data = (char *)dev + sizeof(dfccl_conn_ctrl_t);
+            c->bytes += region;
         }
     }
-
-    /* Barrier: once every peer has attached, segment names can go. */
-    if (g->nranks > 1) {
-        if (g->allgather(&me.sig, all, sizeof(me.sig), g->allgather_arg) != 0) {
-            st = dfccl_error(DFCCL_ERR_BOOTSTRAP, "%s on group %s: the out-of-band allgather "
-                             "failed", fn, g->name);
-            goto err;
-        }
-        dfccl_pool_unlink_all(g);
+    g->nreg++;
+    memset(zero, 0, sizeof(zero));
+    rc = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.chans[(size_t)id * nb], c->chans,
+                             (size_t)nch * sizeof(dfccl_chan_t));
+    if (rc == DFCCL_OK) {
+        rc = ctx->be->memcpy_h2d(ctx, &ctx->args.dyn[(size_t)id * nb], zero,
+                                 nb * sizeof(dfccl_dyn_t));
     }
-
-    /* Publish the static context for the daemon. */
-    memset(&c->st, 0, sizeof(c->st));
-    c->st.kind         = kind;
-    c->st.dtype        = dtype;
-    c->st.op           = me.sig.op;
-    c->st.nranks       = g->nranks;
-    c->st.rank         = g->rank;
-    c->st.root         = me.sig.root;
-    c->st.nchannels    = nch;
-    c->st.priority     = priority;
-    c->st.count        = count;
-    c->st.slot_bytes   = me.sig.slot_bytes;
-    c->st.nslots       = me.sig.nslots;
-    c->st.chunk_slices = me.sig.chunk_slices;
-    c->st.elem_size    = (uint32_t)dfccl_dtype_bytes(dtype);
-    c->st.registered   = 1;
-    {
-        size_t nb = (size_t)ctx->cfg.max_blocks;
-        dfccl_dyn_t zero[DFCCL_MAX_CHANNELS];
-        memset(zero, 0, sizeof(zero));
-        st = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.chans[(size_t)id * nb], chans,
-                                 nb * sizeof(dfccl_chan_t));
-        if (st == DFCCL_OK) {
-            st = ctx->be->memcpy_h2d(ctx, &ctx->args.dyn[(size_t)id * nb], zero,
-                                     nb * sizeof(dfccl_dyn_t));
-        }
-        if (st == DFCCL_OK) {
-            st = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.colls[id], &c->st, sizeof(c->st));
-        }
-        if (st != DFCCL_OK) {
-            goto err;
-        }
+    if (rc == DFCCL_OK) {
+        rc = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.colls[id], &st, sizeof(st));
     }
-    free(all);
-
-    pthread_mutex_lock(&ctx->lock);
-    c->group  = g;
-    c->status = DFCCL_OK;
-    c->bytes  = conn_bytes;
-    c->runs   = 0;
+    if (rc != DFCCL_OK) {
+        goto err;
+    }
+    c->resolved = g->nranks == 1;
+    c->group    = g;
+    c->state    = DFCCL_COLL_IDLE;
+    c->status   = DFCCL_OK;
     g->ncolls++;
     ctx->nregistered++;
+    if (!c->resolved) {
+        dfccl_coll_resolve(ctx, id); /* often possible already; else at run */
+    }
     pthread_mutex_unlock(&ctx->lock);
     dfccl_debug("registered %s id %d: %zu x %s on group %s, %d channel(s), slot %u",
                 dfccl_coll_name(kind), id, count, dfccl_dtype_name(dtype), g->name, nch,
-                me.sig.slot_bytes);
+                st.slot_bytes);
     *coll_id_p = id;
     return DFCCL_OK;
 
 err:
-    free(all);
-    if (c != NULL) {
-        pthread_mutex_lock(&ctx->lock);
-        c->state = DFCCL_COLL_FREE;
-        pthread_mutex_unlock(&ctx->lock);
-    }
-    return st;
+    dfccl_coll_free_host(c);
+    c->state = DFCCL_COLL_FREE;
+    pthread_mutex_unlock(&ctx->lock);
+    return rc;
 }
 
 dfccl_status_t dfcclRegisterAllReduce(size_t count, dfccl_datatype_t type, dfccl_op_t op,
@@ -375,6 +394,7 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
     st = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.colls[coll_id], &zero, sizeof(zero));
     c->group->ncolls--;
     ctx->nregistered--;
+    dfccl_coll_free_host(c);
     memset(c, 0, sizeof(*c));
     c->state = DFCCL_COLL_FREE;
     pthread_mutex_unlock(&ctx->lock);
@@ -387,7 +407,7 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
 {
     const char *fn = dfccl_run_names[kind];
     dfccl_coll_t *c;
-    int need_send, need_recv;
+    int need_send, need_recv, resolved;
     dfccl_status_t st;
 
     if (ctx == NULL) {
@@ -439,6 +459,11 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
                            ctx->backend == DFCCL_BACKEND_HOST ? "host" : "device",
                            ctx->backend == DFCCL_BACKEND_HOST ? "host" : "device");
     }
+    resolved = dfccl_coll_resolve(ctx, coll_id);
+    if (resolved < 0) {
+        pthread_mutex_unlock(&ctx->lock);
+        return (dfccl_status_t)resolved;
+    }
     c->callback     = callback;
     c->callback_arg = arg;
     c->state        = DFCCL_COLL_INFLIGHT;
@@ -446,6 +471,16 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
     c->runs++;
     ctx->inflight++;
     ctx->submitted++;
+    if (!resolved) {
+        /* The next rank has not registered it yet: submit once it has. */
+        c->deferred  = 1;
+        c->pend_send = sendbuff;
+        c->pend_recv = recvbuff;
+        ctx->ndeferred++;
+        pthread_mutex_unlock(&ctx->lock);
+        dfccl_ctx_kick(ctx);
+        return DFCCL_OK;
+    }
     st = dfccl_ctx_submit(ctx, DFCCL_SQE_RUN, coll_id, sendbuff, recvbuff);
     if (st != DFCCL_OK && ctx->launches == 0) {
         /* Nothing reached the daemon: undo. */
@@ -494,6 +529,43 @@ dfccl_status_t dfcclRunBroadcast(const void *sendbuff, void *recvbuff, int coll_
 {
     return dfccl_coll_run(DFCCL_COLL_BROADCAST, sendbuff, recvbuff, coll_id, callback,
                           callback_args, ctx);
+}
+
+/*
+ * Submit deferred runs whose peers have registered by now. A run whose
+ * registration turns out mismatched completes with the error. Returns the
+ * number of runs completed with an error (their callbacks are due).
+ */
+int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx)
+{
+    int failed[16], nfailed = 0;
+
+    pthread_mutex_lock(&ctx->lock);
+    for (int id = 0; id < ctx->cfg.max_colls && ctx->ndeferred > 0; id++) {
+        dfccl_coll_t *c = &ctx->colls[id];
+        int rc;
+        if (!c->deferred) {
+            continue;
+        }
+        dfccl_pool_reap(c->group);
+        rc = dfccl_coll_resolve(ctx, id);
+        if (rc == 0) {
+            continue;
+        }
+        c->deferred = 0;
+        ctx->ndeferred--;
+        if (rc > 0) {
+            dfccl_ctx_submit(ctx, DFCCL_SQE_RUN, id, c->pend_send, c->pend_recv);
+        } else if (nfailed < 16) {
+            c->status        = (dfccl_status_t)rc;
+            failed[nfailed++] = id;
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    for (int i = 0; i < nfailed; i++) {
+        dfccl_ctx_fail(ctx, failed[i], ctx->colls[failed[i]].status);
+    }
+    return nfailed;
 }
 
 dfccl_status_t dfcclQuery(int coll_id, dfccl_rank_ctx_t ctx)

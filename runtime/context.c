@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 static void dfccl_ctx_free_mem(struct dfccl_rank_ctx *ctx);
+static void dfccl_ctx_complete(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t status);
 
 static dfccl_status_t dfccl_ctx_pick_backend(struct dfccl_rank_ctx *ctx)
 {
@@ -193,7 +194,7 @@ static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int for
     now = dfccl_time_ns();
     if (!force) {
         int new_sqe = ctx->sq_tail != ctx->launched_tail;
-        int waiting = ctx->inflight > 0;
+        int waiting = ctx->inflight > ctx->ndeferred;
         if (!new_sqe && !waiting) {
             return DFCCL_OK;
         }
@@ -270,6 +271,11 @@ dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_i
 
 /* Completion of one collective seen in a CQ ring: mark it and run its
  * callback (outside every lock). */
+void dfccl_ctx_fail(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t status)
+{
+    dfccl_ctx_complete(ctx, id, status);
+}
+
 static void dfccl_ctx_complete(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t status)
 {
     dfccl_coll_t *c = &ctx->colls[id];
@@ -332,6 +338,9 @@ int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx)
         }
     }
 
+    if (ctx->ndeferred > 0) {
+        total += dfccl_coll_resolve_deferred(ctx);
+    }
     pthread_mutex_lock(&ctx->lock);
     dfccl_ctx_drain_pending(ctx);
     dfccl_ctx_maybe_launch(ctx, 0);
@@ -354,7 +363,7 @@ static void *dfccl_poller_main(void *arg)
             continue;
         }
         pthread_mutex_lock(&ctx->lock);
-        busy = ctx->inflight > 0 || ctx->npending > 0;
+        busy = ctx->inflight > 0 || ctx->npending > 0 || ctx->ndeferred > 0;
         pthread_mutex_unlock(&ctx->lock);
         if (busy) {
             /* Collectives in flight: poll, but leave the core to others. */

@@ -124,20 +124,57 @@ typedef struct dfccl_seg {
     uint8_t  ipc[64];
 } dfccl_seg_t;
 
-/* A group's connector pool: our segments plus mappings of peers' segments. */
+/*
+ * Directory of a rank's segments in one group, in shared memory: the owner
+ * publishes each segment's descriptor (ready = 1, release), its ring
+ * predecessor reads it to attach and then sets `attached`, after which the
+ * owner unlinks the segment's name.
+ */
+#define DFCCL_DIR_MAX_SEGS 256
+#define DFCCL_DIR_MAGIC    0x6466636c44495231ull
+
+typedef struct {
+    uint64_t          ready;
+    uint64_t          attached;
+    dfccl_conn_desc_t desc;
+} dfccl_dir_entry_t;
+
+typedef struct {
+    uint64_t          magic;
+    uint64_t          pad[15];
+    dfccl_dir_entry_t e[DFCCL_DIR_MAX_SEGS];
+} dfccl_dir_t;
+
+/*
+ * A group's connector pool: our segments (receive connectors of our
+ * collectives) and mappings of the next rank's segments (where we send).
+ * Registration allocates in the same order with the same sizes on every
+ * rank, so a collective's connector sits at the same (segment, offset) in
+ * every rank's pool: a sender finds its peer's connector without asking.
+ */
 typedef struct {
     dfccl_seg_t *own;
     int          nown;
     dfccl_seg_t *mapped;
     int          nmapped;
-    uint32_t     transport;
+    uint32_t     transport;   /* of our segments */
+    size_t       seg_bytes;   /* default segment size */
+    dfccl_seg_t  dir_seg;     /* our directory */
+    dfccl_dir_t *dir;
+    dfccl_seg_t  peer_dir_seg; /* the next rank's directory */
+    dfccl_dir_t *peer_dir;
 } dfccl_pool_t;
 
-dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **local_p,
-                                void **dev_p, dfccl_conn_desc_t *desc_p);
-dfccl_status_t dfccl_pool_map(struct dfccl_group *g, int peer, const dfccl_conn_desc_t *desc,
-                              void **dev_p);
-void dfccl_pool_unlink_all(struct dfccl_group *g);
+dfccl_status_t dfccl_pool_init(struct dfccl_group *g, char *dir_name, size_t len);
+dfccl_status_t dfccl_pool_connect(struct dfccl_group *g, const char *peer_dir_name);
+void dfccl_pool_unlink_dir(struct dfccl_group *g);
+dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **host_p,
+                                void **dev_p, uint32_t *seg_p, uint64_t *off_p);
+/* Find the next rank's region at (seg, off): 1 and pointers when it is
+ * published, 0 when not yet, or a negative status. */
+int dfccl_pool_resolve(struct dfccl_group *g, uint32_t seg, uint64_t off, void **host_p,
+                       void **dev_p);
+void dfccl_pool_reap(struct dfccl_group *g);
 void dfccl_pool_destroy(struct dfccl_group *g);
 
 dfccl_status_t dfccl_shm_create(dfccl_seg_t *seg, const char *name, size_t bytes);
@@ -168,7 +205,10 @@ struct dfccl_group {
     dfccl_oob_allgather_fn_t allgather;
     void                    *allgather_arg;
     dfccl_pool_t             pool;
+    uint64_t                 nreg;   /* registrations so far, same on all ranks */
     int                      ncolls; /* registered collectives on this group */
+    int                      next_device;
+    int                      next_same_host;
     struct dfccl_group      *next;
 };
 
@@ -181,6 +221,14 @@ enum {
 typedef struct {
     int                 state;
     dfccl_status_t      status;     /* of the last completed run */
+    int                 resolved;   /* send connectors found */
+    int                 deferred;   /* run waiting for resolution */
+    const void         *pend_send;
+    void               *pend_recv;
+    uint64_t            sig[8];     /* registration signature */
+    dfccl_chan_t       *chans;      /* host copy, nchannels */
+    uint32_t           *conn_seg;   /* where the connectors are, per channel */
+    uint64_t           *conn_off;
     struct dfccl_group *group;
     dfccl_callback_t    callback;
     void               *callback_arg;
@@ -223,6 +271,7 @@ struct dfccl_rank_ctx {
     uint64_t              last_launch_ns;
     struct dfccl_pending *pend_head, *pend_tail;
     uint64_t              npending;
+    uint64_t              ndeferred;  /* runs waiting for their peer's connectors */
     uint64_t              inflight;
     uint64_t              submitted;
     uint64_t              launches;
@@ -253,8 +302,11 @@ dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_i
                                 const void *sendbuff, void *recvbuff);
 int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx);
 void dfccl_ctx_kick(struct dfccl_rank_ctx *ctx);
+/* complete a collective that never reached the daemon, with an error */
+void dfccl_ctx_fail(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t status);
 
 /* coll.c */
+int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx);
 dfccl_status_t dfccl_coll_register(dfccl_group_t group, int kind, size_t count, int dtype,
                                    int op, int root, int priority, int *coll_id_p);
 void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id);

@@ -2,7 +2,9 @@
 /*
  * Groups of ranks (the paper's device sets) and their bootstrap through the
  * user's out-of-band allgather: every member learns every other member's
- * backend, host and process, and checks that all agree on the group size.
+ * backend, host, device and connector directory, and checks that all agree
+ * on the group size. This is the only communication dfccl asks for:
+ * registering collectives afterwards is local.
  */
 #include "dfccl_int.h"
 
@@ -21,6 +23,7 @@ typedef struct {
     int32_t  device;
     int32_t  pad;
     char     host[64];
+    char     dir[48];  /* name of this rank's connector directory */
 } dfccl_boot_info_t;
 
 dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
@@ -52,7 +55,17 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
     g->allgather_arg = allgather_arg;
     snprintf(g->name, sizeof(g->name), "%s", name != NULL ? name : "unnamed");
 
+    pthread_mutex_lock(&ctx->lock);
+    g->id = ctx->next_group_id++;
+    pthread_mutex_unlock(&ctx->lock);
+
     memset(&me, 0, sizeof(me));
+    if (nranks > 1) {
+        st = dfccl_pool_init(g, me.dir, sizeof(me.dir));
+        if (st != DFCCL_OK) {
+            goto err;
+        }
+    }
     me.magic   = DFCCL_BOOT_MAGIC;
     me.nranks  = nranks;
     me.rank    = rank;
@@ -83,9 +96,47 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
             goto err;
         }
     }
+    if (nranks > 1) {
+        const dfccl_boot_info_t *nx = &all[(rank + 1) % nranks];
+        const dfccl_boot_info_t *pv = &all[(rank + nranks - 1) % nranks];
+        int barrier = 0, *bar = all != NULL ? (int *)all : NULL;
+
+        g->next_device    = nx->device;
+        g->next_same_host = strcmp(nx->host, me.host) == 0;
+        /* Our segments are written by the previous rank. */
+        if (strcmp(pv->host, me.host) != 0) {
+            st = dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclGroupCreate(%s): rank %d is on host "
+                             "%s and rank %d on %s; groups across hosts need the net "
+                             "transport, which this build does not provide", g->name,
+                             (rank + nranks - 1) % nranks, pv->host, rank, me.host);
+            goto err;
+        }
+#ifdef HAVE_CUDART
+        if (ctx->backend == DFCCL_BACKEND_CUDA && ctx->cfg.transport != DFCCL_TRANSPORT_SHM &&
+            dfccl_p2p_reachable(ctx, pv->device)) {
+            g->pool.transport = DFCCL_TRANSPORT_P2P;
+        } else if (ctx->cfg.transport == DFCCL_TRANSPORT_P2P) {
+            st = dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclGroupCreate(%s): DFCCL_TRANSPORT=p2p "
+                             "but device %d cannot reach device %d of rank %d; use auto or "
+                             "shm", g->name, ctx->device, pv->device,
+                             (rank + nranks - 1) % nranks);
+            goto err;
+        }
+#endif
+        st = dfccl_pool_connect(g, nx->dir);
+        if (st != DFCCL_OK) {
+            goto err;
+        }
+        /* Everyone attached its neighbour's directory: the names can go. */
+        if (allgather(&barrier, bar, sizeof(barrier), allgather_arg) != 0) {
+            st = dfccl_error(DFCCL_ERR_BOOTSTRAP, "dfcclGroupCreate(%s): the out-of-band "
+                             "allgather failed", g->name);
+            goto err;
+        }
+        dfccl_pool_unlink_dir(g);
+    }
     free(all);
     pthread_mutex_lock(&ctx->lock);
-    g->id       = ctx->next_group_id++;
     g->next     = ctx->groups;
     ctx->groups = g;
     pthread_mutex_unlock(&ctx->lock);
@@ -94,6 +145,9 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
 
 err:
     free(all);
+    if (g != NULL) {
+        dfccl_pool_destroy(g);
+    }
     free(g);
     return st;
 }

@@ -1,10 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Connector pool of a group. Each registered collective takes its connector
- * regions (one per channel, owned by the receiving rank) from the group's
- * segments, so collectives never share connectors and may run in any order.
- * Segments are created on demand; a peer's segment is mapped once and
- * cached.
+ * Connector pool of a group. Each registered collective takes its receive
+ * connectors (one region per channel) from the group's segments, so
+ * collectives never share connectors and may run in any order.
+ *
+ * Registration needs no communication: every rank registers a group's
+ * collectives in the same order with the same sizes, so the bump allocator
+ * puts a collective's connector at the same (segment, offset) on every rank.
+ * A rank publishes each new segment in its directory (shared memory, mapped
+ * by its ring predecessor at group creation); the predecessor attaches the
+ * segment when it first needs it, marks it attached, and the owner then
+ * unlinks the segment's name. Segments are shm (host memory, registered
+ * with the GPU on the CUDA backend) or device memory shared through CUDA IPC
+ * (p2p).
  */
 #include "../dfccl_int.h"
 
@@ -12,17 +20,126 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DFCCL_POOL_SEG_BYTES (8ul << 20)
-#define DFCCL_POOL_ALIGN     4096ul
+#define DFCCL_POOL_ALIGN 4096ul
 
-dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **local_p,
-                                void **dev_p, dfccl_conn_desc_t *desc_p)
+static dfccl_status_t dfccl_seg_create(struct dfccl_group *g, dfccl_seg_t *seg, uint32_t index,
+                                       size_t bytes)
 {
-    dfccl_pool_t *pool = &g->pool;
-    dfccl_seg_t *seg   = NULL, *grown;
-    size_t need        = (bytes + DFCCL_POOL_ALIGN - 1) & ~(DFCCL_POOL_ALIGN - 1);
+    struct dfccl_rank_ctx *ctx = g->ctx;
     char name[48];
 
+    memset(seg, 0, sizeof(*seg));
+#ifdef HAVE_CUDART
+    if (g->pool.transport == DFCCL_TRANSPORT_P2P) {
+        DFCCL_CHECK(dfccl_p2p_create(ctx, seg, bytes));
+        seg->owner     = 1;
+        seg->index     = index;
+        seg->transport = DFCCL_TRANSPORT_P2P;
+        return DFCCL_OK;
+    }
+#endif
+    snprintf(name, sizeof(name), "/dfccl-%d-%x-g%d-s%u", (int)getpid(),
+             (unsigned)(ctx->uid & 0xffffffffu), g->id, index);
+    DFCCL_CHECK(dfccl_shm_create(seg, name, bytes));
+    if (ctx->be->host_register != NULL) {
+        dfccl_status_t st = ctx->be->host_register(ctx, seg->base, bytes, &seg->dev_base);
+        if (st != DFCCL_OK) {
+            dfccl_shm_release(seg);
+            return st;
+        }
+    }
+    seg->index     = index;
+    seg->transport = DFCCL_TRANSPORT_SHM;
+    return DFCCL_OK;
+}
+
+static dfccl_status_t dfccl_seg_attach(struct dfccl_group *g, dfccl_seg_t *seg,
+                                       const dfccl_conn_desc_t *desc)
+{
+    struct dfccl_rank_ctx *ctx = g->ctx;
+
+#ifdef HAVE_CUDART
+    if (desc->transport == DFCCL_TRANSPORT_P2P) {
+        DFCCL_CHECK(dfccl_p2p_attach(ctx, seg, desc));
+        seg->index     = desc->seg;
+        seg->transport = DFCCL_TRANSPORT_P2P;
+        return DFCCL_OK;
+    }
+#endif
+    if (desc->transport != DFCCL_TRANSPORT_SHM) {
+        return dfccl_error(DFCCL_ERR_TRANSPORT, "group %s: the next rank's connectors use "
+                           "transport %u, which this build does not support; build every "
+                           "rank with the same options", g->name, desc->transport);
+    }
+    DFCCL_CHECK(dfccl_shm_attach(seg, desc->name, desc->seg_bytes));
+    if (ctx->be->host_register != NULL) {
+        dfccl_status_t st = ctx->be->host_register(ctx, seg->base, seg->bytes, &seg->dev_base);
+        if (st != DFCCL_OK) {
+            dfccl_shm_release(seg);
+            return st;
+        }
+    }
+    seg->index     = desc->seg;
+    seg->transport = DFCCL_TRANSPORT_SHM;
+    return DFCCL_OK;
+}
+
+static void dfccl_seg_release(struct dfccl_group *g, dfccl_seg_t *seg)
+{
+#ifdef HAVE_CUDART
+    if (seg->transport == DFCCL_TRANSPORT_P2P) {
+        dfccl_p2p_release(g->ctx, seg);
+        return;
+    }
+#endif
+    if (g->ctx->be->host_unregister != NULL && seg->base != NULL) {
+        g->ctx->be->host_unregister(g->ctx, seg->base);
+    }
+    dfccl_shm_release(seg);
+}
+
+dfccl_status_t dfccl_pool_init(struct dfccl_group *g, char *dir_name, size_t len)
+{
+    dfccl_pool_t *pool = &g->pool;
+
+    memset(pool, 0, sizeof(*pool));
+    pool->transport = DFCCL_TRANSPORT_SHM;
+    pool->seg_bytes = g->ctx->backend == DFCCL_BACKEND_HOST ? (8ul << 20) : (64ul << 20);
+    snprintf(dir_name, len, "/dfccl-%d-%x-g%d-dir", (int)getpid(),
+             (unsigned)(g->ctx->uid & 0xffffffffu), g->id);
+    DFCCL_CHECK(dfccl_shm_create(&pool->dir_seg, dir_name, sizeof(dfccl_dir_t)));
+    pool->dir        = pool->dir_seg.base;
+    pool->dir->magic = DFCCL_DIR_MAGIC;
+    return DFCCL_OK;
+}
+
+dfccl_status_t dfccl_pool_connect(struct dfccl_group *g, const char *peer_dir_name)
+{
+    dfccl_pool_t *pool = &g->pool;
+
+    DFCCL_CHECK(dfccl_shm_attach(&pool->peer_dir_seg, peer_dir_name, sizeof(dfccl_dir_t)));
+    pool->peer_dir = pool->peer_dir_seg.base;
+    if (pool->peer_dir->magic != DFCCL_DIR_MAGIC) {
+        return dfccl_error(DFCCL_ERR_BOOTSTRAP, "group %s: the next rank's directory %s is "
+                           "not a dfccl directory", g->name, peer_dir_name);
+    }
+    return DFCCL_OK;
+}
+
+void dfccl_pool_unlink_dir(struct dfccl_group *g)
+{
+    dfccl_shm_unlink(&g->pool.dir_seg);
+}
+
+dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **host_p,
+                                void **dev_p, uint32_t *seg_p, uint64_t *off_p)
+{
+    dfccl_pool_t *pool = &g->pool;
+    size_t need        = (bytes + DFCCL_POOL_ALIGN - 1) & ~(DFCCL_POOL_ALIGN - 1);
+    dfccl_seg_t *seg   = NULL, *grown;
+    dfccl_dir_entry_t *e;
+
+    /* First fit over our segments: the same choice on every rank. */
     for (int i = 0; i < pool->nown; i++) {
         if (pool->own[i].bytes - pool->own[i].used >= need) {
             seg = &pool->own[i];
@@ -30,78 +147,111 @@ dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **loca
         }
     }
     if (seg == NULL) {
-        size_t sz = need > DFCCL_POOL_SEG_BYTES ? need : DFCCL_POOL_SEG_BYTES;
-        grown     = realloc(pool->own, (pool->nown + 1) * sizeof(*grown));
+        size_t sz = need > pool->seg_bytes ? need : pool->seg_bytes;
+        if (pool->nown >= DFCCL_DIR_MAX_SEGS) {
+            return dfccl_error(DFCCL_ERR_NO_MEMORY, "group %s: connector pool full (%d "
+                               "segments); deregister collectives or create another group",
+                               g->name, pool->nown);
+        }
+        grown = realloc(pool->own, (size_t)(pool->nown + 1) * sizeof(*grown));
         if (grown == NULL) {
             return dfccl_error(DFCCL_ERR_NO_MEMORY, "connector pool: out of memory");
         }
         pool->own = grown;
         seg       = &pool->own[pool->nown];
-        snprintf(name, sizeof(name), "/dfccl-%d-%llx-g%d-s%d", (int)getpid(),
-                 (unsigned long long)(g->ctx->uid & 0xffffffffull), g->id, pool->nown);
-        DFCCL_CHECK(dfccl_shm_create(seg, name, sz));
-        seg->index     = (uint32_t)pool->nown;
-        seg->transport = DFCCL_TRANSPORT_SHM;
+        DFCCL_CHECK(dfccl_seg_create(g, seg, (uint32_t)pool->nown, sz));
+        /* publish it for the ring predecessor */
+        e = &pool->dir->e[pool->nown];
+        memset(&e->desc, 0, sizeof(e->desc));
+        e->desc.transport = seg->transport;
+        e->desc.seg       = seg->index;
+        e->desc.seg_bytes = seg->bytes;
+        memcpy(e->desc.name, seg->name, sizeof(e->desc.name));
+        memcpy(e->desc.ipc, seg->ipc, sizeof(e->desc.ipc));
+        __atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
         pool->nown++;
     }
-    memset(desc_p, 0, sizeof(*desc_p));
-    desc_p->transport = seg->transport;
-    desc_p->seg       = seg->index;
-    desc_p->off       = seg->used;
-    desc_p->seg_bytes = seg->bytes;
-    memcpy(desc_p->name, seg->name, sizeof(desc_p->name));
-    memset((char *)seg->base + seg->used, 0, need);
-    *local_p = (char *)seg->base + seg->used;
-    *dev_p   = (char *)seg->dev_base + seg->used;
+    *seg_p  = seg->index;
+    *off_p  = seg->used;
+    *host_p = seg->base != NULL ? (char *)seg->base + seg->used : NULL;
+    *dev_p  = (char *)seg->dev_base + seg->used;
     seg->used += need;
     return DFCCL_OK;
 }
 
-dfccl_status_t dfccl_pool_map(struct dfccl_group *g, int peer, const dfccl_conn_desc_t *desc,
-                              void **dev_p)
+int dfccl_pool_resolve(struct dfccl_group *g, uint32_t segi, uint64_t off, void **host_p,
+                       void **dev_p)
 {
     dfccl_pool_t *pool = &g->pool;
     dfccl_seg_t *seg   = NULL, *grown;
+    dfccl_dir_entry_t *e;
+    dfccl_status_t st;
 
     for (int i = 0; i < pool->nmapped; i++) {
-        if (pool->mapped[i].peer == peer && pool->mapped[i].index == desc->seg) {
+        if (pool->mapped[i].index == segi) {
             seg = &pool->mapped[i];
             break;
         }
     }
     if (seg == NULL) {
-        grown = realloc(pool->mapped, (pool->nmapped + 1) * sizeof(*grown));
+        if (segi >= DFCCL_DIR_MAX_SEGS || pool->peer_dir == NULL) {
+            return dfccl_error(DFCCL_ERR_INTERNAL, "group %s: no segment %u", g->name, segi);
+        }
+        e = &pool->peer_dir->e[segi];
+        if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE)) {
+            return 0; /* the next rank has not registered this far yet */
+        }
+        grown = realloc(pool->mapped, (size_t)(pool->nmapped + 1) * sizeof(*grown));
         if (grown == NULL) {
             return dfccl_error(DFCCL_ERR_NO_MEMORY, "connector pool: out of memory");
         }
         pool->mapped = grown;
         seg          = &pool->mapped[pool->nmapped];
-        DFCCL_CHECK(dfccl_shm_attach(seg, desc->name, desc->seg_bytes));
-        seg->peer      = peer;
-        seg->index     = desc->seg;
-        seg->transport = desc->transport;
+        st           = dfccl_seg_attach(g, seg, &e->desc);
+        if (st != DFCCL_OK) {
+            return st;
+        }
         pool->nmapped++;
+        __atomic_store_n(&e->attached, 1, __ATOMIC_RELEASE);
     }
-    *dev_p = (char *)seg->dev_base + desc->off;
-    return DFCCL_OK;
+    if (off >= seg->bytes) {
+        return dfccl_error(DFCCL_ERR_MISMATCH, "group %s: the next rank's segment %u is smaller "
+                           "than this rank's: ranks registered different collectives",
+                           g->name, segi);
+    }
+    *host_p = seg->base != NULL ? (char *)seg->base + off : NULL;
+    *dev_p  = (char *)seg->dev_base + off;
+    return 1;
 }
 
-void dfccl_pool_unlink_all(struct dfccl_group *g)
+void dfccl_pool_reap(struct dfccl_group *g)
 {
-    for (int i = 0; i < g->pool.nown; i++) {
-        dfccl_shm_unlink(&g->pool.own[i]);
+    dfccl_pool_t *pool = &g->pool;
+
+    for (int i = 0; i < pool->nown; i++) {
+        if (pool->own[i].linked && __atomic_load_n(&pool->dir->e[i].attached, __ATOMIC_ACQUIRE)) {
+            dfccl_shm_unlink(&pool->own[i]);
+        }
     }
 }
 
 void dfccl_pool_destroy(struct dfccl_group *g)
 {
-    for (int i = 0; i < g->pool.nmapped; i++) {
-        dfccl_shm_release(&g->pool.mapped[i]);
+    dfccl_pool_t *pool = &g->pool;
+
+    for (int i = 0; i < pool->nmapped; i++) {
+        dfccl_seg_release(g, &pool->mapped[i]);
     }
-    for (int i = 0; i < g->pool.nown; i++) {
-        dfccl_shm_release(&g->pool.own[i]);
+    for (int i = 0; i < pool->nown; i++) {
+        dfccl_seg_release(g, &pool->own[i]);
     }
-    free(g->pool.mapped);
-    free(g->pool.own);
-    memset(&g->pool, 0, sizeof(g->pool));
+    if (pool->peer_dir != NULL) {
+        dfccl_shm_release(&pool->peer_dir_seg);
+    }
+    if (pool->dir != NULL) {
+        dfccl_shm_release(&pool->dir_seg);
+    }
+    free(pool->mapped);
+    free(pool->own);
+    memset(pool, 0, sizeof(*pool));
 }
