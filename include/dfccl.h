@@ -136,8 +136,8 @@ typedef void (*dfccl_callback_t)(int coll_id, dfccl_status_t status, void *arg);
 /*
  * Out-of-band allgather used to bootstrap a group: every rank contributes
  * `bytes` bytes from `sendbuf`; `recvbuf` receives nranks * bytes, in rank
- * order. Returns 0 on success. It is called from inside dfcclGroupCreate and
- * the registration calls, collectively on all ranks of the group.
+ * order. Returns 0 on success. It is called only from inside
+ * dfcclGroupCreate, collectively on all ranks of the group.
  */
 typedef int (*dfccl_oob_allgather_fn_t)(const void *sendbuf, void *recvbuf,
                                         size_t bytes, void *arg);
@@ -177,8 +177,8 @@ DFCCL_API dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_
  * Create a group of `nranks` ranks (the paper's device set), in which this
  * process is `rank`. Collective over the group: every member calls it with
  * the same nranks. `name` (may be NULL, copied) names the group in messages,
- * e.g. the MPI communicator's name. The allgather callback and its argument
- * must stay valid until the group is destroyed: registration uses them.
+ * e.g. the MPI communicator's name. The allgather is called only inside
+ * this function (twice); nothing else in dfccl communicates out of band.
  * [out] group_p: owned by the caller, freed by dfcclGroupDestroy.
  */
 DFCCL_API dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
@@ -193,11 +193,14 @@ DFCCL_API dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int 
 DFCCL_API dfccl_status_t dfcclGroupDestroy(dfccl_group_t group);
 
 /*
- * Register a collective on `group`. Collective over the group: every rank
- * registers the group's collectives in the same order with the same count,
- * type, op and root; a difference is reported as DFCCL_ERR_MISMATCH naming
- * the field. Higher `priority` runs first when the context orders by
- * priority. [out] coll_id_p: the id to run it with, unique in the context.
+ * Register a collective on `group`. Local: it needs no other rank, so it can
+ * be called at any time, e.g. at the first use of a collective. Every rank
+ * must register the group's collectives in the same order with the same
+ * count, type, op and root (that is how ranks pair them up); a difference is
+ * reported as DFCCL_ERR_MISMATCH, naming both sides, when the collective
+ * runs. Calls on one group must not race with each other. Higher `priority`
+ * runs first when the context orders by priority (DFCCL_PRIORITY=1, the
+ * default). [out] coll_id_p: the id to run it with, unique in the context.
  * Counts are in elements: allgather's count is each rank's contribution,
  * reduce-scatter's the count each rank receives.
  */
