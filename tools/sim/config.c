@@ -355,8 +355,6 @@ dfccl_sim_status_t dfccl_sim_config_parse(const char *text, dfccl_sim_msg_t *msg
     if (root == NULL) {
         if (jerr == json_tokener_success) {
             dfccl_sim_msg_set(msg, "expected a JSON object {...} at the top level");
-        } else if (jerr == json_tokener_continue) {
-            dfccl_sim_msg_set(msg, "not valid JSON: the text ends too early");
         } else {
             dfccl_sim_msg_set(msg, "not valid JSON: %s", json_tokener_error_desc(jerr));
         }

@@ -406,7 +406,8 @@ dfccl_sim_status_t dfccl_sim_round_invoke(dfccl_sim_round_t *round, int32_t gpu,
 
 dfccl_sim_status_t dfccl_sim_round_sync(dfccl_sim_round_t *round, int32_t gpu, int *deadlock_p)
 {
-    if (dfccl_sim_round_check_gpu(round, gpu) != DFCCL_SIM_OK) {
+    if ((round->world->model != DFCCL_SIM_MODEL_SYNC) ||
+        (dfccl_sim_round_check_gpu(round, gpu) != DFCCL_SIM_OK)) {
         return DFCCL_SIM_ERR_BAD_EVENT;
     }
     dfccl_sim_sync(round, gpu);

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Whole-run properties of dfccl-sim:
+ *   - with disorder_prob = 0 the intended order is consistent across GPUs and
+ *     no round deadlocks, in either model, on small Megatron and free
+ *     groupings and on every configuration of the shared configs directory
+ *     (stepped in full, with few rounds);
+ *   - the same seed gives the same count with one thread or two;
+ *   - counting rounds that drew no disorder skip as successful without
+ *     stepping them gives the same count as stepping them.
+ */
+#include "sim.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef SIM_CONFIG_DIR
+#define SIM_CONFIG_DIR "../shared/sim/configs"
+#endif
+
+#define SMALL_MEGATRON(model, disorder, sync)                                      \
+    "{\"model\": \"" model "\", \"grouping_policy\": \"Megatron\", "              \
+    "\"disorder_prob\": " disorder ", \"sync_prob\": " sync ", "                  \
+    "\"tp_group_size\": 2, \"dp_group_size\": 3, \"pp_group_size\": 2, "          \
+    "\"coll_cnt_per_tp_group\": 20, \"coll_cnt_per_dp_group\": 60}"
+
+#define SMALL_FREE(model, disorder, sync)                                          \
+    "{\"model\": \"" model "\", \"grouping_policy\": \"Arbitrary\", "             \
+    "\"disorder_prob\": " disorder ", \"sync_prob\": " sync ", "                  \
+    "\"gpu_num\": 8, \"group_num\": 5, "                                          \
+    "\"gpu_per_group\": [[0, 1, 5], [1, 3, 6], [0, 2, 7], [0, 4, 1], "            \
+    "[4, 2, 3, 5, 6, 7]], \"coll_cnt_per_group\": [20, 60, 20, 60, 20]}"
+
+static dfccl_sim_world_t *world_from_config(dfccl_sim_config_t *config)
+{
+    dfccl_sim_world_t *world;
+    dfccl_sim_msg_t msg = {{0}};
+
+    ck_assert_msg(dfccl_sim_world_create(config, &msg, &world) == DFCCL_SIM_OK, "%s",
+                  msg.text);
+    return world;
+}
+
+static dfccl_sim_world_t *world_from_json(const char *json)
+{
+    dfccl_sim_config_t *config;
+    dfccl_sim_world_t *world;
+    dfccl_sim_msg_t msg = {{0}};
+
+    ck_assert_msg(dfccl_sim_config_parse(json, &msg, &config) == DFCCL_SIM_OK, "%s", msg.text);
+    world = world_from_config(config);
+    dfccl_sim_config_destroy(config);
+    return world;
+}
+
+static dfccl_sim_run_result_t run(const dfccl_sim_world_t *world, uint64_t rounds,
+                                  uint64_t seed, int threads, unsigned flags)
+{
+    dfccl_sim_run_params_t params = {0};
+    dfccl_sim_run_result_t result = {0};
+
+    params.rounds  = rounds;
+    params.seed    = seed;
+    params.threads = threads;
+    params.flags   = flags;
+    ck_assert(dfccl_sim_run(world, &params, &result) == DFCCL_SIM_OK);
+    ck_assert_int_eq(result.stalled, 0);
+    return result;
+}
+
+static void check_no_deadlock(const char *json, uint64_t rounds)
+{
+    dfccl_sim_world_t *world = world_from_json(json);
+    dfccl_sim_run_result_t result;
+
+    result = run(world, rounds, 7, 2, DFCCL_SIM_RUN_FULL);
+    ck_assert_uint_eq(result.stepped, rounds);
+    ck_assert_msg(result.deadlocks == 0, "%llu deadlocks with disorder_prob 0 in %s",
+                  (unsigned long long)result.deadlocks, json);
+    dfccl_sim_world_destroy(world);
+}
+
+START_TEST(test_no_disorder_small)
+{
+    check_no_deadlock(SMALL_MEGATRON("Single", "0", "0"), 50);
+    check_no_deadlock(SMALL_MEGATRON("StreamWithSync", "0", "0.2"), 50);
+    check_no_deadlock(SMALL_FREE("Single", "0", "0"), 50);
+    check_no_deadlock(SMALL_FREE("StreamWithSync", "0", "0.2"), 50);
+    check_no_deadlock(SMALL_FREE("StreamWithSync", "0", "0.9"), 50);
+}
+END_TEST
+
+/* Disorder does make these small worlds deadlock (the test above is not empty). */
+START_TEST(test_disorder_deadlocks_small)
+{
+    const char *jsons[] = {
+        SMALL_MEGATRON("Single", "0.05", "0"),
+        SMALL_MEGATRON("StreamWithSync", "0.05", "0.2"),
+        SMALL_FREE("Single", "0.05", "0"),
+        SMALL_FREE("StreamWithSync", "0.05", "0.2"),
+    };
+
+    for (size_t i = 0; i < sizeof(jsons) / sizeof(jsons[0]); i++) {
+        dfccl_sim_world_t *world      = world_from_json(jsons[i]);
+        dfccl_sim_run_result_t result = run(world, 50, 7, 2, DFCCL_SIM_RUN_FULL);
+
+        ck_assert_msg(result.deadlocks > 0, "no deadlock in %s", jsons[i]);
+        dfccl_sim_world_destroy(world);
+    }
+}
+END_TEST
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every shared configuration, with disorder_prob forced to 0. */
+START_TEST(test_no_disorder_shared_configs)
+{
+    char *names[256], path[4096];
+    dfccl_sim_config_t *config;
+    dfccl_sim_world_t *world;
+    dfccl_sim_run_result_t result;
+    dfccl_sim_msg_t msg;
+    struct dirent *entry;
+    size_t n = 0, len;
+    uint64_t rounds;
+    DIR *dir;
+
+    dir = opendir(SIM_CONFIG_DIR);
+    if (dir == NULL) {
+        fprintf(stderr, "note: %s not found, shared configurations not checked\n",
+                SIM_CONFIG_DIR);
+        return;
+    }
+    while (((entry = readdir(dir)) != NULL) && (n < 256)) {
+        len = strlen(entry->d_name);
+        if ((len > 5) && (strcmp(entry->d_name + len - 5, ".json") == 0)) {
+            names[n++] = strdup(entry->d_name);
+        }
+    }
+    closedir(dir);
+    qsort(names, n, sizeof(names[0]), name_cmp);
+    ck_assert_msg(n > 0, "no configuration in %s", SIM_CONFIG_DIR);
+
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof(path), "%s/%s", SIM_CONFIG_DIR, names[i]);
+        ck_assert_msg(dfccl_sim_config_load(path, &msg, &config) == DFCCL_SIM_OK, "%s: %s",
+                      path, msg.text);
+        config->disorder_prob = 0.0;
+        world  = world_from_config(config);
+        rounds = (world->part_num > 1000000) ? 1 : 4;
+        result = run(world, rounds, 11, 2, DFCCL_SIM_RUN_FULL);
+        ck_assert_msg(result.deadlocks == 0, "%s deadlocks with disorder_prob 0", names[i]);
+        ck_assert_uint_eq(result.stepped, rounds);
+        ck_assert_uint_ge(result.events, rounds * (uint64_t)world->part_num);
+        dfccl_sim_world_destroy(world);
+        dfccl_sim_config_destroy(config);
+        free(names[i]);
+    }
+}
+END_TEST
+
+START_TEST(test_same_seed_any_threads)
+{
+    const char *jsons[] = {
+        SMALL_FREE("Single", "0.01", "0"),
+        SMALL_MEGATRON("StreamWithSync", "0.02", "0.05"),
+    };
+
+    for (size_t i = 0; i < sizeof(jsons) / sizeof(jsons[0]); i++) {
+        dfccl_sim_world_t *world   = world_from_json(jsons[i]);
+        dfccl_sim_run_result_t one = run(world, 400, 42, 1, 0);
+        dfccl_sim_run_result_t two = run(world, 400, 42, 2, 0);
+        dfccl_sim_run_result_t other = run(world, 400, 43, 2, 0);
+
+        ck_assert_msg((one.deadlocks > 0) && (one.deadlocks < 400), "%llu of 400 in %s",
+                      (unsigned long long)one.deadlocks, jsons[i]);
+        ck_assert_uint_eq(one.deadlocks, two.deadlocks);
+        ck_assert_uint_eq(one.events, two.events);
+        /* another seed gives another run */
+        ck_assert(other.events != one.events);
+        dfccl_sim_world_destroy(world);
+    }
+}
+END_TEST
+
+START_TEST(test_unstepped_rounds_match_stepped)
+{
+    const char *jsons[] = {
+        SMALL_FREE("Single", "0.002", "0"),
+        SMALL_MEGATRON("StreamWithSync", "0.002", "0.1"),
+    };
+
+    for (size_t i = 0; i < sizeof(jsons) / sizeof(jsons[0]); i++) {
+        dfccl_sim_world_t *world    = world_from_json(jsons[i]);
+        dfccl_sim_run_result_t fast = run(world, 600, 5, 2, 0);
+        dfccl_sim_run_result_t full = run(world, 600, 5, 2, DFCCL_SIM_RUN_FULL);
+
+        ck_assert_uint_eq(fast.deadlocks, full.deadlocks);
+        ck_assert_uint_gt(fast.deadlocks, 0);
+        ck_assert_uint_lt(fast.stepped, 600);
+        ck_assert_uint_gt(fast.stepped, 0);
+        ck_assert_uint_eq(full.stepped, 600);
+        dfccl_sim_world_destroy(world);
+    }
+}
+END_TEST
+
+/* The global round-robin order, checked on a Megatron world. */
+START_TEST(test_megatron_layout)
+{
+    dfccl_sim_world_t *world = world_from_json(SMALL_MEGATRON("Single", "0", "0"));
+    int32_t g, p, prev;
+
+    ck_assert_int_eq(world->gpu_num, 12);
+    ck_assert_int_eq(world->group_num, 10);
+    ck_assert_int_eq(world->coll_num, 2 * (3 * 20 + 2 * 60));
+    /* stage 0: TP groups {0,1} {2,3} {4,5}, then DP groups {0,2,4} {1,3,5} */
+    ck_assert_int_eq(world->group_gpus[world->group_gpu_off[1]], 2);
+    ck_assert_int_eq(world->group_gpus[world->group_gpu_off[3] + 2], 4);
+    ck_assert_int_eq(world->group_gpus[world->group_gpu_off[4] + 1], 3);
+    ck_assert_int_eq(world->group_gpus[world->group_gpu_off[5]], 6);
+    for (g = 0; g < world->gpu_num; g++) {
+        ck_assert_int_eq(world->gpu_part0[g + 1] - world->gpu_part0[g], 80);
+        /* a GPU's list follows the global order: (index in group, group id) rises */
+        prev = -1;
+        for (p = world->gpu_part0[g]; p < world->gpu_part0[g + 1]; p++) {
+            int32_t c = world->part_coll[p], k = world->coll_group[c];
+            int32_t key = (c - world->group_coll0[k]) * world->group_num + k;
+
+            ck_assert_int_gt(key, prev);
+            prev = key;
+        }
+    }
+    /* GPU 0 (TP group 0, DP group 3): TP and DP alternate, then DP only */
+    for (p = 0; p < 80; p++) {
+        int32_t c = world->part_coll[world->gpu_part0[0] + p];
+
+        ck_assert_int_eq(world->coll_group[c], ((p < 40) && (p % 2 == 0)) ? 0 : 3);
+    }
+    dfccl_sim_world_destroy(world);
+}
+END_TEST
+
+static Suite *order_suite(void)
+{
+    Suite *suite = suite_create("sim-order");
+    TCase *tc    = tcase_create("order");
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_no_disorder_small);
+    tcase_add_test(tc, test_disorder_deadlocks_small);
+    tcase_add_test(tc, test_no_disorder_shared_configs);
+    tcase_add_test(tc, test_same_seed_any_threads);
+    tcase_add_test(tc, test_unstepped_rounds_match_stepped);
+    tcase_add_test(tc, test_megatron_layout);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
+
+int main(void)
+{
+    SRunner *runner = srunner_create(order_suite());
+    int failed;
+
+    srunner_run_all(runner, CK_NORMAL);
+    failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return (failed == 0) ? EXIT_SUCCESS : EXIT_FAILURE;
+}
