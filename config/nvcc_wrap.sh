@@ -2,19 +2,30 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Called by libtool in compile mode as if nvcc were a C compiler: pass the
 # flags nvcc understands, and hand the host-compiler-only ones (-fPIC, -DPIC
-# and friends) over through -Xcompiler.
+# and friends) over through -Xcompiler. The argument after -Xcompiler,
+# -Xlinker or -Xptxas is already meant for that tool and passes unchanged.
 nvcc=$1
 shift
-args=""
-for a in "$@"; do
+n=$#
+raw=0
+while [ "$n" -gt 0 ]; do
+    a=$1
+    shift
+    n=$((n - 1))
+    if [ "$raw" = 1 ]; then
+        set -- "$@" "$a"
+        raw=0
+        continue
+    fi
     case "$a" in
-    -fPIC|-fpic|-pthread|-fno-common|-fvisibility=*)
-        args="$args -Xcompiler $a" ;;
+    -Xcompiler|-Xlinker|-Xptxas|-Xnvlink)
+        set -- "$@" "$a"; raw=1 ;;
+    -fPIC|-fpic|-pthread|-fno-common|-fvisibility=*|-fno-exceptions|-fno-rtti)
+        set -- "$@" -Xcompiler "$a" ;;
     -Wl,*)
-        args="$args -Xlinker ${a#-Wl,}" ;;
+        set -- "$@" -Xlinker "${a#-Wl,}" ;;
     *)
-        args="$args $a" ;;
+        set -- "$@" "$a" ;;
     esac
 done
-# shellcheck disable=SC2086
-exec "$nvcc" $args
+exec "$nvcc" "$@"

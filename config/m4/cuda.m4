@@ -31,7 +31,9 @@ AC_DEFUN([DFCCL_CHECK_CUDA], [
     ])
     AS_IF([test -z "$NVCC_ARCH"],
           [NVCC_ARCH="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90"])
-    NVCC_FLAGS="-O3 -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden $NVCC_ARCH"
+    dnl -Xcompiler=... (not "-Xcompiler x": libtool eats a bare -Xcompiler). The
+    dnl kernel's host stubs must not need libstdc++: libdfccl is a C library.
+    NVCC_FLAGS="-O3 -std=c++17 -Xcompiler=-fPIC,-fvisibility=hidden,-fno-exceptions,-fno-rtti,-fno-threadsafe-statics $NVCC_ARCH"
     AS_IF([test "x$have_cudart" = xyes], [AC_DEFINE([HAVE_CUDART], [1], [CUDA runtime available])])
     AS_IF([test "x$have_nvcc" = xyes], [AC_DEFINE([HAVE_CUDA], [1], [CUDA daemon kernel built])])
     AC_SUBST([CUDA_CPPFLAGS])

@@ -31,4 +31,7 @@
 dfccl_status_t dfccl_cuda_device_enter(const struct dfccl_rank_ctx *ctx, int *prev_p);
 void dfccl_cuda_device_leave(const struct dfccl_rank_ctx *ctx, int prev);
 
+/* Zero `bytes` of device memory through the backend's private stream. */
+dfccl_status_t dfccl_cuda_memset(struct dfccl_rank_ctx *ctx, void *ptr, size_t bytes);
+
 #endif /* DFCCL_RUNTIME_BACKEND_CUDA_INT_H_ */

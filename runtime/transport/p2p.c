@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Peer-to-peer transport: connector segments in the receiving rank's device
+ * memory, shared with its ring predecessor through CUDA IPC, so that the
+ * sender's daemon writes slots and control words straight into the
+ * receiver's memory over NVLink or PCIe. A segment is one cudaMalloc
+ * allocation (an IPC handle names a whole allocation), zeroed before its
+ * handle is exported; peers open it with lazy peer access.
+ */
+#include "../backend/cuda_int.h"
+
+#include <string.h>
+
+_Static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(((dfccl_seg_t *)0)->ipc),
+               "dfccl_seg_t.ipc too small for a cudaIpcMemHandle_t");
+_Static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(((dfccl_conn_desc_t *)0)->ipc),
+               "dfccl_conn_desc_t.ipc too small for a cudaIpcMemHandle_t");
+
+dfccl_status_t dfccl_p2p_create(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg, size_t bytes)
+{
+    cudaIpcMemHandle_t handle;
+    dfccl_status_t st;
+    void *p = NULL;
+    int prev;
+
+    DFCCL_CHECK(dfccl_cuda_device_enter(ctx, &prev));
+    st = DFCCL_CUDA(cudaMalloc(&p, bytes));
+    dfccl_cuda_device_leave(ctx, prev);
+    if (st != DFCCL_OK) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "p2p transport: cannot allocate a %zu-byte "
+                           "connector segment on device %d; register fewer or smaller "
+                           "collectives, or lower DFCCL_SLOTS/DFCCL_SLOT_BYTES", bytes,
+                           ctx->device);
+    }
+    st = dfccl_cuda_memset(ctx, p, bytes);
+    if (st == DFCCL_OK) {
+        st = dfccl_cuda_device_enter(ctx, &prev);
+        if (st == DFCCL_OK) {
+            st = DFCCL_CUDA(cudaIpcGetMemHandle(&handle, p));
+            dfccl_cuda_device_leave(ctx, prev);
+        }
+    }
+    if (st != DFCCL_OK) {
+        if (dfccl_cuda_device_enter(ctx, &prev) == DFCCL_OK) {
+            (void)DFCCL_CUDA(cudaFree(p));
+            dfccl_cuda_device_leave(ctx, prev);
+        }
+        return st;
+    }
+    memset(seg, 0, sizeof(*seg));
+    seg->base      = p;
+    seg->dev_base  = p;
+    seg->bytes     = bytes;
+    seg->owner     = 1;
+    seg->peer      = -1;
+    seg->transport = DFCCL_TRANSPORT_P2P;
+    memcpy(seg->ipc, &handle, sizeof(handle));
+    return DFCCL_OK;
+}
+
+dfccl_status_t dfccl_p2p_attach(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg,
+                                const dfccl_conn_desc_t *desc)
+{
+    cudaIpcMemHandle_t handle;
+    dfccl_status_t st;
+    void *p = NULL;
+    int prev;
+
+    memcpy(&handle, desc->ipc, sizeof(handle));
+    DFCCL_CHECK(dfccl_cuda_device_enter(ctx, &prev));
+    st = DFCCL_CUDA(cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess));
+    dfccl_cuda_device_leave(ctx, prev);
+    if (st != DFCCL_OK) {
+        return dfccl_error(DFCCL_ERR_TRANSPORT, "p2p transport: cannot open the peer's "
+                           "connector segment %u (%llu bytes) on device %d; the peer may have "
+                           "exited, or the devices cannot share memory (try "
+                           "DFCCL_TRANSPORT=shm)", desc->seg,
+                           (unsigned long long)desc->seg_bytes, ctx->device);
+    }
+    memset(seg, 0, sizeof(*seg));
+    seg->base      = p;
+    seg->dev_base  = p;
+    seg->bytes     = desc->seg_bytes;
+    seg->owner     = 0;
+    seg->transport = DFCCL_TRANSPORT_P2P;
+    seg->index     = desc->seg;
+    memcpy(seg->ipc, desc->ipc, sizeof(seg->ipc));
+    return DFCCL_OK;
+}
+
+void dfccl_p2p_release(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg)
+{
+    int prev;
+
+    if (seg->base == NULL || dfccl_cuda_device_enter(ctx, &prev) != DFCCL_OK) {
+        return;
+    }
+    if (seg->owner) {
+        (void)DFCCL_CUDA(cudaFree(seg->base));
+    } else {
+        (void)DFCCL_CUDA(cudaIpcCloseMemHandle(seg->base));
+    }
+    dfccl_cuda_device_leave(ctx, prev);
+    seg->base     = NULL;
+    seg->dev_base = NULL;
+}
+
+int dfccl_p2p_reachable(struct dfccl_rank_ctx *ctx, int peer_device)
+{
+    cudaError_t e;
+    int can = 0, prev;
+
+    if (peer_device == ctx->device) {
+        return 1; /* another process on the same device: IPC works */
+    }
+    if (peer_device < 0 ||
+        DFCCL_CUDA(cudaDeviceCanAccessPeer(&can, ctx->device, peer_device)) != DFCCL_OK ||
+        !can) {
+        return 0;
+    }
+    if (dfccl_cuda_device_enter(ctx, &prev) != DFCCL_OK) {
+        return 0;
+    }
+    /* IPC mappings enable it lazily; enable it here too for direct use. */
+    e = cudaDeviceEnablePeerAccess(peer_device, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();
+    } else if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        dfccl_info("p2p transport: cudaDeviceEnablePeerAccess(%d) on device %d: %s",
+                   peer_device, ctx->device, cudaGetErrorString(e));
+        can = 0;
+    }
+    dfccl_cuda_device_leave(ctx, prev);
+    return can;
+}
