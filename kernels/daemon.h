@@ -196,7 +196,12 @@ DFCCL_F_DEVICE void dfccl_daemon_complete(const dfccl_daemon_args_t *a, uint32_t
 {
     uint32_t nch = (uint32_t)a->colls[coll_id].nchannels;
 
+    /* The block's data writes (ordered before thread 0 by the barrier that
+     * ended the last primitive) are released before the counter moves, and
+     * the last block acquires them all before it posts the CQE. */
+    dfccl_fence_sys();
     if (dfccl_fetch_add_gpu(&a->done_count[coll_id], 1) + 1 == nch) {
+        dfccl_fence_sys();
         a->done_count[coll_id] = 0;
         if (dfccl_daemon_post_cqe(a, b, coll_id) == 0) {
             a->stats[b].collectives++;
@@ -221,24 +226,27 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
 
     for (;;) {
         uint32_t active = 0;
+        int rc;
 
         if (DFCCL_TID == 0) {
             if (b == 0) {
                 dfccl_daemon_fetch_sq(a);
             }
-            active = dfccl_daemon_pull_log(a, b, tasks, ctl);
-            ctl->rc = 0;
+            ctl->active = dfccl_daemon_pull_log(a, b, tasks, ctl);
+            ctl->rc     = 0;
             if (dfccl_ld_relaxed(a->abort_flag)) {
                 ctl->rc = DFCCL_DAEMON_ABORT;
             } else if (ctl->exiting && ctl->ntasks == 0) {
                 ctl->rc = DFCCL_DAEMON_EXIT;
             }
-            ctl->ready = active;
         }
         dfccl_block_sync();
-        active = ctl->ready;
-        if (ctl->rc != 0) {
-            int rc = (int)ctl->rc;
+        /* Every control word read by all threads is written by thread 0
+         * before a barrier and rewritten only after the next one, so that
+         * all threads take the same branches. */
+        active = ctl->active;
+        rc     = (int)ctl->rc;
+        if (rc != 0) {
             if (DFCCL_TID == 0 && rc == DFCCL_DAEMON_EXIT) {
                 a->stats[b].exited = 1;
             }
@@ -249,12 +257,12 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         /* Walk the task queue from the head. */
         for (uint32_t pos = 0; pos < ctl->ntasks;) {
             uint32_t progressed = 0;
-            int rc = dfccl_daemon_run_task(a, b, &tasks[pos], pos, ctl, &progressed);
+            int trc = dfccl_daemon_run_task(a, b, &tasks[pos], pos, ctl, &progressed);
 
             if (progressed) {
                 active = 1;
             }
-            if (rc == DFCCL_PRIM_DONE) {
+            if (trc == DFCCL_PRIM_DONE) {
                 active = 1;
                 if (DFCCL_TID == 0) {
                     int id = tasks[pos].coll_id;
@@ -268,24 +276,27 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
             pos++;
         }
 
-        if (active) {
-            last_active = dfccl_now_ns();
-        } else {
-            if (dfccl_now_ns() - last_active > a->quit_ns) {
+        /* The quit decision reads a clock: thread 0 takes it for the block
+         * (threads' clocks and last_active copies may differ). */
+        if (DFCCL_TID == 0) {
+            uint64_t now = dfccl_now_ns();
+            if (active) {
+                last_active = now;
+            }
+            ctl->quit = !active && now - last_active > a->quit_ns;
+            if (ctl->quit) {
                 /* Voluntary quit. Everything lives in device memory already:
                  * task queue, dynamic contexts (saved at preemption), log and
                  * CQ positions. */
-                if (DFCCL_TID == 0) {
-                    a->task_count[b] = ctl->ntasks;
-                    a->stats[b].quits++;
-                }
-                dfccl_block_sync();
-                return DFCCL_DAEMON_QUIT;
-            }
-            if (DFCCL_TID == 0) {
+                a->task_count[b] = ctl->ntasks;
+                a->stats[b].quits++;
+            } else if (!active) {
                 dfccl_pause();
             }
-            dfccl_block_sync();
+        }
+        dfccl_block_sync();
+        if (ctl->quit) {
+            return DFCCL_DAEMON_QUIT;
         }
     }
 }

@@ -31,12 +31,13 @@ enum {
 
 /* Block-shared control words (shared memory on GPUs). */
 typedef struct {
-    uint32_t ready;
+    uint32_t ready;   /* primitives: connectors ready */
     uint32_t ntasks;
     uint32_t exiting;
-    uint32_t quit;
-    uint32_t rc;
-    uint32_t pad[3];
+    uint32_t quit;    /* scheduler: quit decision of this pass */
+    uint32_t rc;      /* scheduler: return code decided at the top of a pass */
+    uint32_t active;  /* scheduler: SQEs pulled at the top of a pass */
+    uint32_t pad[2];
 } dfccl_blk_ctl_t;
 
 /* The collective being executed by a block: the "active context slot". */
