@@ -1,0 +1,684 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * dfccl-bench: nccl-tests-style bandwidth tables for dfccl collectives.
+ *
+ *   mpirun -np N dfccl-bench [-c allreduce] [-t float] [-o sum] [-b 8] [-e 1G]
+ *                            [-f 2] [-w 5] [-n 20] [-r root] [--compare nccl]
+ *
+ * One line per size: size (bytes), count (elements), type, op, time (us per
+ * call, the slowest rank's mean), algbw = size / time and busbw = algbw times
+ * nccl-tests' factor (allreduce 2(n-1)/n, allgather and reduce-scatter
+ * (n-1)/n, broadcast and reduce 1), and #wrong, the elements that differ
+ * from the expected result after one more checked call. As in nccl-tests,
+ * allgather's and reduce-scatter's size is the whole gathered buffer.
+ *
+ * Each call is dfcclRun* followed by dfcclWait, so a time includes the
+ * completion's trip to the host, like an NCCL call followed by
+ * cudaStreamSynchronize. With --compare nccl (built when configure finds
+ * NCCL), NCCL runs the same collective on the same buffers in the same
+ * process (NVLink multicast off), and the table adds NCCL's columns and the
+ * ratio of NCCL's time to dfccl's (above 1: dfccl is faster).
+ *
+ * The backend is DFCCL_BACKEND (default: CUDA when a GPU is visible). On
+ * GPUs, rank i of a host uses device i % ndev. Ranks are MPI processes
+ * (MPI_Allgather bootstraps the group); built without MPI it runs one rank.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dfccl.h"
+#include "reduce.h"
+
+#ifdef DFCCL_BENCH_MPI
+#include <mpi.h>
+#endif
+#ifdef HAVE_CUDART
+#include <cuda_runtime_api.h>
+#endif
+#if defined(HAVE_NCCL) && defined(DFCCL_BENCH_MPI)
+#define DFCCL_BENCH_NCCL 1
+#include <nccl.h>
+#endif
+
+typedef struct {
+    int    coll;    /* DFCCL_COLL_* order: allreduce, allgather, reducescatter, reduce, bcast */
+    int    dtype;
+    int    op;
+    int    root;
+    size_t min_bytes, max_bytes;
+    double factor;
+    int    warmup, iters;
+    int    check;
+    int    nccl;
+} bench_opts_t;
+
+typedef struct {
+    int              rank, nranks;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t    group;
+    int              on_gpu;
+    void            *sbuf, *rbuf;  /* max_bytes each */
+    void            *host;         /* staging for fill and check */
+    int              ids[128];     /* registered collectives */
+    int              nids;
+#ifdef DFCCL_BENCH_NCCL
+    ncclComm_t       comm;
+    cudaStream_t     stream;
+#endif
+} bench_t;
+
+static const char *const coll_names[] = {"allreduce", "allgather", "reducescatter", "reduce",
+                                         "broadcast"};
+static const char *const type_names[] = {"int8", "uint8", "int32", "uint32", "int64",
+                                         "uint64", "half", "bfloat16", "float", "double"};
+static const char *const op_names[]   = {"sum", "prod", "min", "max", "avg"};
+
+static void bench_die(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "dfccl-bench: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+#ifdef DFCCL_BENCH_MPI
+    MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+    exit(1);
+}
+
+static double bench_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static int bench_pick(const char *s, const char *const *names, int n, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            return i;
+        }
+    }
+    if (strcmp(what, "type") == 0) {
+        if (strcmp(s, "float32") == 0) return DFCCL_FLOAT32;
+        if (strcmp(s, "float16") == 0) return DFCCL_FLOAT16;
+        if (strcmp(s, "float64") == 0) return DFCCL_FLOAT64;
+        if (strcmp(s, "bf16") == 0) return DFCCL_BFLOAT16;
+    }
+    if (strcmp(what, "collective") == 0 && strcmp(s, "bcast") == 0) {
+        return 4;
+    }
+    bench_die("unknown %s; see the header of tools/bench/dfccl-bench.c", what);
+    return -1;
+}
+
+static size_t bench_parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+
+    switch (toupper((unsigned char)*end)) {
+    case 'K': v *= 1024.0; break;
+    case 'M': v *= 1024.0 * 1024.0; break;
+    case 'G': v *= 1024.0 * 1024.0 * 1024.0; break;
+    default: break;
+    }
+    return (size_t)v;
+}
+
+/* ---- bootstrap ---------------------------------------------------------- */
+
+static int bench_allgather(const void *sendbuf, void *recvbuf, size_t bytes, void *arg)
+{
+#ifdef DFCCL_BENCH_MPI
+    return MPI_Allgather(sendbuf, (int)bytes, MPI_BYTE, recvbuf, (int)bytes, MPI_BYTE,
+                         MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+#else
+    memcpy(recvbuf, sendbuf, bytes);
+    return 0;
+#endif
+}
+
+static double bench_max(double v)
+{
+#ifdef DFCCL_BENCH_MPI
+    double m;
+    MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return m;
+#else
+    return v;
+#endif
+}
+
+static long bench_sum(long v)
+{
+#ifdef DFCCL_BENCH_MPI
+    long s;
+    MPI_Allreduce(&v, &s, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    return s;
+#else
+    return v;
+#endif
+}
+
+static void bench_barrier(void)
+{
+#ifdef DFCCL_BENCH_MPI
+    MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+/* ---- memory ------------------------------------------------------------- */
+
+static void *bench_alloc(bench_t *b, size_t bytes)
+{
+    void *p = NULL;
+
+#ifdef HAVE_CUDART
+    if (b->on_gpu) {
+        if (cudaMalloc(&p, bytes) != cudaSuccess) {
+            bench_die("cudaMalloc of %s failed", "the benchmark buffers");
+        }
+        cudaMemset(p, 0, bytes);
+        return p;
+    }
+#endif
+    if (posix_memalign(&p, 4096, bytes) != 0) {
+        bench_die("cannot allocate %s", "the benchmark buffers");
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void bench_free(bench_t *b, void *p)
+{
+#ifdef HAVE_CUDART
+    if (b->on_gpu) {
+        cudaFree(p);
+        return;
+    }
+#endif
+    free(p);
+}
+
+static void bench_copy(bench_t *b, void *dst, const void *src, size_t bytes)
+{
+#ifdef HAVE_CUDART
+    if (b->on_gpu) {
+        if (cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) != cudaSuccess) {
+            bench_die("cudaMemcpy failed%s", "");
+        }
+        return;
+    }
+#endif
+    memcpy(dst, src, bytes);
+}
+
+/* Poison a result buffer before a checked call. */
+static void bench_clear(bench_t *b, void *p, size_t bytes)
+{
+#ifdef HAVE_CUDART
+    if (b->on_gpu) {
+        cudaMemset(p, 0xa5, bytes);
+        cudaDeviceSynchronize();
+        return;
+    }
+#endif
+    memset(p, 0xa5, bytes);
+}
+
+/* ---- data and checking -------------------------------------------------- */
+
+/* Input element i of rank r: small integers, exact in every type and op
+ * (prod uses 1 and 2 only). */
+static double bench_value(const bench_opts_t *o, int r, size_t i)
+{
+    if (o->op == DFCCL_PROD) {
+        return (double)(1 + ((i + (size_t)r) % 5 == 0));
+    }
+    return (double)(1 + (i * 3 + (size_t)r * 5) % 11);
+}
+
+static void bench_store(int dtype, void *p, size_t i, double v)
+{
+    switch (dtype) {
+    case DFCCL_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case DFCCL_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case DFCCL_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case DFCCL_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case DFCCL_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case DFCCL_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+    case DFCCL_FLOAT16: ((uint16_t *)p)[i] = dfccl_float_to_half((float)v); break;
+    case DFCCL_BFLOAT16: ((uint16_t *)p)[i] = dfccl_float_to_bf16((float)v); break;
+    case DFCCL_FLOAT32: ((float *)p)[i] = (float)v; break;
+    default: ((double *)p)[i] = v; break;
+    }
+}
+
+static double bench_load(int dtype, const void *p, size_t i)
+{
+    switch (dtype) {
+    case DFCCL_INT8: return ((const int8_t *)p)[i];
+    case DFCCL_UINT8: return ((const uint8_t *)p)[i];
+    case DFCCL_INT32: return ((const int32_t *)p)[i];
+    case DFCCL_UINT32: return ((const uint32_t *)p)[i];
+    case DFCCL_INT64: return (double)((const int64_t *)p)[i];
+    case DFCCL_UINT64: return (double)((const uint64_t *)p)[i];
+    case DFCCL_FLOAT16: return dfccl_half_to_float(((const uint16_t *)p)[i]);
+    case DFCCL_BFLOAT16: return dfccl_bf16_to_float(((const uint16_t *)p)[i]);
+    case DFCCL_FLOAT32: return ((const float *)p)[i];
+    default: return ((const double *)p)[i];
+    }
+}
+
+/* Expected reduction of element i over all ranks, stored and reloaded in
+ * the type (so integer wrap-around and rounding match). */
+static double bench_expect_red(const bench_opts_t *o, int nranks, size_t i)
+{
+    double acc = bench_value(o, 0, i), tmp[1];
+
+    for (int r = 1; r < nranks; r++) {
+        double v = bench_value(o, r, i);
+        switch (o->op) {
+        case DFCCL_PROD: acc *= v; break;
+        case DFCCL_MIN: acc = v < acc ? v : acc; break;
+        case DFCCL_MAX: acc = v > acc ? v : acc; break;
+        default: acc += v; break;
+        }
+    }
+    if (o->op == DFCCL_AVG) {
+        acc /= nranks;
+    }
+    bench_store(o->dtype, tmp, 0, acc);
+    return bench_load(o->dtype, tmp, 0);
+}
+
+/* Input element i of rank r, stored and reloaded in the type. */
+static double bench_expect_one(const bench_opts_t *o, int r, size_t i)
+{
+    double tmp[1];
+
+    bench_store(o->dtype, tmp, 0, bench_value(o, r, i));
+    return bench_load(o->dtype, tmp, 0);
+}
+
+static int bench_close(int dtype, double got, double want)
+{
+    double tol = dtype == DFCCL_FLOAT16 ? 1e-3 : dtype == DFCCL_BFLOAT16 ? 1e-2 : 1e-6;
+    return fabs(got - want) <= tol * fabs(want) + 1e-12;
+}
+
+/* Element counts of a size: `count` as printed (whole buffer), and the
+ * per-call count dfccl registers. */
+static void bench_counts(const bench_opts_t *o, int nranks, size_t bytes, size_t *count_p,
+                         size_t *reg_p, size_t *in_p, size_t *out_p)
+{
+    size_t esz   = dfccl_dtype_size(o->dtype);
+    size_t count = bytes / esz, per;
+
+    if (o->coll == 1 || o->coll == 2) { /* allgather, reducescatter */
+        per   = count / (size_t)nranks;
+        count = per * (size_t)nranks;
+        *reg_p = per;
+        *in_p  = o->coll == 1 ? per : count;
+        *out_p = o->coll == 1 ? count : per;
+    } else {
+        *reg_p = *in_p = *out_p = count;
+    }
+    *count_p = count;
+}
+
+static void bench_fill(bench_t *b, const bench_opts_t *o, size_t in)
+{
+    size_t esz = dfccl_dtype_size(o->dtype);
+
+    for (size_t i = 0; i < in; i++) {
+        /* allgather: this rank's block of the gathered vector */
+        size_t gi = o->coll == 1 ? (size_t)b->rank * in + i : i;
+        bench_store(o->dtype, b->host, i, bench_value(o, b->rank, gi));
+    }
+    bench_copy(b, b->sbuf, b->host, in * esz);
+}
+
+static long bench_check(bench_t *b, const bench_opts_t *o, size_t reg, size_t out)
+{
+    size_t esz = dfccl_dtype_size(o->dtype);
+    long wrong = 0;
+
+    if (o->coll == 3 && b->rank != o->root) { /* reduce: only the root has a result */
+        return 0;
+    }
+    bench_copy(b, b->host, b->rbuf, out * esz);
+    for (size_t i = 0; i < out; i++) {
+        double want, got = bench_load(o->dtype, b->host, i);
+        switch (o->coll) {
+        case 1: want = bench_expect_one(o, (int)(i / reg), i); break;
+        case 2: want = bench_expect_red(o, b->nranks, (size_t)b->rank * reg + i); break;
+        case 4: want = bench_expect_one(o, o->root, i); break;
+        default: want = bench_expect_red(o, b->nranks, i); break;
+        }
+        wrong += !bench_close(o->dtype, got, want);
+    }
+    return wrong;
+}
+
+/* ---- running ------------------------------------------------------------ */
+
+static void bench_dfccl_run(bench_t *b, const bench_opts_t *o, int id)
+{
+    dfccl_status_t st;
+
+    switch (o->coll) {
+    case 0: st = dfcclRunAllReduce(b->sbuf, b->rbuf, id, NULL, NULL, b->ctx); break;
+    case 1: st = dfcclRunAllGather(b->sbuf, b->rbuf, id, NULL, NULL, b->ctx); break;
+    case 2: st = dfcclRunReduceScatter(b->sbuf, b->rbuf, id, NULL, NULL, b->ctx); break;
+    case 3: st = dfcclRunReduce(b->sbuf, b->rbuf, id, NULL, NULL, b->ctx); break;
+    default: st = dfcclRunBroadcast(b->sbuf, b->rbuf, id, NULL, NULL, b->ctx); break;
+    }
+    if (st == DFCCL_OK) {
+        st = dfcclWait(id, 120000, b->ctx);
+    }
+    if (st != DFCCL_OK) {
+        bench_die("dfccl collective failed: %s", dfcclGetLastErrorMessage());
+    }
+}
+
+static int bench_dfccl_register(bench_t *b, const bench_opts_t *o, size_t reg)
+{
+    dfccl_status_t st;
+    int id = -1;
+
+    switch (o->coll) {
+    case 0: st = dfcclRegisterAllReduce(reg, o->dtype, o->op, b->group, 0, &id); break;
+    case 1: st = dfcclRegisterAllGather(reg, o->dtype, b->group, 0, &id); break;
+    case 2: st = dfcclRegisterReduceScatter(reg, o->dtype, o->op, b->group, 0, &id); break;
+    case 3: st = dfcclRegisterReduce(reg, o->dtype, o->op, o->root, b->group, 0, &id); break;
+    default: st = dfcclRegisterBroadcast(reg, o->dtype, o->root, b->group, 0, &id); break;
+    }
+    if (st != DFCCL_OK) {
+        bench_die("registration failed: %s", dfcclGetLastErrorMessage());
+    }
+    return id;
+}
+
+#ifdef DFCCL_BENCH_NCCL
+static const ncclDataType_t nccl_types[] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32,
+                                            ncclInt64, ncclUint64, ncclFloat16, ncclBfloat16,
+                                            ncclFloat32, ncclFloat64};
+static const ncclRedOp_t nccl_ops[] = {ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg};
+
+static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
+{
+    ncclDataType_t t = nccl_types[o->dtype];
+    ncclRedOp_t op   = nccl_ops[o->op];
+    ncclResult_t r;
+
+    switch (o->coll) {
+    case 0: r = ncclAllReduce(b->sbuf, b->rbuf, reg, t, op, b->comm, b->stream); break;
+    case 1: r = ncclAllGather(b->sbuf, b->rbuf, reg, t, b->comm, b->stream); break;
+    case 2: r = ncclReduceScatter(b->sbuf, b->rbuf, reg, t, op, b->comm, b->stream); break;
+    case 3: r = ncclReduce(b->sbuf, b->rbuf, reg, t, op, o->root, b->comm, b->stream); break;
+    default: r = ncclBroadcast(b->sbuf, b->rbuf, reg, t, o->root, b->comm, b->stream); break;
+    }
+    if (r != ncclSuccess || cudaStreamSynchronize(b->stream) != cudaSuccess) {
+        bench_die("nccl collective failed: %s", ncclGetErrorString(r));
+    }
+}
+#endif
+
+/* Mean time per call (us) of the slowest rank; fn runs one call. */
+#define BENCH_TIME(_b, _o, _call, _t_p)                                        \
+    do {                                                                       \
+        double _t0;                                                            \
+        for (int _i = 0; _i < (_o)->warmup; _i++) {                            \
+            _call;                                                             \
+        }                                                                      \
+        bench_barrier();                                                       \
+        _t0 = bench_now_us();                                                  \
+        for (int _i = 0; _i < (_o)->iters; _i++) {                             \
+            _call;                                                             \
+        }                                                                      \
+        *(_t_p) = bench_max((bench_now_us() - _t0) / (_o)->iters);             \
+    } while (0)
+
+static double bench_busbw_factor(const bench_opts_t *o, int n)
+{
+    switch (o->coll) {
+    case 0: return 2.0 * (n - 1) / n;
+    case 1: case 2: return (double)(n - 1) / n;
+    default: return 1.0;
+    }
+}
+
+static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
+{
+    size_t count, reg, in, out, esz = dfccl_dtype_size(o->dtype);
+    double t, f = bench_busbw_factor(o, b->nranks), gb;
+    long wrong = 0;
+    int id;
+
+    bench_counts(o, b->nranks, bytes, &count, &reg, &in, &out);
+    if (reg == 0) {
+        return;
+    }
+    gb = (double)(count * esz) / 1e3; /* bytes / us = GB/s after / 1e3 */
+    id = bench_dfccl_register(b, o, reg);
+    bench_fill(b, o, in);
+    BENCH_TIME(b, o, bench_dfccl_run(b, o, id), &t);
+    if (o->check) {
+        bench_clear(b, b->rbuf, out * esz);
+        bench_fill(b, o, in);
+        bench_dfccl_run(b, o, id);
+        wrong = bench_sum(bench_check(b, o, reg, out));
+    }
+    /* Kept registered until the end: connector memory is not reused while
+     * a peer may still be finishing its last call. */
+    b->ids[b->nids++] = id;
+    if (b->rank == 0) {
+        printf("%12zu %12zu %8s %6s %10.1f %8.2f %8.2f %7ld", count * esz, count,
+               type_names[o->dtype], o->coll == 1 || o->coll == 4 ? "none" : op_names[o->op],
+               t, gb / t, gb / t * f, wrong);
+    }
+#ifdef DFCCL_BENCH_NCCL
+    if (o->nccl) {
+        double tn;
+        long wn = 0;
+        BENCH_TIME(b, o, bench_nccl_run(b, o, reg), &tn);
+        if (o->check) {
+            bench_clear(b, b->rbuf, out * esz);
+            bench_fill(b, o, in);
+            bench_nccl_run(b, o, reg);
+            wn = bench_sum(bench_check(b, o, reg, out));
+        }
+        if (b->rank == 0) {
+            printf("  %10.1f %8.2f %8.2f %7ld %7.2f", tn, gb / tn, gb / tn * f, wn, tn / t);
+        }
+    }
+#endif
+    if (b->rank == 0) {
+        printf("\n");
+        fflush(stdout);
+    }
+}
+
+static void bench_usage(void)
+{
+    printf("usage: [mpirun -np N] dfccl-bench [options]\n"
+           "  -c, --coll NAME      allreduce|allgather|reducescatter|reduce|broadcast "
+           "(allreduce)\n"
+           "  -t, --type NAME      int8|uint8|int32|uint32|int64|uint64|half|bfloat16|float|"
+           "double (float)\n"
+           "  -o, --op NAME        sum|prod|min|max|avg (sum)\n"
+           "  -b, --minbytes SIZE  smallest size, K/M/G suffixes (8)\n"
+           "  -e, --maxbytes SIZE  largest size (1G on GPUs, 16M on the host backend)\n"
+           "  -f, --stepfactor F   size multiplier (2)\n"
+           "  -w, --warmup N       untimed calls per size (5)\n"
+           "  -n, --iters N        timed calls per size (20)\n"
+           "  -r, --root N         root of reduce and broadcast (0)\n"
+           "  -k, --check 0|1      count wrong elements after the timing (1)\n"
+           "      --compare nccl   run NCCL on the same buffers too\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"coll", 1, NULL, 'c'},     {"type", 1, NULL, 't'},       {"op", 1, NULL, 'o'},
+        {"minbytes", 1, NULL, 'b'}, {"maxbytes", 1, NULL, 'e'},   {"stepfactor", 1, NULL, 'f'},
+        {"warmup", 1, NULL, 'w'},   {"iters", 1, NULL, 'n'},      {"root", 1, NULL, 'r'},
+        {"check", 1, NULL, 'k'},    {"compare", 1, NULL, 'C'},    {"help", 0, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    bench_opts_t o = {.coll = 0, .dtype = DFCCL_FLOAT32, .op = DFCCL_SUM, .min_bytes = 8,
+                      .factor = 2.0, .warmup = 5, .iters = 20, .check = 1};
+    bench_t b;
+    dfccl_config_t cfg;
+    dfccl_stats_t stats;
+    size_t bytes;
+    int c, max_set = 0;
+
+    memset(&b, 0, sizeof(b));
+#ifdef DFCCL_BENCH_MPI
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &b.nranks);
+#else
+    b.nranks = 1;
+#endif
+    while ((c = getopt_long(argc, argv, "c:t:o:b:e:f:w:n:r:k:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c': o.coll = bench_pick(optarg, coll_names, 5, "collective"); break;
+        case 't': o.dtype = bench_pick(optarg, type_names, 10, "type"); break;
+        case 'o': o.op = bench_pick(optarg, op_names, 5, "op"); break;
+        case 'b': o.min_bytes = bench_parse_size(optarg); break;
+        case 'e': o.max_bytes = bench_parse_size(optarg); max_set = 1; break;
+        case 'f': o.factor = atof(optarg); break;
+        case 'w': o.warmup = atoi(optarg); break;
+        case 'n': o.iters = atoi(optarg); break;
+        case 'r': o.root = atoi(optarg); break;
+        case 'k': o.check = atoi(optarg); break;
+        case 'C':
+            if (strcmp(optarg, "nccl") != 0) {
+                bench_die("--compare takes 'nccl', not %s", optarg);
+            }
+#ifndef DFCCL_BENCH_NCCL
+            bench_die("--compare nccl: dfccl-bench was built without NCCL or MPI%s", "");
+#endif
+            o.nccl = 1;
+            break;
+        default:
+            if (b.rank == 0) {
+                bench_usage();
+            }
+#ifdef DFCCL_BENCH_MPI
+            MPI_Finalize();
+#endif
+            return c == 'h' ? 0 : 1;
+        }
+    }
+    if (o.factor <= 1.0 || o.iters < 1 || o.warmup < 0 || o.root < 0 || o.root >= b.nranks) {
+        bench_die("bad option value%s; see --help", "");
+    }
+    /* NCCL's NVLink multicast can take shared GPUs out of service. */
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+
+    if (dfcclConfigInit(&cfg) != DFCCL_OK) {
+        bench_die("dfcclConfigInit: %s", dfcclGetLastErrorMessage());
+    }
+#ifdef HAVE_CUDART
+    {
+        int ndev = 0, local = b.rank;
+#ifdef DFCCL_BENCH_MPI
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &local);
+        MPI_Comm_free(&node);
+#endif
+        if (cfg.backend != DFCCL_BACKEND_HOST && cudaGetDeviceCount(&ndev) == cudaSuccess &&
+            ndev > 0) {
+            cudaSetDevice(local % ndev);
+        }
+    }
+#endif
+    if (dfcclInit(&cfg, &b.ctx) != DFCCL_OK) {
+        bench_die("dfcclInit: %s", dfcclGetLastErrorMessage());
+    }
+    b.on_gpu = dfcclGetBackend(b.ctx) == DFCCL_BACKEND_CUDA;
+    if (o.nccl && !b.on_gpu) {
+        bench_die("--compare nccl needs the CUDA backend%s", "");
+    }
+    if (!max_set) {
+        o.max_bytes = b.on_gpu ? (1ul << 30) : (16ul << 20);
+    }
+    if (dfcclGroupCreate(b.ctx, b.nranks, b.rank, bench_allgather, NULL, "bench", &b.group) !=
+        DFCCL_OK) {
+        bench_die("dfcclGroupCreate: %s", dfcclGetLastErrorMessage());
+    }
+    b.sbuf = bench_alloc(&b, o.max_bytes);
+    b.rbuf = bench_alloc(&b, o.max_bytes);
+    b.host = malloc(o.max_bytes);
+    if (b.host == NULL) {
+        bench_die("out of host memory%s", "");
+    }
+#ifdef DFCCL_BENCH_NCCL
+    if (o.nccl) {
+        ncclUniqueId uid;
+        if (b.rank == 0) {
+            ncclGetUniqueId(&uid);
+        }
+        MPI_Bcast(&uid, sizeof(uid), MPI_BYTE, 0, MPI_COMM_WORLD);
+        if (ncclCommInitRank(&b.comm, b.nranks, uid, b.rank) != ncclSuccess ||
+            cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking) != cudaSuccess) {
+            bench_die("NCCL initialization failed%s", "");
+        }
+    }
+#endif
+
+    if (b.rank == 0) {
+        printf("# dfccl-bench: %s, %s, %s, %d rank(s), backend %s, warmup %d, iterations %d\n",
+               coll_names[o.coll], type_names[o.dtype], op_names[o.op], b.nranks,
+               b.on_gpu ? "cuda" : "host", o.warmup, o.iters);
+        printf("# time: mean us per call (run + wait), slowest rank; bandwidths in GB/s\n");
+        printf("#%11s %12s %8s %6s %10s %8s %8s %7s", "size", "count", "type", "redop",
+               "time", "algbw", "busbw", "#wrong");
+        if (o.nccl) {
+            printf("  %10s %8s %8s %7s %7s", "nccl time", "algbw", "busbw", "#wrong",
+                   "nccl/dfccl");
+        }
+        printf("\n");
+    }
+    for (bytes = o.min_bytes; bytes <= o.max_bytes && b.nids < 128;) {
+        size_t next = (size_t)((double)bytes * o.factor);
+        bench_size(&b, &o, bytes);
+        bytes = next > bytes ? next : bytes + 1;
+    }
+    dfcclGetStats(b.ctx, &stats);
+    if (b.rank == 0) {
+        printf("# rank 0 daemon: %llu launches, %llu voluntary quits, %llu preemptions\n",
+               (unsigned long long)stats.launches, (unsigned long long)stats.quits,
+               (unsigned long long)stats.preemptions);
+    }
+#ifdef DFCCL_BENCH_NCCL
+    if (o.nccl) {
+        ncclCommDestroy(b.comm);
+        cudaStreamDestroy(b.stream);
+    }
+#endif
+    bench_barrier();
+    for (int i = 0; i < b.nids; i++) {
+        dfcclDeregister(b.ids[i], b.ctx);
+    }
+    dfcclGroupDestroy(b.group);
+    dfcclDestroy(b.ctx);
+    bench_free(&b, b.sbuf);
+    bench_free(&b, b.rbuf);
+    free(b.host);
+#ifdef DFCCL_BENCH_MPI
+    MPI_Finalize();
+#endif
+    return 0;
+}
