@@ -1,0 +1,110 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# GPU test lane: build dfccl with CUDA and run the test suites on GPUs.
+#
+# usage: scripts/gpu-lane.sh [-b BUILDDIR] [-j JOBS] [-r "2 4"] [--no-autoreconf]
+#
+#   -b BUILDDIR       out-of-tree build directory (default /tmp/dfccl-gpu-lane)
+#   -j JOBS           parallel make jobs (default: all cores)
+#   -r "N ..."        rank counts for the GPU tests (default "2 4")
+#   --no-autoreconf   skip autoreconf -fi (the tree already has configure)
+#
+# Steps, each logged to $OUT/<step>.log when OUT is set (else BUILDDIR/logs):
+#   1. fail unless a GPU is visible (a skip must never hide lost coverage);
+#   2. autoreconf -fi, configure (CUDA kernels must be enabled), make;
+#   3. make check with DFCCL_BACKEND=cuda: the whole suite, multi-process
+#      tests with one GPU per rank (ranks share GPUs when there are fewer);
+#   4. the GPU tests (test/gpu) with each rank count of -r;
+#   5. compute-sanitizer memcheck on a 2-rank allreduce, racecheck on a small
+#      one (sizes capped by DFCCL_TEST_MAX_COUNT).
+# Prints a summary and exits non-zero if any step failed. Run it on a GPU
+# machine from any directory; NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
+set -u
+
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=/tmp/dfccl-gpu-lane
+jobs=$(nproc 2>/dev/null || echo 4)
+ranks="2 4"
+reconf=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -b) build=$2; shift 2 ;;
+    -j) jobs=$2; shift 2 ;;
+    -r) ranks=$2; shift 2 ;;
+    --no-autoreconf) reconf=0; shift ;;
+    -h|--help) sed -n '3,24p' "$0"; exit 0 ;;
+    *) echo "gpu-lane: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+logs=${OUT:-$build/logs}
+mkdir -p "$build" "$logs"
+export NCCL_NVLS_ENABLE=0
+failed=()
+summary=()
+
+# step NAME COMMAND...: run in the build directory, log, record the result.
+step() {
+    local name=$1 t0 rc
+    shift
+    t0=$(date +%s)
+    echo "== $name: $*"
+    (cd "$build" && "$@") >"$logs/$name.log" 2>&1
+    rc=$?
+    summary+=("$(printf '%-28s %s (%ds)' "$name" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" $(($(date +%s) - t0)))")
+    if [ $rc != 0 ]; then
+        failed+=("$name")
+        tail -n 40 "$logs/$name.log"
+    fi
+    return $rc
+}
+
+finish() {
+    echo
+    echo "== GPU lane summary (logs in $logs)"
+    printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
+    if [ ${#failed[@]} -ne 0 ]; then
+        echo "FAILED: ${failed[*]}" | tee -a "$logs/summary.txt"
+        exit 1
+    fi
+    echo "all steps passed" | tee -a "$logs/summary.txt"
+    exit 0
+}
+
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "${ngpu:-0}" -lt 1 ]; then
+    echo "gpu-lane: no GPU visible (nvidia-smi -L lists none): the lane needs one" >&2
+    exit 1
+fi
+nvidia-smi -L >"$logs/gpus.txt" 2>&1
+nvidia-smi topo -m >>"$logs/gpus.txt" 2>&1
+
+if [ $reconf = 1 ]; then
+    step autoreconf bash -c "cd '$src' && autoreconf -fi" || finish
+fi
+step configure "$src/configure" || finish
+if ! grep -q 'CUDA kernels (nvcc) : yes' "$logs/configure.log"; then
+    echo "gpu-lane: configure did not enable the CUDA kernels" >&2
+    failed+=(configure-cuda)
+    finish
+fi
+step make make -j"$jobs" || finish
+
+step check-cuda env DFCCL_BACKEND=cuda make -j"$jobs" check
+for n in $ranks; do
+    step "gpu-tests-${n}ranks" env DFCCL_TEST_NRANKS="$n" make -C test/gpu check
+done
+
+san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$san" ]; then
+    step memcheck-allreduce-2ranks env DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=70000 \
+        "$san" --tool memcheck --target-processes all --error-exitcode 1 \
+        test/gpu/test_gpu_allreduce
+    step racecheck-allreduce-2ranks env DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=4096 \
+        DFCCL_MAX_BLOCKS=2 "$san" --tool racecheck --target-processes all \
+        --error-exitcode 1 test/gpu/test_gpu_allreduce
+else
+    echo "gpu-lane: compute-sanitizer not found" >&2
+    failed+=(compute-sanitizer)
+fi
+finish
