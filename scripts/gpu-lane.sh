@@ -20,6 +20,7 @@
 #      one (sizes capped by DFCCL_TEST_MAX_COUNT).
 # Prints a summary and exits non-zero if any step failed. Run it on a GPU
 # machine from any directory; NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
+# DFCCL_LANE_STEP_TIMEOUT (seconds, default 1800) bounds every step.
 set -u
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     -j) jobs=$2; shift 2 ;;
     -r) ranks=$2; shift 2 ;;
     --no-autoreconf) reconf=0; shift ;;
-    -h|--help) sed -n '3,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,25p' "$0"; exit 0 ;;
     *) echo "gpu-lane: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -49,7 +50,7 @@ step() {
     shift
     t0=$(date +%s)
     echo "== $name: $*"
-    (cd "$build" && "$@") >"$logs/$name.log" 2>&1
+    (cd "$build" && timeout "${DFCCL_LANE_STEP_TIMEOUT:-1800}" "$@") >"$logs/$name.log" 2>&1
     rc=$?
     summary+=("$(printf '%-28s %s (%ds)' "$name" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" $(($(date +%s) - t0)))")
     if [ $rc != 0 ]; then
