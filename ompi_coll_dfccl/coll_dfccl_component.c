@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The component object Open MPI loads from mca_coll_dfccl.so, and its MCA
+ * variables. Every dfccl tunable (dfccl_config_t) is one MCA variable here:
+ * its default is what dfcclConfigInit returns, so the DFCCL_* environment
+ * variables keep working, and an MCA value (--mca coll_dfccl_x or
+ * OMPI_MCA_coll_dfccl_x) overrides both. `ompi_info --param coll dfccl
+ * --level 9` lists them all. At close (MPI_Finalize) the component prints
+ * its statistics line when coll_dfccl_verbose >= 1 and destroys the dfccl
+ * rank context.
+ */
+#include "coll_dfccl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/util/output.h"
+#include "ompi/mca/coll/base/base.h"
+
+static int dfccl_register(void);
+static int dfccl_open(void);
+static int dfccl_close(void);
+
+mca_coll_dfccl_component_t mca_coll_dfccl_component = {
+    .super = {
+        .collm_version = {
+            MCA_COLL_BASE_VERSION_2_0_0,
+            .mca_component_name = "dfccl",
+            MCA_BASE_MAKE_VERSION(component, DFCCL_VERSION_MAJOR, DFCCL_VERSION_MINOR,
+                                  DFCCL_VERSION_PATCH),
+            .mca_open_component = dfccl_open,
+            .mca_close_component = dfccl_close,
+            .mca_register_component_params = dfccl_register,
+        },
+        .collm_data = {
+            MCA_BASE_METADATA_PARAM_NONE
+        },
+        .collm_init_query = mca_coll_dfccl_init_query,
+        .collm_comm_query = mca_coll_dfccl_comm_query,
+    },
+    .priority  = 40,
+    .verbose   = 0,
+    .instances = 2,
+    .lock      = PTHREAD_MUTEX_INITIALIZER,
+    .done_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+void mca_coll_dfccl_log(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "coll_dfccl: %s\n", buf);
+}
+
+/* Messages users must see whatever the verbosity. */
+void mca_coll_dfccl_warn(const char *fmt, ...)
+{
+    char buf[768];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "coll_dfccl: warning: %s\n", buf);
+}
+
+static int dfccl_reg(const char *name, const char *help, mca_base_var_type_t type,
+                     mca_base_var_enum_t *en, void *storage)
+{
+    return mca_base_component_var_register(&mca_coll_dfccl_component.super.collm_version,
+                                           name, help, type, en, 0, 0, OPAL_INFO_LVL_9,
+                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static int dfccl_reg_enum(const char *name, const char *help,
+                          const mca_base_var_enum_value_t *values, int *storage)
+{
+    mca_base_var_enum_t *en = NULL;
+    char ename[64];
+    int rc;
+
+    snprintf(ename, sizeof(ename), "coll_dfccl_%s", name);
+    rc = mca_base_var_enum_create(ename, values, &en);
+    if (rc != OPAL_SUCCESS) {
+        return rc;
+    }
+    rc = dfccl_reg(name, help, MCA_BASE_VAR_TYPE_INT, en, storage);
+    OBJ_RELEASE(en);
+    return rc;
+}
+
+/* dfccl_config_t fields of type uint32_t are registered through these. */
+static unsigned int dfccl_spin_head, dfccl_spin_min, dfccl_spin_sticky;
+static unsigned int dfccl_quit_us, dfccl_relaunch_us;
+
+static int dfccl_register(void)
+{
+    static const mca_base_var_enum_value_t backends[] = {
+        {DFCCL_BACKEND_AUTO, "auto"}, {DFCCL_BACKEND_CUDA, "cuda"},
+        {DFCCL_BACKEND_HOST, "host"}, {0, NULL}};
+    static const mca_base_var_enum_value_t progress[] = {
+        {DFCCL_PROGRESS_THREAD, "thread"}, {DFCCL_PROGRESS_EXPLICIT, "explicit"}, {0, NULL}};
+    static const mca_base_var_enum_value_t transports[] = {
+        {DFCCL_TRANSPORT_AUTO, "auto"}, {DFCCL_TRANSPORT_SHM, "shm"},
+        {DFCCL_TRANSPORT_P2P, "p2p"}, {0, NULL}};
+    mca_coll_dfccl_component_t *cm = &mca_coll_dfccl_component;
+    dfccl_config_t *c              = &cm->cfg;
+
+    /* Defaults come from dfccl itself, with DFCCL_* environment applied. */
+    cm->cfg_ok = dfcclConfigInit(c) == DFCCL_OK;
+    if (!cm->cfg_ok) {
+        mca_coll_dfccl_warn("%s; the component is disabled until this is fixed",
+                            dfcclGetLastErrorMessage());
+    }
+    cm->backend       = c->backend;
+    cm->progress      = c->progress;
+    cm->transport     = c->transport;
+    cm->verbose       = c->verbose;
+    dfccl_spin_head   = c->spin_head;
+    dfccl_spin_min    = c->spin_min;
+    dfccl_spin_sticky = c->spin_sticky;
+    dfccl_quit_us     = c->quit_us;
+    dfccl_relaunch_us = c->relaunch_us;
+
+    dfccl_reg("priority", "Priority of the dfccl coll component; it must be above the "
+              "components it falls back to (tuned is 30)", MCA_BASE_VAR_TYPE_INT, NULL,
+              &cm->priority);
+    dfccl_reg("verbose", "0: quiet; 1: one statistics line per rank at MPI_Finalize "
+              "(collectives, preemptions, quits, fallbacks) and setup messages; 2: every "
+              "routing decision (DFCCL_VERBOSE)", MCA_BASE_VAR_TYPE_INT, NULL, &cm->verbose);
+    dfccl_reg_enum("backend", "Where dfccl runs collectives: auto (CUDA when a GPU is "
+                   "visible and dfccl was built with CUDA; otherwise dfccl is off and every "
+                   "call takes the previous module), cuda (device and managed buffers go "
+                   "to dfccl), host (host buffers go to dfccl's host backend: for tests "
+                   "without a GPU) (DFCCL_BACKEND)", backends, &cm->backend);
+    dfccl_reg_enum("progress", "Who runs dfccl completions: thread (a poller thread) or "
+                   "explicit (opal_progress) (DFCCL_PROGRESS)", progress, &cm->progress);
+    dfccl_reg_enum("transport", "Connector transport between ranks: auto, shm or p2p "
+                   "(DFCCL_TRANSPORT)", transports, &cm->transport);
+    dfccl_reg("instances", "Registrations per collective signature and communicator: the "
+              "k-th call with one signature runs on instance k mod this, so up to this "
+              "many identical nonblocking collectives run at once; later ones are chained",
+              MCA_BASE_VAR_TYPE_INT, NULL, &cm->instances);
+    dfccl_reg("max_blocks", "Daemon blocks, 0 = backend default (DFCCL_MAX_BLOCKS)",
+              MCA_BASE_VAR_TYPE_INT, NULL, &c->max_blocks);
+    dfccl_reg("threads", "CUDA threads per daemon block (DFCCL_THREADS)",
+              MCA_BASE_VAR_TYPE_INT, NULL, &c->threads_per_block);
+    dfccl_reg("channels", "Channels per collective, 0 = max_blocks; same on every rank "
+              "(DFCCL_CHANNELS)", MCA_BASE_VAR_TYPE_INT, NULL, &c->max_channels);
+    dfccl_reg("channel_bytes", "Bytes per extra channel; same on every rank "
+              "(DFCCL_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->min_channel_bytes);
+    dfccl_reg("slot_bytes", "Connector slot size, 0 = backend default; same on every rank "
+              "(DFCCL_SLOT_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->slot_bytes);
+    dfccl_reg("slots", "Slots per connector; same on every rank (DFCCL_SLOTS)",
+              MCA_BASE_VAR_TYPE_INT, NULL, &c->nslots);
+    dfccl_reg("spin_head", "Spin threshold of the collective at the head of the task queue, "
+              "0 = backend default (DFCCL_SPIN_HEAD)", MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL,
+              &dfccl_spin_head);
+    dfccl_reg("spin_min", "Smallest initial spin threshold, 0 = backend default "
+              "(DFCCL_SPIN_MIN)", MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, &dfccl_spin_min);
+    dfccl_reg("spin_sticky", "Spin threshold after a primitive made progress, 0 = backend "
+              "default (DFCCL_SPIN_STICKY)", MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL,
+              &dfccl_spin_sticky);
+    dfccl_reg("quit_us", "Idle time in microseconds before a daemon block quits "
+              "voluntarily, 0 = backend default (DFCCL_QUIT_US)",
+              MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, &dfccl_quit_us);
+    dfccl_reg("relaunch_us", "Smallest gap in microseconds between relaunches of a stuck "
+              "daemon, 0 = backend default (DFCCL_RELAUNCH_US)",
+              MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, &dfccl_relaunch_us);
+    dfccl_reg("max_colls", "Registered collectives per process (DFCCL_MAX_COLLS)",
+              MCA_BASE_VAR_TYPE_INT, NULL, &c->max_colls);
+    dfccl_reg("sq_entries", "Submission queue entries (DFCCL_SQ_ENTRIES)",
+              MCA_BASE_VAR_TYPE_INT, NULL, &c->sq_entries);
+    dfccl_reg("timeout", "Seconds after which a collective fails with a timeout, 0 = never "
+              "(DFCCL_TIMEOUT)", MCA_BASE_VAR_TYPE_DOUBLE, NULL, &c->timeout_s);
+    dfccl_reg("priority_order", "1: the daemon's task queue runs higher-priority "
+              "collectives first; 0: FIFO (DFCCL_PRIORITY)", MCA_BASE_VAR_TYPE_INT, NULL,
+              &c->priority_order);
+    return OMPI_SUCCESS;
+}
+
+static int dfccl_open(void)
+{
+    mca_coll_dfccl_component_t *cm = &mca_coll_dfccl_component;
+    dfccl_config_t *c              = &cm->cfg;
+
+    c->backend     = (dfccl_backend_t)cm->backend;
+    c->progress    = (dfccl_progress_t)cm->progress;
+    c->transport   = (dfccl_transport_t)cm->transport;
+    c->verbose     = cm->verbose >= 2 ? cm->verbose - 1 : 0;
+    c->spin_head   = dfccl_spin_head;
+    c->spin_min    = dfccl_spin_min;
+    c->spin_sticky = dfccl_spin_sticky;
+    c->quit_us     = dfccl_quit_us;
+    c->relaunch_us = dfccl_relaunch_us;
+    if (cm->instances < 1) {
+        mca_coll_dfccl_warn("coll_dfccl_instances=%d is below 1; using 1", cm->instances);
+        cm->instances = 1;
+    }
+    cm->world_rank = -1;
+    return OMPI_SUCCESS;
+}
+
+static int dfccl_close(void)
+{
+    mca_coll_dfccl_finalize();
+    return OMPI_SUCCESS;
+}

@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Correctness of every collective the dfccl coll component takes, under
+ * mpirun: allreduce, allgather, reduce_scatter_block, reduce_scatter (equal,
+ * unequal and zero counts), reduce and bcast; each blocking, nonblocking and
+ * persistent (MPIX_*_init + MPI_Start, started twice); in place and out of
+ * place; over every predefined type dfccl maps and SUM, PROD, MIN, MAX; at
+ * a few sizes. It also runs calls dfccl must hand to the previous module
+ * (a type and an op it does not have, a derived type) and checks those too.
+ * The same program checks the fallback path: run without coll_dfccl_backend
+ * =host, every call must give the same results through the other components.
+ * Exit status 0 when every check passed.
+ */
+#include <mpi.h>
+#if defined(OPEN_MPI)
+#include <mpi-ext.h>
+#endif
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { BLOCKING, NONBLOCKING, PERSISTENT, NFORMS };
+static const char *const form_names[] = {"blocking", "nonblocking", "persistent"};
+
+typedef struct {
+    MPI_Datatype dt;
+    const char  *name;
+    size_t       size;
+    int          is_float;
+} type_t;
+
+static type_t types[] = {
+    {0, "char", 1, 0},          {0, "signed char", 1, 0}, {0, "unsigned char", 1, 0},
+    {0, "byte", 1, 0},          {0, "int", sizeof(int), 0}, {0, "unsigned", sizeof(unsigned), 0},
+    {0, "long", sizeof(long), 0}, {0, "int64_t", 8, 0}, {0, "uint64_t", 8, 0},
+    {0, "float", 4, 1},         {0, "double", 8, 1},
+};
+#define NTYPES ((int)(sizeof(types) / sizeof(types[0])))
+
+static MPI_Op ops[4];
+static const char *const op_names[] = {"sum", "prod", "min", "max"};
+
+static int rank, size, failures, checks;
+
+static void types_init(void)
+{
+    MPI_Datatype dts[] = {MPI_CHAR, MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR, MPI_BYTE, MPI_INT,
+                          MPI_UNSIGNED, MPI_LONG, MPI_INT64_T, MPI_UINT64_T, MPI_FLOAT,
+                          MPI_DOUBLE};
+    for (int i = 0; i < NTYPES; i++) {
+        types[i].dt = dts[i];
+    }
+    ops[0] = MPI_SUM;
+    ops[1] = MPI_PROD;
+    ops[2] = MPI_MIN;
+    ops[3] = MPI_MAX;
+}
+
+/* Element i of rank r: 1 or 2, so that products of 4 ranks fit in int8. */
+static double value(int r, size_t i)
+{
+    return (double)(1 + (int)((r + i) % 2));
+}
+
+static void put(const type_t *t, void *buf, size_t i, double v)
+{
+    switch (t->size * 2 + t->is_float) {
+    case 2:  ((int8_t *)buf)[i] = (int8_t)v; break;
+    case 8:  ((int32_t *)buf)[i] = (int32_t)v; break;
+    case 16: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case 9:  ((float *)buf)[i] = (float)v; break;
+    case 17: ((double *)buf)[i] = v; break;
+    }
+}
+
+static double get(const type_t *t, const void *buf, size_t i)
+{
+    switch (t->size * 2 + t->is_float) {
+    case 2:  return ((const int8_t *)buf)[i];
+    case 8:  return ((const int32_t *)buf)[i];
+    case 16: return (double)((const int64_t *)buf)[i];
+    case 9:  return ((const float *)buf)[i];
+    case 17: return ((const double *)buf)[i];
+    }
+    return -1;
+}
+
+static double reduce_all(int op, size_t i)
+{
+    double acc = value(0, i);
+    for (int r = 1; r < size; r++) {
+        double v = value(r, i);
+        acc      = op == 0 ? acc + v : op == 1 ? acc * v : op == 2 ? (v < acc ? v : acc)
+                                                              : (v > acc ? v : acc);
+    }
+    return acc;
+}
+
+static void check(int ok, const char *what, const char *coll, int form, int inplace,
+                  const char *tname, const char *oname, size_t count, size_t at, double got,
+                  double want)
+{
+    checks++;
+    if (!ok) {
+        failures++;
+        if (failures <= 20) {
+            fprintf(stderr, "rank %d: FAIL %s %s %s%s %s %s count %zu: element %zu is %g, "
+                    "expected %g\n", rank, what, coll, form_names[form],
+                    inplace ? " in-place" : "", tname, oname ? oname : "", count, at, got, want);
+        }
+    }
+}
+
+/* Run the request-producing form (or the blocking call) and wait. */
+#define RUN_FORMS(_form, _blocking, _nonblocking, _persistent)                 \
+    do {                                                                       \
+        MPI_Request _req;                                                      \
+        if ((_form) == BLOCKING) {                                             \
+            _blocking;                                                         \
+        } else if ((_form) == NONBLOCKING) {                                   \
+            _nonblocking;                                                      \
+            MPI_Wait(&_req, MPI_STATUS_IGNORE);                                \
+        } else {                                                               \
+            _persistent;                                                       \
+            MPI_Start(&_req);                                                  \
+            MPI_Wait(&_req, MPI_STATUS_IGNORE);                                \
+            MPI_Request_free(&_req);                                           \
+        }                                                                      \
+    } while (0)
+
+static void test_allreduce(const type_t *t, int op, size_t count, int form, int inplace)
+{
+    char *s = malloc(count * t->size + 1), *r = malloc(count * t->size + 1);
+    int n   = (int)count;
+
+    for (size_t i = 0; i < count; i++) {
+        put(t, s, i, value(rank, i));
+        put(t, r, i, inplace ? value(rank, i) : -1);
+    }
+    const void *sb = inplace ? MPI_IN_PLACE : s;
+    RUN_FORMS(form, MPI_Allreduce(sb, r, n, t->dt, ops[op], MPI_COMM_WORLD),
+              MPI_Iallreduce(sb, r, n, t->dt, ops[op], MPI_COMM_WORLD, &_req),
+              MPIX_Allreduce_init(sb, r, n, t->dt, ops[op], MPI_COMM_WORLD, MPI_INFO_NULL,
+                                  &_req));
+    for (size_t i = 0; i < count; i++) {
+        double want = reduce_all(op, i), got = get(t, r, i);
+        check(got == want, "value", "allreduce", form, inplace, t->name, op_names[op], count,
+              i, got, want);
+        if (got != want) {
+            break;
+        }
+    }
+    free(s);
+    free(r);
+}
+
+static void test_reduce(const type_t *t, int op, size_t count, int form, int inplace, int root)
+{
+    char *s = malloc(count * t->size + 1), *r = malloc(count * t->size + 1);
+    int n   = (int)count;
+    int ip  = inplace && rank == root;
+
+    for (size_t i = 0; i < count; i++) {
+        put(t, s, i, value(rank, i));
+        put(t, r, i, ip ? value(rank, i) : -1);
+    }
+    const void *sb = ip ? MPI_IN_PLACE : s;
+    RUN_FORMS(form, MPI_Reduce(sb, r, n, t->dt, ops[op], root, MPI_COMM_WORLD),
+              MPI_Ireduce(sb, r, n, t->dt, ops[op], root, MPI_COMM_WORLD, &_req),
+              MPIX_Reduce_init(sb, r, n, t->dt, ops[op], root, MPI_COMM_WORLD, MPI_INFO_NULL,
+                               &_req));
+    for (size_t i = 0; rank == root && i < count; i++) {
+        double want = reduce_all(op, i), got = get(t, r, i);
+        check(got == want, "value", "reduce", form, inplace, t->name, op_names[op], count, i,
+              got, want);
+        if (got != want) {
+            break;
+        }
+    }
+    free(s);
+    free(r);
+}
+
+static void test_rsb(const type_t *t, int op, size_t count, int form, int inplace)
+{
+    size_t total = count * size;
+    char *s = malloc(total * t->size + 1), *r = malloc(total * t->size + 1);
+    int n   = (int)count;
+
+    for (size_t i = 0; i < total; i++) {
+        put(t, s, i, value(rank, i));
+        put(t, r, i, inplace ? value(rank, i) : -1);
+    }
+    const void *sb = inplace ? MPI_IN_PLACE : s;
+    RUN_FORMS(form, MPI_Reduce_scatter_block(sb, r, n, t->dt, ops[op], MPI_COMM_WORLD),
+              MPI_Ireduce_scatter_block(sb, r, n, t->dt, ops[op], MPI_COMM_WORLD, &_req),
+              MPIX_Reduce_scatter_block_init(sb, r, n, t->dt, ops[op], MPI_COMM_WORLD,
+                                             MPI_INFO_NULL, &_req));
+    for (size_t i = 0; i < count; i++) {
+        double want = reduce_all(op, rank * count + i), got = get(t, r, i);
+        check(got == want, "value", "reduce_scatter_block", form, inplace, t->name,
+              op_names[op], count, i, got, want);
+        if (got != want) {
+            break;
+        }
+    }
+    free(s);
+    free(r);
+}
+
+/* unequal: rank i receives (i + shift) % 3 * count / 2 elements (some zero) */
+static void test_rs(const type_t *t, int op, size_t count, int form, int inplace, int unequal)
+{
+    int *counts = malloc(size * sizeof(int));
+    size_t total = 0, displ = 0;
+
+    for (int i = 0; i < size; i++) {
+        counts[i] = unequal ? (int)(((i + 1) % 3) * count / 2) : (int)count;
+        if (i == rank) {
+            displ = total;
+        }
+        total += counts[i];
+    }
+    char *s = malloc(total * t->size + 1), *r = malloc(total * t->size + 1);
+    for (size_t i = 0; i < total; i++) {
+        put(t, s, i, value(rank, i));
+        put(t, r, i, inplace ? value(rank, i) : -1);
+    }
+    const void *sb = inplace ? MPI_IN_PLACE : s;
+    RUN_FORMS(form, MPI_Reduce_scatter(sb, r, counts, t->dt, ops[op], MPI_COMM_WORLD),
+              MPI_Ireduce_scatter(sb, r, counts, t->dt, ops[op], MPI_COMM_WORLD, &_req),
+              MPIX_Reduce_scatter_init(sb, r, counts, t->dt, ops[op], MPI_COMM_WORLD,
+                                       MPI_INFO_NULL, &_req));
+    for (int i = 0; i < counts[rank]; i++) {
+        double want = reduce_all(op, displ + i), got = get(t, r, i);
+        check(got == want, unequal ? "unequal" : "value", "reduce_scatter", form, inplace,
+              t->name, op_names[op], count, i, got, want);
+        if (got != want) {
+            break;
+        }
+    }
+    free(counts);
+    free(s);
+    free(r);
+}
+
+static void test_allgather(const type_t *t, size_t count, int form, int inplace)
+{
+    size_t total = count * size;
+    char *s = malloc(count * t->size + 1), *r = malloc(total * t->size + 1);
+    int n   = (int)count;
+
+    for (size_t i = 0; i < count; i++) {
+        put(t, s, i, (double)((rank * 7 + i) % 100));
+    }
+    for (size_t i = 0; i < total; i++) {
+        put(t, r, i, -1);
+    }
+    if (inplace) {
+        memcpy(r + rank * count * t->size, s, count * t->size);
+    }
+    const void *sb = inplace ? MPI_IN_PLACE : s;
+    int sn = inplace ? 0 : n;
+    RUN_FORMS(form, MPI_Allgather(sb, sn, t->dt, r, n, t->dt, MPI_COMM_WORLD),
+              MPI_Iallgather(sb, sn, t->dt, r, n, t->dt, MPI_COMM_WORLD, &_req),
+              MPIX_Allgather_init(sb, sn, t->dt, r, n, t->dt, MPI_COMM_WORLD, MPI_INFO_NULL,
+                                  &_req));
+    for (size_t i = 0; i < total; i++) {
+        double want = (double)(((i / count) * 7 + i % count) % 100), got = get(t, r, i);
+        check(got == want, "value", "allgather", form, inplace, t->name, NULL, count, i, got,
+              want);
+        if (got != want) {
+            break;
+        }
+    }
+    free(s);
+    free(r);
+}
+
+static void test_bcast(const type_t *t, size_t count, int form, int root)
+{
+    char *b = malloc(count * t->size + 1);
+    int n   = (int)count;
+
+    for (size_t i = 0; i < count; i++) {
+        put(t, b, i, rank == root ? (double)((i * 3 + root) % 100) : -1);
+    }
+    RUN_FORMS(form, MPI_Bcast(b, n, t->dt, root, MPI_COMM_WORLD),
+              MPI_Ibcast(b, n, t->dt, root, MPI_COMM_WORLD, &_req),
+              MPIX_Bcast_init(b, n, t->dt, root, MPI_COMM_WORLD, MPI_INFO_NULL, &_req));
+    for (size_t i = 0; i < count; i++) {
+        double want = (double)((i * 3 + root) % 100), got = get(t, b, i);
+        check(got == want, "value", "bcast", form, 0, t->name, NULL, count, i, got, want);
+        if (got != want) {
+            break;
+        }
+    }
+    free(b);
+}
+
+/* Calls dfccl must hand on: a type it lacks, a user op, a derived type. */
+static void user_max(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    for (int i = 0; i < *len; i++) {
+        int a = ((int *)in)[i], *b = &((int *)inout)[i];
+        *b    = a > *b ? a : *b;
+    }
+}
+
+static void test_fallbacks(void)
+{
+    short s[5], r[5];
+    int si[6], ri[6];
+    MPI_Op uop;
+    MPI_Datatype pair;
+
+    for (int i = 0; i < 5; i++) {
+        s[i] = (short)(rank + i);
+    }
+    MPI_Allreduce(s, r, 5, MPI_SHORT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < 5; i++) {
+        double want = (double)(size * (size - 1) / 2 + size * i);
+        check(r[i] == want, "fallback", "allreduce short", 0, 0, "short", "sum", 5, i, r[i],
+              want);
+    }
+    MPI_Op_create(user_max, 1, &uop);
+    for (int i = 0; i < 6; i++) {
+        si[i] = rank * 10 + i;
+    }
+    MPI_Allreduce(si, ri, 6, MPI_INT, uop, MPI_COMM_WORLD);
+    for (int i = 0; i < 6; i++) {
+        check(ri[i] == (size - 1) * 10 + i, "fallback", "allreduce user-op", 0, 0, "int",
+              "user", 6, i, ri[i], (size - 1) * 10 + i);
+    }
+    MPI_Op_free(&uop);
+    MPI_Type_vector(3, 1, 2, MPI_INT, &pair); /* non-contiguous */
+    MPI_Type_commit(&pair);
+    for (int i = 0; i < 6; i++) {
+        si[i] = rank == 0 ? 100 + i : -1;
+    }
+    MPI_Bcast(si, 1, pair, 0, MPI_COMM_WORLD);
+    for (int i = 0; i < 6; i += 2) {
+        check(si[i] == 100 + i, "fallback", "bcast vector", 0, 0, "vector", NULL, 1, i, si[i],
+              100 + i);
+    }
+    MPI_Type_free(&pair);
+}
+
+int main(int argc, char **argv)
+{
+    size_t counts[] = {1, 7, 1000};
+    size_t big      = 70000; /* several chunks and channels, one type and op */
+    int quick       = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int all_fail;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    types_init();
+
+    for (int form = 0; form < NFORMS; form++) {
+        for (int ip = 0; ip < 2; ip++) {
+            for (int ti = 0; ti < NTYPES; ti++) {
+                const type_t *t = &types[ti];
+                for (int op = 0; op < 4; op++) {
+                    if (t->dt == MPI_BYTE) {
+                        continue; /* MPI has no arithmetic on MPI_BYTE */
+                    }
+                    for (int c = 0; c < (quick ? 1 : 3); c++) {
+                        size_t n = counts[quick ? 1 : c];
+                        test_allreduce(t, op, n, form, ip);
+                        test_reduce(t, op, n, form, ip, (int)(n % size));
+                        test_rsb(t, op, n, form, ip);
+                        test_rs(t, op, n, form, ip, 0);
+                        test_rs(t, op, n, form, ip, 1);
+                    }
+                }
+                for (int c = 0; c < (quick ? 1 : 3); c++) {
+                    size_t n = counts[quick ? 1 : c];
+                    test_allgather(t, n, form, ip);
+                    if (!ip) {
+                        test_bcast(t, n, form, (int)((n + 1) % size));
+                    }
+                }
+            }
+            if (!quick) {
+                test_allreduce(&types[9], 0, big, form, ip);
+                test_rsb(&types[10], 3, big, form, ip);
+                test_rs(&types[4], 0, big, form, ip, 1);
+                test_allgather(&types[2], big, form, ip);
+                test_reduce(&types[10], 1, big, form, ip, size - 1);
+                test_bcast(&types[4], big, form, 0);
+            }
+        }
+    }
+    test_fallbacks();
+
+    MPI_Allreduce(&failures, &all_fail, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("test_coll: %d ranks, %d checks on rank 0, %d failures in all\n", size, checks,
+               all_fail);
+    }
+    MPI_Finalize();
+    return all_fail == 0 ? 0 : 1;
+}
