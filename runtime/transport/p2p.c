@@ -5,7 +5,9 @@
  * sender's daemon writes slots and control words straight into the
  * receiver's memory over NVLink or PCIe. A segment is one cudaMalloc
  * allocation (an IPC handle names a whole allocation), zeroed before its
- * handle is exported; peers open it with lazy peer access.
+ * handle is exported; peers open it with lazy peer access. The host has no
+ * view of a p2p segment: seg->base stays NULL and seg->dev_base holds the
+ * device address, so the runtime reaches it through the backend's copies.
  */
 #include "../backend/cuda_int.h"
 
@@ -48,7 +50,6 @@ dfccl_status_t dfccl_p2p_create(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg, si
         return st;
     }
     memset(seg, 0, sizeof(*seg));
-    seg->base      = p;
     seg->dev_base  = p;
     seg->bytes     = bytes;
     seg->owner     = 1;
@@ -78,7 +79,6 @@ dfccl_status_t dfccl_p2p_attach(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg,
                            (unsigned long long)desc->seg_bytes, ctx->device);
     }
     memset(seg, 0, sizeof(*seg));
-    seg->base      = p;
     seg->dev_base  = p;
     seg->bytes     = desc->seg_bytes;
     seg->owner     = 0;
@@ -92,16 +92,15 @@ void dfccl_p2p_release(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg)
 {
     int prev;
 
-    if (seg->base == NULL || dfccl_cuda_device_enter(ctx, &prev) != DFCCL_OK) {
+    if (seg->dev_base == NULL || dfccl_cuda_device_enter(ctx, &prev) != DFCCL_OK) {
         return;
     }
     if (seg->owner) {
-        (void)DFCCL_CUDA(cudaFree(seg->base));
+        (void)DFCCL_CUDA(cudaFree(seg->dev_base));
     } else {
-        (void)DFCCL_CUDA(cudaIpcCloseMemHandle(seg->base));
+        (void)DFCCL_CUDA(cudaIpcCloseMemHandle(seg->dev_base));
     }
     dfccl_cuda_device_leave(ctx, prev);
-    seg->base     = NULL;
     seg->dev_base = NULL;
 }
 
