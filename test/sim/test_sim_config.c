@@ -148,7 +148,8 @@ START_TEST(test_good_input)
     ck_assert_int_eq(world->gpu_num, 4);
     ck_assert_int_eq(world->group_num, 4);
     ck_assert_int_eq(world->coll_num, 2 * 3 + 2 * 4);
-    ck_assert_int_eq(world->part_num, 2 * (2 * 3 + 2 * 4));
+    ck_assert_int_eq(world->real_parts, 2 * (2 * 3 + 2 * 4));
+    ck_assert_int_eq(world->max_len, 3 + 4);
     ck_assert_int_eq(world->limit, INT32_MAX);
     dfccl_sim_world_destroy(world);
     dfccl_sim_config_destroy(config);
@@ -162,7 +163,10 @@ START_TEST(test_good_input)
     ck_assert(config->disorder_prob == 0.0);
     ck_assert(dfccl_sim_world_create(config, &msg, &world) == DFCCL_SIM_OK);
     ck_assert_int_eq(world->limit, 1);
-    ck_assert_int_eq(world->gpu_part0[2] - world->gpu_part0[1], 0);
+    ck_assert_int_eq(world->gpu_len[1], 0);
+    ck_assert_int_eq(world->max_len, 5);
+    ck_assert_int_eq(world->part_num, 15);
+    ck_assert_int_eq(world->real_parts, 10);
     ck_assert_int_eq(world->trial_budget, 8);
     dfccl_sim_world_destroy(world);
     dfccl_sim_config_destroy(config);

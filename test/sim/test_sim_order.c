@@ -153,11 +153,11 @@ START_TEST(test_no_disorder_shared_configs)
                       path, msg.text);
         config->disorder_prob = 0.0;
         world  = world_from_config(config);
-        rounds = (world->part_num > 1000000) ? 1 : 4;
+        rounds = (world->real_parts > 1000000) ? 1 : 4;
         result = run(world, rounds, 11, 2, DFCCL_SIM_RUN_FULL);
         ck_assert_msg(result.deadlocks == 0, "%s deadlocks with disorder_prob 0", names[i]);
         ck_assert_uint_eq(result.stepped, rounds);
-        ck_assert_uint_ge(result.events, rounds * (uint64_t)world->part_num);
+        ck_assert_uint_ge(result.events, rounds * (uint64_t)world->real_parts);
         dfccl_sim_world_destroy(world);
         dfccl_sim_config_destroy(config);
         free(names[i]);
@@ -211,11 +211,11 @@ START_TEST(test_unstepped_rounds_match_stepped)
 }
 END_TEST
 
-/* The global round-robin order, checked on a Megatron world. */
+/* The layout and the global round-robin order, checked on a Megatron world. */
 START_TEST(test_megatron_layout)
 {
     dfccl_sim_world_t *world = world_from_json(SMALL_MEGATRON("Single", "0", "0"));
-    int32_t g, p, prev;
+    int32_t g, pos, c, prev;
 
     ck_assert_int_eq(world->gpu_num, 12);
     ck_assert_int_eq(world->group_num, 10);
@@ -225,23 +225,35 @@ START_TEST(test_megatron_layout)
     ck_assert_int_eq(world->group_gpus[world->group_gpu_off[3] + 2], 4);
     ck_assert_int_eq(world->group_gpus[world->group_gpu_off[4] + 1], 3);
     ck_assert_int_eq(world->group_gpus[world->group_gpu_off[5]], 6);
+    /* the global order: one collective of each group in turn */
+    for (c = 0; c < 10; c++) {
+        ck_assert_int_eq(world->coll_group[c], c);
+        ck_assert_int_eq(world->coll_index[c], 0);
+    }
+    ck_assert_int_eq(dfccl_sim_world_coll_id(world, 3, 1), 13);
     for (g = 0; g < world->gpu_num; g++) {
-        ck_assert_int_eq(world->gpu_part0[g + 1] - world->gpu_part0[g], 80);
-        /* a GPU's list follows the global order: (index in group, group id) rises */
+        ck_assert_int_eq(world->gpu_len[g], 80);
+        /* a GPU's list is its collectives by rising id */
         prev = -1;
-        for (p = world->gpu_part0[g]; p < world->gpu_part0[g + 1]; p++) {
-            int32_t c = world->part_coll[p], k = world->coll_group[c];
-            int32_t key = (c - world->group_coll0[k]) * world->group_num + k;
-
-            ck_assert_int_gt(key, prev);
-            prev = key;
+        for (pos = 0; pos < world->gpu_len[g]; pos++) {
+            c = world->part_coll[dfccl_sim_world_part(world, g, pos)];
+            ck_assert_int_gt(c, prev);
+            prev = c;
         }
     }
     /* GPU 0 (TP group 0, DP group 3): TP and DP alternate, then DP only */
-    for (p = 0; p < 80; p++) {
-        int32_t c = world->part_coll[world->gpu_part0[0] + p];
-
-        ck_assert_int_eq(world->coll_group[c], ((p < 40) && (p % 2 == 0)) ? 0 : 3);
+    for (pos = 0; pos < 80; pos++) {
+        c = world->part_coll[dfccl_sim_world_part(world, 0, pos)];
+        ck_assert_int_eq(world->coll_group[c], ((pos < 40) && (pos % 2 == 0)) ? 0 : 3);
+        ck_assert_int_eq(world->coll_index[c], (pos < 40) ? pos / 2 : pos - 20);
+    }
+    /* every member entry points back at its collective */
+    for (c = 0; c < world->coll_num; c++) {
+        for (int32_t m = world->coll_part0[c]; m < world->coll_part0[c + 1]; m++) {
+            ck_assert_int_eq(world->part_coll[world->coll_members[m].part], c);
+            ck_assert_int_eq(world->coll_members[m].part % world->gpu_num,
+                             world->coll_members[m].gpu);
+        }
     }
     dfccl_sim_world_destroy(world);
 }

@@ -12,7 +12,11 @@
 #include <check.h>
 #include <stdlib.h>
 
-/* Collective ids: group k's collectives start at world->group_coll0[k]. */
+/*
+ * Collective ids follow the global order, one collective of each group in
+ * turn; in the worlds below that gives A, B, C, ... = 0, 1, 2, ...
+ * (test_ids checks it).
+ */
 enum { A = 0, B = 1, C = 2, D = 3, E = 4 };
 
 typedef struct scenario {
@@ -323,6 +327,28 @@ START_TEST(test_single_queue_cycle_closed_by_completion)
 }
 END_TEST
 
+START_TEST(test_ids)
+{
+    scenario_t s;
+
+    scenario_open(&s, TWO_GPUS("Single", ""));
+    ck_assert_int_eq(dfccl_sim_world_coll_id(s.world, 0, 0), A);
+    ck_assert_int_eq(dfccl_sim_world_coll_id(s.world, 0, 1), B);
+    scenario_close(&s);
+    scenario_open(&s, FIG2);
+    ck_assert_int_eq(dfccl_sim_world_coll_id(s.world, 0, 0), A);
+    ck_assert_int_eq(dfccl_sim_world_coll_id(s.world, 1, 0), B);
+    ck_assert_int_eq(dfccl_sim_world_coll_id(s.world, 2, 0), C);
+    ck_assert_int_eq(dfccl_sim_world_coll_id(s.world, 3, 0), D);
+    ck_assert_int_eq(dfccl_sim_world_coll_id(s.world, 3, 1), E);
+    ck_assert_int_eq(dfccl_sim_world_coll_id(s.world, 3, 2), -1);
+    scenario_close(&s);
+    scenario_open(&s, RING3);
+    ck_assert_int_eq(dfccl_sim_world_coll_id(s.world, 2, 0), C);
+    scenario_close(&s);
+}
+END_TEST
+
 START_TEST(test_bad_events)
 {
     scenario_t s;
@@ -368,6 +394,7 @@ static Suite *scenario_suite(void)
     tcase_add_test(tc, test_fig2_broken_chain);
     tcase_add_test(tc, test_single_queue_ring_of_three);
     tcase_add_test(tc, test_single_queue_cycle_closed_by_completion);
+    tcase_add_test(tc, test_ids);
     tcase_add_test(tc, test_bad_events);
     suite_add_tcase(suite, tc);
     return suite;

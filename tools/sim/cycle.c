@@ -25,27 +25,29 @@ static inline int32_t dfccl_sim_cycle_next(dfccl_sim_round_t *round, dfccl_sim_f
     const uint8_t *state           = round->state;
     int32_t node                   = frame->node;
     int32_t part_num               = world->part_num;
-    const dfccl_sim_gpu_t *gs;
+    const dfccl_sim_member_t *member;
+    dfccl_sim_gpu_t *gs;
     const int32_t *slots;
-    int32_t c, b, end, q, h, base;
+    int32_t c, b, end, q, h;
     unsigned st;
 
     if (node < part_num) {
         /* E(p): the members of its collective that keep it from succeeding */
-        if ((state[node] & DFCCL_SIM_ST_MASK) != DFCCL_SIM_PART_EXECUTING) {
+        if ((frame->it == 0) && !dfccl_sim_part_live(round, node)) {
             return -1;
         }
         c   = world->part_coll[node];
         b   = world->coll_part0[c];
         end = world->coll_part0[c + 1];
         while (b + frame->it < end) {
-            q  = world->coll_parts[b + frame->it++];
-            st = state[q] & DFCCL_SIM_ST_MASK;
-            h  = world->part_gpu[q];
+            member = &world->coll_members[b + frame->it++];
+            q      = member->part;
+            h      = member->gpu;
+            st     = state[q] & DFCCL_SIM_ST_MASK;
             if (st == DFCCL_SIM_PART_INVOKED) {
                 return dfccl_sim_node_r(round, h);
             }
-            if ((st == DFCCL_SIM_PART_UNINVOKED) && round->gpu[h].suspended) {
+            if ((st == DFCCL_SIM_PART_UNINVOKED) && (round->gpu[h].pending > 0)) {
                 return dfccl_sim_node_z(round, h);
             }
         }
@@ -65,7 +67,7 @@ static inline int32_t dfccl_sim_cycle_next(dfccl_sim_round_t *round, dfccl_sim_f
     /* Z(h): the parts of h's synchronization that are not done */
     h  = node - part_num - world->gpu_num;
     gs = &round->gpu[h];
-    if (!gs->suspended) {
+    if (gs->pending == 0) {
         return -1;
     }
     if (round->finite) {
@@ -78,10 +80,12 @@ static inline int32_t dfccl_sim_cycle_next(dfccl_sim_round_t *round, dfccl_sim_f
         }
         return -1;
     }
-    base = world->gpu_part0[h];
+    if (frame->it == 0) {
+        dfccl_sim_lo_advance(round, h);
+    }
     while (gs->lo + frame->it < gs->hi) {
-        q = base + gs->lo + frame->it++;
-        if (state[q] == (DFCCL_SIM_PART_EXECUTING | DFCCL_SIM_ST_SYNC)) {
+        q = dfccl_sim_world_part(world, h, gs->lo + frame->it++);
+        if (dfccl_sim_part_live(round, q)) {  /* all of them, without a cap */
             return q;
         }
     }

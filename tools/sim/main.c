@@ -169,7 +169,7 @@ static void dfccl_sim_print_config(const dfccl_sim_options_t *opts,
     }
     printf("  total_rounds           %lld\n", (long long)config->total_rounds);
     printf("  GPUs %d, groups %d, collectives %d, parts %d\n", world->gpu_num,
-           world->group_num, world->coll_num, world->part_num);
+           world->group_num, world->coll_num, world->real_parts);
     printf("  rounds %" PRIu64 ", seed %" PRIu64 ", threads %d%s\n", params->rounds,
            params->seed, params->threads,
            (params->flags & DFCCL_SIM_RUN_FULL) ? ", every round stepped" : "");

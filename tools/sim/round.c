@@ -15,7 +15,8 @@
  *    unlimited slots unless resource_limit caps them.
  * 4. A collective is successful once it executes on every member GPU; its
  *    parts free their slots, waiting parts move up, and a suspension ends
- *    once every part that was executing when it began is done.
+ *    once every part that was executing when it began is done.  (A part
+ *    keeps the state "executing"; it is done when its collective is.)
  * 5. After each event the dependency graph is searched for a cycle, starting
  *    only from the nodes the event gave new edges; the graph had no cycle
  *    before, so any new cycle passes through one of them.  The round ends at
@@ -43,22 +44,22 @@ dfccl_sim_status_t dfccl_sim_round_create(const dfccl_sim_world_t *world,
     if (round == NULL) {
         return DFCCL_SIM_ERR_NO_MEMORY;
     }
-    node_num        = (size_t)world->part_num + 2 * (size_t)world->gpu_num;
-    round->world    = world;
-    round->finite   = (world->limit != INT32_MAX);
-    round->node_num = (int32_t)node_num;
-    round->state    = dfccl_sim_calloc((size_t)world->part_num, 1, "part states");
-    round->coll_exec = dfccl_sim_calloc((size_t)world->coll_num, sizeof(uint16_t),
+    node_num         = (size_t)world->part_num + 2 * (size_t)world->gpu_num;
+    round->world     = world;
+    round->finite    = (world->limit != INT32_MAX);
+    round->node_num  = (int32_t)node_num;
+    round->state     = dfccl_sim_calloc((size_t)world->part_num, 1, "part states");
+    round->coll_wait = dfccl_sim_calloc((size_t)world->coll_num, sizeof(uint16_t),
                                         "collective states");
-    round->gpu      = dfccl_sim_calloc((size_t)world->gpu_num, sizeof(dfccl_sim_gpu_t),
-                                       "GPU states");
-    round->active   = dfccl_sim_calloc((size_t)world->gpu_num, sizeof(int32_t), "GPU list");
-    round->done     = dfccl_sim_calloc((size_t)world->coll_num, sizeof(int32_t),
-                                       "completion stack");
-    round->roots    = dfccl_sim_calloc(node_num, sizeof(int32_t), "graph roots");
-    round->mark     = dfccl_sim_calloc(node_num, sizeof(uint32_t), "graph marks");
-    round->stack    = dfccl_sim_calloc(node_num, sizeof(dfccl_sim_frame_t), "graph stack");
-    if ((round->state == NULL) || (round->coll_exec == NULL) || (round->gpu == NULL) ||
+    round->gpu       = dfccl_sim_calloc((size_t)world->gpu_num, sizeof(dfccl_sim_gpu_t),
+                                        "GPU states");
+    round->active    = dfccl_sim_calloc((size_t)world->gpu_num, sizeof(int32_t), "GPU list");
+    round->done      = dfccl_sim_calloc((size_t)world->coll_num, sizeof(int32_t),
+                                        "completion stack");
+    round->roots     = dfccl_sim_calloc(node_num, sizeof(int32_t), "graph roots");
+    round->mark      = dfccl_sim_calloc(node_num, sizeof(uint32_t), "graph marks");
+    round->stack     = dfccl_sim_calloc(node_num, sizeof(dfccl_sim_frame_t), "graph stack");
+    if ((round->state == NULL) || (round->coll_wait == NULL) || (round->gpu == NULL) ||
         (round->active == NULL) || (round->done == NULL) || (round->roots == NULL) ||
         (round->mark == NULL) || (round->stack == NULL)) {
         goto err_destroy;
@@ -89,7 +90,7 @@ void dfccl_sim_round_destroy(dfccl_sim_round_t *round)
         return;
     }
     free(round->state);
-    free(round->coll_exec);
+    free(round->coll_wait);
     free(round->gpu);
     free(round->active);
     free(round->wq);
@@ -108,12 +109,12 @@ void dfccl_sim_round_reset(dfccl_sim_round_t *round)
     int32_t g;
 
     memset(round->state, 0, (size_t)world->part_num);
-    memset(round->coll_exec, 0, (size_t)world->coll_num * sizeof(uint16_t));
+    memcpy(round->coll_wait, world->coll_size, (size_t)world->coll_num * sizeof(uint16_t));
     round->nactive = 0;
     for (g = 0; g < world->gpu_num; g++) {
         gs = &round->gpu[g];
         memset(gs, 0, sizeof(*gs));
-        gs->left = world->gpu_part0[g + 1] - world->gpu_part0[g];
+        gs->left = world->gpu_len[g];
         if (gs->left > 0) {
             round->active[round->nactive++] = g;
         }
@@ -123,71 +124,99 @@ void dfccl_sim_round_reset(dfccl_sim_round_t *round)
     round->nroots     = 0;
 }
 
-static inline void dfccl_sim_slot_add(dfccl_sim_round_t *round, int32_t gpu, int32_t part)
+/*
+ * The hot functions take the model as constant arguments (finite: execution
+ * slots are capped; sync: the synchronization model) and are always inlined,
+ * so that dfccl_sim_round_steps compiles into one specialised loop per model.
+ */
+#define DFCCL_SIM_HOT static inline __attribute__((always_inline))
+
+DFCCL_SIM_HOT void dfccl_sim_slot_add(dfccl_sim_round_t *round, int finite, int32_t gpu,
+                                      int32_t part)
 {
     dfccl_sim_gpu_t *gs = &round->gpu[gpu];
 
-    if (round->finite) {
+    if (finite) {
         round->slots[(size_t)gpu * (size_t)round->world->limit + (size_t)gs->exec_cnt] = part;
     }
     gs->exec_cnt++;
 }
 
-static inline void dfccl_sim_slot_remove(dfccl_sim_round_t *round, int32_t gpu, int32_t part)
+/* The part of coll on gpu is done. */
+DFCCL_SIM_HOT void dfccl_sim_slot_remove(dfccl_sim_round_t *round, int finite, int32_t gpu,
+                                         int32_t coll)
 {
     dfccl_sim_gpu_t *gs = &round->gpu[gpu];
     int32_t *slots, i;
 
-    gs->exec_cnt--;
-    if (round->finite) {
+    if ((--gs->exec_cnt == 0) && (gs->wq_head == gs->wq_tail)) {
+        /* everything this GPU invoked is done, and every position before
+         * front is invoked */
+        gs->lo = gs->front;
+    }
+    if (finite) {
         slots = round->slots + (size_t)gpu * (size_t)round->world->limit;
-        for (i = 0; slots[i] != part; i++) {
+        for (i = 0; round->world->part_coll[slots[i]] != coll; i++) {
         }
         slots[i] = slots[gs->exec_cnt];
     }
 }
 
-/*
- * Collective c became successful: mark its parts done, free their slots,
- * start waiting parts, end suspensions; repeat for collectives that complete
- * in turn.
- */
-static void dfccl_sim_coll_complete(dfccl_sim_round_t *round, int32_t coll)
+/* The member-th part of coll is done on a suspended GPU: count it off. */
+static void dfccl_sim_sync_release(dfccl_sim_round_t *round, int32_t coll, int32_t member,
+                                   int32_t gpu)
 {
     const dfccl_sim_world_t *world = round->world;
-    int32_t *done = round->done;
-    int32_t sp = 0, c, i, end, q, h, w, cw;
+    int32_t part = world->coll_members[world->coll_part0[coll] + member].part;
+
+    if (round->state[part] & DFCCL_SIM_ST_SYNC) {
+        round->gpu[gpu].pending--;
+    }
+}
+
+/*
+ * Collective coll became successful: free its members' slots, start waiting
+ * parts, count off suspensions; repeat for collectives that complete in turn.
+ */
+DFCCL_SIM_HOT void dfccl_sim_coll_complete(dfccl_sim_round_t *round, int finite, int32_t coll)
+{
+    const dfccl_sim_world_t *world = round->world;
+    int32_t *done                  = round->done;
+    int32_t sp = 0, c, k, m0, m, h, w, cw;
     dfccl_sim_gpu_t *gs;
-    unsigned st;
 
     done[sp++] = coll;
     while (sp > 0) {
         c = done[--sp];
         round->colls_left--;
-        end = world->coll_part0[c + 1];
-        for (i = world->coll_part0[c]; i < end; i++) {
-            q               = world->coll_parts[i];
-            h               = world->part_gpu[q];
-            gs              = &round->gpu[h];
-            st              = round->state[q];
-            round->state[q] = DFCCL_SIM_PART_DONE;
-            dfccl_sim_slot_remove(round, h, q);
-            if ((st & DFCCL_SIM_ST_SYNC) && (--gs->pending == 0)) {
-                gs->suspended = 0;
+        k  = world->coll_group[c];
+        m0 = world->group_gpu_off[k];
+        for (m = m0; m < world->group_gpu_off[k + 1]; m++) {
+            h  = world->group_gpus[m];
+            gs = &round->gpu[h];
+            dfccl_sim_slot_remove(round, finite, h, c);
+            if (gs->pending > 0) {
+                if (finite) {
+                    dfccl_sim_sync_release(round, c, m - m0, h);
+                } else {
+                    /* nothing starts on a suspended GPU without a cap: every
+                     * live part belongs to its synchronization */
+                    gs->pending--;
+                }
             }
-            if ((gs->wq_head == gs->wq_tail) || (gs->exec_cnt >= world->limit)) {
+            if (!finite || (gs->wq_head == gs->wq_tail) || (gs->exec_cnt >= world->limit)) {
                 continue;
             }
             /* the freed slot goes to the oldest waiting part */
-            w               = round->wq[world->gpu_part0[h] + gs->wq_head++];
+            w               = round->wq[dfccl_sim_world_part(world, h, gs->wq_head++)];
             round->state[w] = DFCCL_SIM_PART_EXECUTING;
-            dfccl_sim_slot_add(round, h, w);
+            dfccl_sim_slot_add(round, finite, h, w);
             if (gs->wq_head != gs->wq_tail) {
                 /* parts still waiting on h now also wait for w */
                 round->roots[round->nroots++] = w;
             }
             cw = world->part_coll[w];
-            if (++round->coll_exec[cw] == dfccl_sim_world_coll_size(world, cw)) {
+            if (--round->coll_wait[cw] == 0) {
                 done[sp++] = cw;
             }
         }
@@ -195,45 +224,46 @@ static void dfccl_sim_coll_complete(dfccl_sim_round_t *round, int32_t coll)
 }
 
 /* GPU gpu invokes the part at position pos of its list. */
-static inline void dfccl_sim_invoke_at(dfccl_sim_round_t *round, int32_t gpu, int32_t pos)
+DFCCL_SIM_HOT void dfccl_sim_invoke_at(dfccl_sim_round_t *round, int finite, int32_t gpu,
+                                       int32_t pos)
 {
     const dfccl_sim_world_t *world = round->world;
     dfccl_sim_gpu_t *gs            = &round->gpu[gpu];
-    int32_t base                   = world->gpu_part0[gpu];
-    int32_t part                   = base + pos;
+    uint8_t *state                 = round->state + gpu;
+    size_t stride                  = (size_t)world->gpu_num;
+    int32_t part                   = dfccl_sim_world_part(world, gpu, pos);
     int32_t coll                   = world->part_coll[part];
-    int32_t n, i, end;
+    const dfccl_sim_member_t *member, *end;
 
     round->events++;
     gs->left--;
-    round->state[part] = DFCCL_SIM_PART_INVOKED;
+    state[pos * stride] = DFCCL_SIM_PART_INVOKED;
     if (pos >= gs->hi) {
         gs->hi = pos + 1;
     }
     if (pos == gs->front) {
-        n = world->gpu_part0[gpu + 1] - base;
         do {
             gs->front++;
-        } while ((gs->front < n) && (round->state[base + gs->front] != DFCCL_SIM_PART_UNINVOKED));
+        } while ((gs->front < gs->hi) &&
+                 (state[gs->front * stride] != DFCCL_SIM_PART_UNINVOKED));
     }
 
-    if ((gs->wq_head == gs->wq_tail) && (gs->exec_cnt < world->limit)) {
+    if (!finite || ((gs->wq_head == gs->wq_tail) && (gs->exec_cnt < world->limit))) {
         /* Nothing waits on this GPU, so nothing depends on the new part yet
          * and it cannot close a cycle by itself. */
-        round->state[part] = DFCCL_SIM_PART_EXECUTING;
-        dfccl_sim_slot_add(round, gpu, part);
-        if (++round->coll_exec[coll] == dfccl_sim_world_coll_size(world, coll)) {
-            dfccl_sim_coll_complete(round, coll);
+        state[pos * stride] = DFCCL_SIM_PART_EXECUTING;
+        dfccl_sim_slot_add(round, finite, gpu, part);
+        if (--round->coll_wait[coll] == 0) {
+            dfccl_sim_coll_complete(round, finite, coll);
         }
         return;
     }
 
-    round->wq[base + gs->wq_tail++] = part;
+    round->wq[dfccl_sim_world_part(world, gpu, gs->wq_tail++)] = part;
     /* New edges: each member executing coll now waits for this GPU's slots. */
-    end = world->coll_part0[coll + 1];
-    for (i = world->coll_part0[coll]; i < end; i++) {
-        if ((round->state[world->coll_parts[i]] & DFCCL_SIM_ST_MASK) ==
-            DFCCL_SIM_PART_EXECUTING) {
+    end = world->coll_members + world->coll_part0[coll + 1];
+    for (member = world->coll_members + world->coll_part0[coll]; member < end; member++) {
+        if ((round->state[member->part] & DFCCL_SIM_ST_MASK) == DFCCL_SIM_PART_EXECUTING) {
             round->roots[round->nroots++] = dfccl_sim_node_r(round, gpu);
             break;
         }
@@ -245,42 +275,39 @@ static void dfccl_sim_sync(dfccl_sim_round_t *round, int32_t gpu)
 {
     const dfccl_sim_world_t *world = round->world;
     dfccl_sim_gpu_t *gs            = &round->gpu[gpu];
-    int32_t base                   = world->gpu_part0[gpu];
-    int32_t pos, i;
     const int32_t *slots;
+    int32_t i;
 
     round->events++;
     if (gs->exec_cnt == 0) {
         return;  /* nothing executing: the suspension ends at once */
     }
     if (round->finite) {
+        /* parts waiting now may start during the suspension: mark the set */
         slots = round->slots + (size_t)gpu * (size_t)world->limit;
         for (i = 0; i < gs->exec_cnt; i++) {
             round->state[slots[i]] |= DFCCL_SIM_ST_SYNC;
         }
-    } else {
-        while ((gs->lo < gs->hi) && (round->state[base + gs->lo] == DFCCL_SIM_PART_DONE)) {
-            gs->lo++;
-        }
-        for (pos = gs->lo; pos < gs->hi; pos++) {
-            if (round->state[base + pos] == DFCCL_SIM_PART_EXECUTING) {
-                round->state[base + pos] |= DFCCL_SIM_ST_SYNC;
-            }
-        }
     }
-    gs->pending   = gs->exec_cnt;
-    gs->suspended = 1;
+    /* Without a cap, nothing starts on the GPU while it is suspended, so its
+     * live parts are exactly the synchronization's set: no marking needed. */
+    gs->pending = gs->exec_cnt;
     round->roots[round->nroots++] = dfccl_sim_node_z(round, gpu);
 }
 
 /* Choose the position of the GPU's next invocation. */
-static inline int32_t dfccl_sim_pick(dfccl_sim_round_t *round, int32_t gpu)
+DFCCL_SIM_HOT int32_t dfccl_sim_pick(dfccl_sim_round_t *round, int32_t gpu)
 {
-    const uint8_t *state = round->state + round->world->gpu_part0[gpu];
+    const uint8_t *state = round->state + gpu;
+    size_t stride        = (size_t)round->world->gpu_num;
     dfccl_sim_gpu_t *gs  = &round->gpu[gpu];
     int32_t pos          = gs->front;
     int32_t k            = gs->left;
 
+    if ((k > 1) && (round->disorder_cd > 0)) {
+        round->disorder_cd--;  /* the common case: take the front */
+        return pos;
+    }
     for (; k > 1; k--) {
         if (round->disorder_cd > 0) {
             round->disorder_cd--;
@@ -291,16 +318,16 @@ static inline int32_t dfccl_sim_pick(dfccl_sim_round_t *round, int32_t gpu)
                                                round->log1m_disorder);
         do {
             pos++;
-        } while (state[pos] != DFCCL_SIM_PART_UNINVOKED);
+        } while (state[pos * stride] != DFCCL_SIM_PART_UNINVOKED);
     }
     return pos;
 }
 
 /* Step until the round ends. */
-static void dfccl_sim_round_steps(dfccl_sim_round_t *round, dfccl_sim_outcome_t *outcome)
+DFCCL_SIM_HOT void dfccl_sim_round_steps_model(dfccl_sim_round_t *round, int sync_model,
+                                               int finite, dfccl_sim_outcome_t *outcome)
 {
     const dfccl_sim_world_t *world = round->world;
-    int sync_model                 = (world->model == DFCCL_SIM_MODEL_SYNC);
     int32_t i, w, g, issued;
 
     while (round->colls_left > 0) {
@@ -309,8 +336,8 @@ static void dfccl_sim_round_steps(dfccl_sim_round_t *round, dfccl_sim_outcome_t 
         w      = 0;
         for (i = 0; i < round->nactive; i++) {
             g = round->active[i];
-            if (round->gpu[g].suspended) {
-                round->active[w++] = g;
+            if (sync_model && (round->gpu[g].pending > 0)) {
+                round->active[w++] = g;  /* suspended */
                 continue;
             }
             issued = 1;
@@ -319,7 +346,7 @@ static void dfccl_sim_round_steps(dfccl_sim_round_t *round, dfccl_sim_outcome_t 
                                                    round->log1m_sync);
                 dfccl_sim_sync(round, g);
             } else {
-                dfccl_sim_invoke_at(round, g, dfccl_sim_pick(round, g));
+                dfccl_sim_invoke_at(round, finite, g, dfccl_sim_pick(round, g));
             }
             if ((round->nroots > 0) && dfccl_sim_cycle_find(round)) {
                 outcome->deadlocked = 1;
@@ -337,6 +364,17 @@ static void dfccl_sim_round_steps(dfccl_sim_round_t *round, dfccl_sim_outcome_t 
             outcome->stalled    = 1;
             return;
         }
+    }
+}
+
+static void dfccl_sim_round_steps(dfccl_sim_round_t *round, dfccl_sim_outcome_t *outcome)
+{
+    if (round->world->model == DFCCL_SIM_MODEL_SINGLE) {
+        dfccl_sim_round_steps_model(round, 0, 1, outcome);
+    } else if (round->finite) {
+        dfccl_sim_round_steps_model(round, 1, 1, outcome);
+    } else {
+        dfccl_sim_round_steps_model(round, 1, 0, outcome);
     }
 }
 
@@ -366,7 +404,7 @@ void dfccl_sim_round_run(dfccl_sim_round_t *round, uint64_t seed, uint64_t index
 
 static dfccl_sim_status_t dfccl_sim_round_check_gpu(const dfccl_sim_round_t *round, int32_t gpu)
 {
-    if ((gpu < 0) || (gpu >= round->world->gpu_num) || round->gpu[gpu].suspended ||
+    if ((gpu < 0) || (gpu >= round->world->gpu_num) || (round->gpu[gpu].pending > 0) ||
         (round->gpu[gpu].left == 0)) {
         return DFCCL_SIM_ERR_BAD_EVENT;
     }
@@ -382,9 +420,9 @@ static int32_t dfccl_sim_round_find(const dfccl_sim_round_t *round, int32_t gpu,
     if ((gpu < 0) || (gpu >= world->gpu_num) || (coll < 0) || (coll >= world->coll_num)) {
         return -1;
     }
-    for (p = world->gpu_part0[gpu]; p < world->gpu_part0[gpu + 1]; p++) {
-        if (world->part_coll[p] == coll) {
-            return p - world->gpu_part0[gpu];
+    for (p = 0; p < world->gpu_len[gpu]; p++) {
+        if (world->part_coll[dfccl_sim_world_part(world, gpu, p)] == coll) {
+            return p;
         }
     }
     return -1;
@@ -396,10 +434,11 @@ dfccl_sim_status_t dfccl_sim_round_invoke(dfccl_sim_round_t *round, int32_t gpu,
     int32_t pos = dfccl_sim_round_find(round, gpu, coll);
 
     if ((pos < 0) || (dfccl_sim_round_check_gpu(round, gpu) != DFCCL_SIM_OK) ||
-        (round->state[round->world->gpu_part0[gpu] + pos] != DFCCL_SIM_PART_UNINVOKED)) {
+        (round->state[dfccl_sim_world_part(round->world, gpu, pos)] !=
+         DFCCL_SIM_PART_UNINVOKED)) {
         return DFCCL_SIM_ERR_BAD_EVENT;
     }
-    dfccl_sim_invoke_at(round, gpu, pos);
+    dfccl_sim_invoke_at(round, round->finite, gpu, pos);
     *deadlock_p = (round->nroots > 0) && dfccl_sim_cycle_find(round);
     return DFCCL_SIM_OK;
 }
@@ -419,25 +458,36 @@ dfccl_sim_part_state_t dfccl_sim_round_part_state(const dfccl_sim_round_t *round
                                                   int32_t gpu, int32_t coll)
 {
     int32_t pos = dfccl_sim_round_find(round, gpu, coll);
+    unsigned st;
 
     if (pos < 0) {
         return DFCCL_SIM_PART_UNINVOKED;
     }
-    return (dfccl_sim_part_state_t)(round->state[round->world->gpu_part0[gpu] + pos] &
-                                    DFCCL_SIM_ST_MASK);
+    st = round->state[dfccl_sim_world_part(round->world, gpu, pos)] & DFCCL_SIM_ST_MASK;
+    if ((st == DFCCL_SIM_PART_EXECUTING) && (round->coll_wait[coll] == 0)) {
+        return DFCCL_SIM_PART_DONE;
+    }
+    return (dfccl_sim_part_state_t)st;
 }
 
 int dfccl_sim_round_part_in_sync(const dfccl_sim_round_t *round, int32_t gpu, int32_t coll)
 {
     int32_t pos = dfccl_sim_round_find(round, gpu, coll);
+    int32_t part;
 
-    return (pos >= 0) &&
-           (round->state[round->world->gpu_part0[gpu] + pos] & DFCCL_SIM_ST_SYNC);
+    if (pos < 0) {
+        return 0;
+    }
+    part = dfccl_sim_world_part(round->world, gpu, pos);
+    if (!round->finite) {
+        return (round->gpu[gpu].pending > 0) && dfccl_sim_part_live(round, part);
+    }
+    return (round->state[part] & DFCCL_SIM_ST_SYNC) && dfccl_sim_part_live(round, part);
 }
 
 int dfccl_sim_round_suspended(const dfccl_sim_round_t *round, int32_t gpu)
 {
-    return round->gpu[gpu].suspended;
+    return round->gpu[gpu].pending > 0;
 }
 
 int dfccl_sim_round_complete(const dfccl_sim_round_t *round)

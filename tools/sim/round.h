@@ -23,19 +23,25 @@
 #include "rng.h"
 #include "sim.h"
 
-#define DFCCL_SIM_ST_MASK 3u  /* dfccl_sim_part_state_t */
-#define DFCCL_SIM_ST_SYNC 4u  /* executing when its GPU synchronized */
+/*
+ * A part's state byte: dfccl_sim_part_state_t without DONE, plus a flag.  An
+ * executing part is done exactly when its collective is (coll_wait = 0), so
+ * completing a collective writes no part state: it touches only its group's
+ * GPU list and the GPUs' counters.
+ */
+#define DFCCL_SIM_ST_MASK 3u  /* UNINVOKED, INVOKED or EXECUTING */
+#define DFCCL_SIM_ST_SYNC 4u  /* executing when its GPU synchronized (capped model) */
 
-typedef struct dfccl_sim_gpu {
+/* Per-GPU state: 32 bytes, so that two share no cache line. */
+typedef struct __attribute__((aligned(32))) dfccl_sim_gpu {
     int32_t front;     /* first position not invoked yet */
-    int32_t lo;        /* every part before this position is done */
-    int32_t hi;        /* one past the last invoked position */
     int32_t left;      /* positions not invoked yet */
-    int32_t exec_cnt;  /* executing parts */
-    int32_t wq_head;   /* waiting parts: wq[part0 + wq_head .. part0 + wq_tail) */
+    int32_t pending;   /* parts of the synchronization not done; > 0: suspended */
+    int32_t exec_cnt;  /* executing parts, not done */
+    int32_t hi;        /* one past the last invoked position */
+    int32_t lo;        /* every part before this position is done */
+    int32_t wq_head;   /* waiting parts: wq at positions wq_head .. wq_tail - 1 */
     int32_t wq_tail;
-    int32_t pending;   /* parts of the synchronization not done yet */
-    int32_t suspended;
 } dfccl_sim_gpu_t;
 
 typedef struct dfccl_sim_frame {
@@ -46,8 +52,8 @@ typedef struct dfccl_sim_frame {
 struct dfccl_sim_round {
     const dfccl_sim_world_t *world;
     int32_t                  finite;       /* world->limit caps execution */
-    uint8_t                 *state;        /* [part_num] state | DFCCL_SIM_ST_SYNC */
-    uint16_t                *coll_exec;    /* [coll_num] executing parts */
+    uint8_t                 *state;        /* [part_num] */
+    uint16_t                *coll_wait;    /* [coll_num] members not executing yet */
     dfccl_sim_gpu_t         *gpu;          /* [gpu_num] */
     int32_t                 *active;       /* GPUs with parts left, in id order */
     int32_t                  nactive;
@@ -70,6 +76,32 @@ struct dfccl_sim_round {
     double                   log1m_disorder;
     double                   log1m_sync;
 };
+
+/* An executing part that is not done yet. */
+static inline int dfccl_sim_part_live(const dfccl_sim_round_t *round, int32_t part)
+{
+    return ((round->state[part] & DFCCL_SIM_ST_MASK) == DFCCL_SIM_PART_EXECUTING) &&
+           (round->coll_wait[round->world->part_coll[part]] != 0);
+}
+
+/*
+ * Move lo past the done parts at the start of the GPU's list.  Called where
+ * the live parts are scanned (rarely), so the hot path never looks back.
+ */
+static inline void dfccl_sim_lo_advance(dfccl_sim_round_t *round, int32_t gpu)
+{
+    dfccl_sim_gpu_t *gs = &round->gpu[gpu];
+    int32_t part;
+
+    while (gs->lo < gs->hi) {
+        part = gs->lo * round->world->gpu_num + gpu;
+        if (((round->state[part] & DFCCL_SIM_ST_MASK) != DFCCL_SIM_PART_EXECUTING) ||
+            (round->coll_wait[round->world->part_coll[part]] != 0)) {
+            break;
+        }
+        gs->lo++;
+    }
+}
 
 /* Graph node ids: parts, then R(h), then Z(h). */
 static inline int32_t dfccl_sim_node_r(const dfccl_sim_round_t *round, int32_t gpu)

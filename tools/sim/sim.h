@@ -80,34 +80,45 @@ const char *dfccl_sim_model_name(dfccl_sim_model_t model);
 const char *dfccl_sim_grouping_name(dfccl_sim_grouping_t grouping);
 
 /*
- * The topology of a configuration.  A part is one collective on one GPU.  Part
- * ids are GPU-major: the parts of GPU g are gpu_part0[g] .. gpu_part0[g + 1] - 1
- * in the GPU's intended order, so a GPU walks its list through contiguous
- * memory.  coll_parts lists the parts of each collective, contiguous per
- * collective, in the member order of its group.
+ * The topology of a configuration.  Collectives are numbered in the global
+ * intended order, so a GPU's intended list is its collectives by rising id.
+ * A part is one collective on one GPU; part ids are position-major: the part
+ * at position pos of GPU g's list is pos * gpu_num + g.  Every GPU that is not
+ * suspended moves one position per step, so the GPUs of a step touch
+ * neighbouring memory.  Positions at or past a GPU's list length are holes
+ * (part_coll is -1).  coll_members lists each collective's parts, contiguous
+ * per collective, in the member order of its group.
  */
+typedef struct dfccl_sim_member {
+    int32_t part;
+    int32_t gpu;
+} dfccl_sim_member_t;
+
 typedef struct dfccl_sim_world {
-    dfccl_sim_model_t model;
-    double            disorder_prob;
-    double            sync_prob;
-    int32_t           limit;         /* executing parts per GPU; INT32_MAX: no cap */
-    int32_t           gpu_num;
-    int32_t           group_num;
-    int32_t           coll_num;
-    int32_t           part_num;
-    int32_t           max_group_size;
-    int32_t          *group_gpu_off; /* [group_num + 1] */
-    int32_t          *group_gpus;
-    int32_t          *group_coll0;   /* [group_num + 1] first collective of a group */
-    int32_t          *coll_group;    /* [coll_num] */
-    int32_t          *coll_part0;    /* [coll_num + 1] into coll_parts */
-    int32_t          *coll_parts;    /* [part_num] */
-    int32_t          *gpu_part0;     /* [gpu_num + 1] */
-    int32_t          *part_coll;     /* [part_num] */
-    int32_t          *part_gpu;      /* [part_num] */
+    dfccl_sim_model_t   model;
+    double              disorder_prob;
+    double              sync_prob;
+    int32_t             limit;         /* executing parts per GPU; INT32_MAX: no cap */
+    int32_t             gpu_num;
+    int32_t             group_num;
+    int32_t             coll_num;
+    int32_t             real_parts;    /* parts that exist (no holes) */
+    int32_t             part_num;      /* gpu_num * max_len: the part id space */
+    int32_t             max_len;       /* longest GPU list */
+    int32_t             max_group_size;
+    int32_t            *group_gpu_off; /* [group_num + 1] */
+    int32_t            *group_gpus;
+    int64_t            *group_coll_cnt; /* [group_num] */
+    int32_t            *coll_group;    /* [coll_num] */
+    int32_t            *coll_index;    /* [coll_num] index in its group's list */
+    uint16_t           *coll_size;     /* [coll_num] member GPUs */
+    int32_t            *coll_part0;    /* [coll_num + 1] into coll_members */
+    dfccl_sim_member_t *coll_members;  /* [real_parts] */
+    int32_t            *gpu_len;       /* [gpu_num] intended list lengths */
+    int32_t            *part_coll;     /* [part_num] */
     /* Disorder trials a round draws when it never skips: one per pick that is
      * not the last collective of its GPU. */
-    int64_t           trial_budget;
+    int64_t             trial_budget;
 } dfccl_sim_world_t;
 
 dfccl_sim_status_t dfccl_sim_world_create(const dfccl_sim_config_t *config,
@@ -115,9 +126,13 @@ dfccl_sim_status_t dfccl_sim_world_create(const dfccl_sim_config_t *config,
                                           dfccl_sim_world_t **world_p);
 void dfccl_sim_world_destroy(dfccl_sim_world_t *world);
 
-static inline int32_t dfccl_sim_world_coll_size(const dfccl_sim_world_t *world, int32_t coll)
+/* The id of the index-th collective of a group, or -1. */
+int32_t dfccl_sim_world_coll_id(const dfccl_sim_world_t *world, int32_t group, int64_t index);
+
+static inline int32_t dfccl_sim_world_part(const dfccl_sim_world_t *world, int32_t gpu,
+                                           int32_t pos)
 {
-    return world->coll_part0[coll + 1] - world->coll_part0[coll];
+    return pos * world->gpu_num + gpu;
 }
 
 /* State of one part. */

@@ -5,11 +5,12 @@
  * and, from it, every GPU's intended list of parts.
  *
  * The global order is a round-robin over the groups by group id, taking each
- * group's next collective in turn and skipping exhausted groups.  A GPU's
- * intended order is that order restricted to its own groups, so any two GPUs
- * meet their shared collectives in the same order.  Parts are numbered along
- * each GPU's list (GPU-major), which keeps a GPU's walk through its list in
- * contiguous memory.
+ * group's next collective in turn and skipping exhausted groups; collectives
+ * are numbered in that order.  A GPU's intended order is that order
+ * restricted to its own groups (its collectives by rising id), so any two
+ * GPUs meet their shared collectives in the same order.  Parts are numbered
+ * position-major (see sim.h), so that GPUs advancing in step touch
+ * neighbouring memory.
  */
 #include "sim.h"
 
@@ -115,49 +116,76 @@ void dfccl_sim_world_destroy(dfccl_sim_world_t *world)
     }
     free(world->group_gpu_off);
     free(world->group_gpus);
-    free(world->group_coll0);
+    free(world->group_coll_cnt);
     free(world->coll_group);
+    free(world->coll_index);
+    free(world->coll_size);
     free(world->coll_part0);
-    free(world->coll_parts);
-    free(world->gpu_part0);
+    free(world->coll_members);
+    free(world->gpu_len);
     free(world->part_coll);
-    free(world->part_gpu);
     free(world);
 }
 
-/* Lay the collectives out in the global round-robin order. */
-static void dfccl_sim_world_order(dfccl_sim_world_t *world, const int64_t *coll_cnt,
-                                  int32_t *alive, int32_t *cursor)
+int32_t dfccl_sim_world_coll_id(const dfccl_sim_world_t *world, int32_t group, int64_t index)
 {
-    int32_t nalive = 0, keep, r, i, k, c, size, part;
-    const int32_t *members;
+    int32_t c;
 
-    for (k = 0; k < world->group_num; k++) {
-        if (coll_cnt[k] > 0) {
-            alive[nalive++] = k;
+    for (c = 0; c < world->coll_num; c++) {
+        if ((world->coll_group[c] == group) && (world->coll_index[c] == index)) {
+            return c;
         }
     }
-    for (int32_t g = 0; g < world->gpu_num; g++) {
-        cursor[g] = world->gpu_part0[g];
+    return -1;
+}
+
+/* Number the collectives in the global round-robin order. */
+static void dfccl_sim_world_number(dfccl_sim_world_t *world, int32_t *alive)
+{
+    const int64_t *cnt = world->group_coll_cnt;
+    int32_t nalive = 0, keep, r, i, k, c = 0, parts = 0;
+
+    for (k = 0; k < world->group_num; k++) {
+        if (cnt[k] > 0) {
+            alive[nalive++] = k;
+        }
     }
     for (r = 0; nalive > 0; r++) {
         keep = 0;
         for (i = 0; i < nalive; i++) {
-            k       = alive[i];
-            c       = world->group_coll0[k] + r;
-            size    = world->group_gpu_off[k + 1] - world->group_gpu_off[k];
-            members = world->group_gpus + world->group_gpu_off[k];
-            for (int32_t m = 0; m < size; m++) {
-                part                                       = cursor[members[m]]++;
-                world->part_coll[part]                     = c;
-                world->part_gpu[part]                      = members[m];
-                world->coll_parts[world->coll_part0[c] + m] = part;
-            }
-            if (r + 1 < coll_cnt[k]) {
+            k                    = alive[i];
+            world->coll_group[c] = k;
+            world->coll_index[c] = r;
+            world->coll_part0[c] = parts;
+            world->coll_size[c]  = (uint16_t)(world->group_gpu_off[k + 1] -
+                                              world->group_gpu_off[k]);
+            parts               += world->coll_size[c];
+            c++;
+            if (r + 1 < cnt[k]) {
                 alive[keep++] = k;
             }
         }
         nalive = keep;
+    }
+    world->coll_part0[c] = parts;
+}
+
+/* Give every GPU its collectives by rising id, each at the GPU's next position. */
+static void dfccl_sim_world_lists(dfccl_sim_world_t *world, int32_t *cursor)
+{
+    int32_t c, k, m, g, part;
+    dfccl_sim_member_t *member;
+
+    for (c = 0; c < world->coll_num; c++) {
+        k      = world->coll_group[c];
+        member = world->coll_members + world->coll_part0[c];
+        for (m = world->group_gpu_off[k]; m < world->group_gpu_off[k + 1]; m++, member++) {
+            g                      = world->group_gpus[m];
+            part                   = dfccl_sim_world_part(world, g, cursor[g]++);
+            world->part_coll[part] = c;
+            member->part           = part;
+            member->gpu            = g;
+        }
     }
 }
 
@@ -168,10 +196,10 @@ dfccl_sim_status_t dfccl_sim_world_create(const dfccl_sim_config_t *config,
     dfccl_sim_groups_t groups = {0};
     dfccl_sim_world_t *world;
     dfccl_sim_status_t status;
-    int64_t colls = 0, parts = 0, list, max_list = 0;
+    int64_t colls = 0, parts = 0, max_len = 0, space;
     int64_t *gpu_len = NULL;
     int32_t *alive = NULL, *cursor = NULL;
-    int32_t k, g, c, size;
+    int32_t k, g, size;
 
     status = (config->grouping == DFCCL_SIM_GROUPING_MEGATRON) ?
                      dfccl_sim_groups_megatron(config, &groups) :
@@ -193,14 +221,23 @@ dfccl_sim_status_t dfccl_sim_world_create(const dfccl_sim_config_t *config,
         parts += groups.coll_cnt[k] * size;
         for (int32_t m = groups.gpu_off[k]; m < groups.gpu_off[k + 1]; m++) {
             gpu_len[groups.gpus[m]] += groups.coll_cnt[k];
+            if (gpu_len[groups.gpus[m]] > max_len) {
+                max_len = gpu_len[groups.gpus[m]];
+            }
         }
-        /* part ids and graph node ids (parts + 2 per GPU) must fit in int32_t */
-        if ((colls >= INT32_MAX) || (parts >= INT32_MAX - 2 * (int64_t)groups.gpu_num - 1)) {
-            dfccl_sim_msg_set(msg, "the configuration has more than 2^31 collective parts; "
-                              "use fewer collectives or GPUs");
-            status = DFCCL_SIM_ERR_TOO_LARGE;
-            goto out_free_len;
+        if ((colls >= INT32_MAX) || (parts >= INT32_MAX)) {
+            break;
         }
+    }
+    /* part ids and graph node ids (part space + 2 per GPU) must fit in int32_t */
+    space = max_len * groups.gpu_num;
+    if ((colls >= INT32_MAX) || (parts >= INT32_MAX) ||
+        (space >= INT32_MAX - 2 * (int64_t)groups.gpu_num - 1)) {
+        dfccl_sim_msg_set(msg, "too large: %d GPUs with lists of up to %lld collectives need "
+                          "more than 2^31 part slots; use fewer collectives or GPUs",
+                          groups.gpu_num, (long long)max_len);
+        status = DFCCL_SIM_ERR_TOO_LARGE;
+        goto out_free_len;
     }
 
     world = dfccl_sim_calloc(1, sizeof(*world), "world");
@@ -209,77 +246,66 @@ dfccl_sim_status_t dfccl_sim_world_create(const dfccl_sim_config_t *config,
         status = DFCCL_SIM_ERR_NO_MEMORY;
         goto out_free_len;
     }
-    world->model         = config->model;
-    world->disorder_prob = config->disorder_prob;
-    world->sync_prob     = (config->model == DFCCL_SIM_MODEL_SYNC) ? config->sync_prob : 0.0;
-    world->gpu_num       = groups.gpu_num;
-    world->group_num     = groups.group_num;
-    world->coll_num      = (int32_t)colls;
-    world->part_num      = (int32_t)parts;
+    world->model          = config->model;
+    world->disorder_prob  = config->disorder_prob;
+    world->sync_prob      = (config->model == DFCCL_SIM_MODEL_SYNC) ? config->sync_prob : 0.0;
+    world->gpu_num        = groups.gpu_num;
+    world->group_num      = groups.group_num;
+    world->coll_num       = (int32_t)colls;
+    world->real_parts     = (int32_t)parts;
+    world->part_num       = (int32_t)space;
+    world->max_len        = (int32_t)max_len;
     /* the world owns the group arrays from here on */
-    world->group_gpu_off = groups.gpu_off;
-    world->group_gpus    = groups.gpus;
-    groups.gpu_off       = NULL;
-    groups.gpus          = NULL;
+    world->group_gpu_off  = groups.gpu_off;
+    world->group_gpus     = groups.gpus;
+    world->group_coll_cnt = groups.coll_cnt;
+    groups.gpu_off        = NULL;
+    groups.gpus           = NULL;
+    groups.coll_cnt       = NULL;
 
-    world->group_coll0 = dfccl_sim_calloc((size_t)world->group_num + 1, sizeof(int32_t),
-                                          "group collectives");
-    world->coll_group  = dfccl_sim_calloc((size_t)colls, sizeof(int32_t), "collective groups");
-    world->coll_part0  = dfccl_sim_calloc((size_t)colls + 1, sizeof(int32_t),
-                                          "collective parts");
-    world->coll_parts  = dfccl_sim_calloc((size_t)parts, sizeof(int32_t), "collective parts");
-    world->gpu_part0   = dfccl_sim_calloc((size_t)world->gpu_num + 1, sizeof(int32_t),
-                                          "GPU lists");
-    world->part_coll   = dfccl_sim_calloc((size_t)parts, sizeof(int32_t), "part collectives");
-    world->part_gpu    = dfccl_sim_calloc((size_t)parts, sizeof(int32_t), "part GPUs");
-    alive              = dfccl_sim_calloc((size_t)world->group_num, sizeof(int32_t), "groups");
-    cursor             = dfccl_sim_calloc((size_t)world->gpu_num, sizeof(int32_t), "cursors");
-    if ((world->group_coll0 == NULL) || (world->coll_group == NULL) ||
-        (world->coll_part0 == NULL) || (world->coll_parts == NULL) ||
-        (world->gpu_part0 == NULL) || (world->part_coll == NULL) ||
-        (world->part_gpu == NULL) || (alive == NULL) || (cursor == NULL)) {
+    world->coll_group   = dfccl_sim_calloc((size_t)colls, sizeof(int32_t), "collectives");
+    world->coll_index   = dfccl_sim_calloc((size_t)colls, sizeof(int32_t), "collectives");
+    world->coll_size    = dfccl_sim_calloc((size_t)colls, sizeof(uint16_t), "collectives");
+    world->coll_part0   = dfccl_sim_calloc((size_t)colls + 1, sizeof(int32_t), "collectives");
+    world->coll_members = dfccl_sim_calloc((size_t)parts, sizeof(dfccl_sim_member_t),
+                                           "collective members");
+    world->gpu_len      = dfccl_sim_calloc((size_t)world->gpu_num, sizeof(int32_t),
+                                           "GPU lists");
+    world->part_coll    = dfccl_sim_calloc((size_t)space, sizeof(int32_t), "GPU lists");
+    alive               = dfccl_sim_calloc((size_t)world->group_num, sizeof(int32_t), "groups");
+    cursor              = dfccl_sim_calloc((size_t)world->gpu_num, sizeof(int32_t), "cursors");
+    if ((world->coll_group == NULL) || (world->coll_index == NULL) ||
+        (world->coll_size == NULL) || (world->coll_part0 == NULL) ||
+        (world->coll_members == NULL) || (world->gpu_len == NULL) ||
+        (world->part_coll == NULL) || (alive == NULL) || (cursor == NULL)) {
         dfccl_sim_msg_set(msg, "out of memory building the world (%lld parts)",
                           (long long)parts);
         status = DFCCL_SIM_ERR_NO_MEMORY;
         goto out_destroy_world;
     }
 
-    c     = 0;
-    parts = 0;
     for (k = 0; k < world->group_num; k++) {
-        size                  = world->group_gpu_off[k + 1] - world->group_gpu_off[k];
-        world->group_coll0[k] = c;
+        size = world->group_gpu_off[k + 1] - world->group_gpu_off[k];
         if (size > world->max_group_size) {
             world->max_group_size = size;
         }
-        for (int64_t i = 0; i < groups.coll_cnt[k]; i++, c++) {
-            world->coll_group[c] = k;
-            world->coll_part0[c] = (int32_t)parts;
-            parts               += size;
-        }
     }
-    world->group_coll0[world->group_num] = c;
-    world->coll_part0[c]                 = (int32_t)parts;
-
-    list = 0;
     for (g = 0; g < world->gpu_num; g++) {
-        world->gpu_part0[g] = (int32_t)list;
-        list               += gpu_len[g];
+        world->gpu_len[g] = (int32_t)gpu_len[g];
         if (gpu_len[g] > 0) {
             world->trial_budget += gpu_len[g] - 1;
         }
-        if (gpu_len[g] > max_list) {
-            max_list = gpu_len[g];
-        }
     }
-    world->gpu_part0[world->gpu_num] = (int32_t)list;
-
-    dfccl_sim_world_order(world, groups.coll_cnt, alive, cursor);
+    for (int64_t p = 0; p < space; p++) {
+        world->part_coll[p] = -1;  /* a hole until a list fills it */
+    }
+    dfccl_sim_world_number(world, alive);
+    dfccl_sim_world_lists(world, cursor);
 
     /* A cap a GPU can never reach is no cap; the single queue is a cap of one. */
     if (config->model == DFCCL_SIM_MODEL_SINGLE) {
         world->limit = 1;
-    } else if ((config->resource_limit < 0) || (config->resource_limit >= max_list)) {
+    } else if ((config->resource_limit < 0) || (config->resource_limit >= max_len)) {
         world->limit = INT32_MAX;
     } else {
         world->limit = (int32_t)config->resource_limit;
@@ -288,7 +314,6 @@ dfccl_sim_status_t dfccl_sim_world_create(const dfccl_sim_config_t *config,
     free(cursor);
     free(alive);
     free(gpu_len);
-    dfccl_sim_groups_free(&groups);
     *world_p = world;
     return DFCCL_SIM_OK;
 
