@@ -114,9 +114,64 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
     }
 }
 
+#if defined(__CUDACC__)
+/* Each reduction loop is its own function on GPUs: inlined into the daemon
+ * all together they overflow its registers. */
+#define DFCCL_F_RED DFCCL_F_NOINLINE
+/*
+ * GPU fast path: when every pointer is 16-byte aligned, each thread
+ * combines whole 16-byte vectors, DFCCL_VEC_UNROLL of them in flight, so
+ * that loads and (remote) stores are wide; the scalar loop below finishes
+ * the tail. BODY computes v_ from x_ and y_, of type T.
+ */
+/* More than one vector in flight per thread spills registers. */
+#define DFCCL_VEC_UNROLL 1
+#define DFCCL_VEC_LOOP(T, BODY)                                               \
+    do {                                                                      \
+        const uint64_t per_ = 16 / sizeof(T);                                 \
+        if ((((uintptr_t)pa | (uintptr_t)pb | (uintptr_t)pd0 |               \
+              (uintptr_t)pd1) & 15) == 0) {                                   \
+            const uint4 *va_ = (const uint4 *)pa, *vb_ = (const uint4 *)pb;   \
+            uint4 *v0_ = (uint4 *)pd0, *v1_ = (uint4 *)pd1;                   \
+            const uint64_t nv_ = n / per_;                                    \
+            const uint64_t st_ = (uint64_t)DFCCL_NTHREADS;                    \
+            for (uint64_t j_ = (uint64_t)DFCCL_TID; j_ < nv_;                 \
+                 j_ += st_ * DFCCL_VEC_UNROLL) {                              \
+                union { uint4 v; T e[16 / sizeof(T)]; }                       \
+                    a_[DFCCL_VEC_UNROLL], b_[DFCCL_VEC_UNROLL];               \
+                _Pragma("unroll") for (int u_ = 0; u_ < DFCCL_VEC_UNROLL; u_++) { \
+                    if (j_ + u_ * st_ < nv_) {                                \
+                        a_[u_].v = va_[j_ + u_ * st_];                        \
+                        b_[u_].v = vb_[j_ + u_ * st_];                        \
+                    }                                                         \
+                }                                                             \
+                _Pragma("unroll") for (int u_ = 0; u_ < DFCCL_VEC_UNROLL; u_++) { \
+                    if (j_ + u_ * st_ < nv_) {                                \
+                        _Pragma("unroll") for (uint64_t k_ = 0; k_ < per_; k_++) { \
+                            T x_ = a_[u_].e[k_], y_ = b_[u_].e[k_], v_;       \
+                            BODY;                                             \
+                            a_[u_].e[k_] = v_;                                \
+                        }                                                     \
+                        v0_[j_ + u_ * st_] = a_[u_].v;                        \
+                        if (v1_ != NULL) {                                    \
+                            v1_[j_ + u_ * st_] = a_[u_].v;                    \
+                        }                                                     \
+                    }                                                         \
+                }                                                             \
+            }                                                                 \
+            done_ = nv_ * per_;                                               \
+        }                                                                     \
+    } while (0)
+#else
+#define DFCCL_F_RED DFCCL_F_DEVICE
+#define DFCCL_VEC_LOOP(T, BODY) do { } while (0)
+#endif
+
 #define DFCCL_RED_LOOP(T, EXPR)                                               \
     do {                                                                      \
-        for (uint64_t i_ = (uint64_t)DFCCL_TID; i_ < n;                       \
+        uint64_t done_ = 0;                                                   \
+        DFCCL_VEC_LOOP(T, v_ = (EXPR));                                       \
+        for (uint64_t i_ = done_ + (uint64_t)DFCCL_TID; i_ < n;               \
              i_ += (uint64_t)DFCCL_NTHREADS) {                                \
             T x_ = pa[i_], y_ = pb[i_], v_;                                   \
             v_ = (EXPR);                                                      \
@@ -129,7 +184,7 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
 
 /* Integer types: T the type, U its unsigned twin (for wrapping arithmetic). */
 #define DFCCL_DEFINE_RED_INT(NAME, T, U)                                      \
-    DFCCL_F_DEVICE void dfccl_red_##NAME(int op, const void *a, const void *b, \
+    DFCCL_F_RED void dfccl_red_##NAME(int op, const void *a, const void *b, \
                                          void *d0, void *d1, uint64_t n)      \
     {                                                                         \
         const T *pa = (const T *)a, *pb = (const T *)b;                       \
@@ -152,7 +207,7 @@ DFCCL_DEFINE_RED_INT(u64, uint64_t, uint64_t)
 
 /* Native floating types. `div` > 0 divides the result (final step of AVG). */
 #define DFCCL_DEFINE_RED_FLOAT(NAME, T)                                       \
-    DFCCL_F_DEVICE void dfccl_red_##NAME(int op, const void *a, const void *b, \
+    DFCCL_F_RED void dfccl_red_##NAME(int op, const void *a, const void *b, \
                                          void *d0, void *d1, uint64_t n,      \
                                          uint32_t div)                        \
     {                                                                         \
@@ -177,24 +232,31 @@ DFCCL_DEFINE_RED_INT(u64, uint64_t, uint64_t)
 DFCCL_DEFINE_RED_FLOAT(f32, float)
 DFCCL_DEFINE_RED_FLOAT(f64, double)
 
+/* One float32 reduction step of a 16-bit type. */
+DFCCL_F_DEVICE float dfccl_red_f32_op(int op, uint32_t div, float x, float y)
+{
+    switch (op) {
+    case DFCCL_K_SUM:  return x + y;
+    case DFCCL_K_PROD: return x * y;
+    case DFCCL_K_MIN:  return x < y ? x : y;
+    case DFCCL_K_MAX:  return x > y ? x : y;
+    default:           return div > 1 ? (x + y) / (float)div : x + y;
+    }
+}
+
 /* 16-bit floating types, computed in float32. */
 #define DFCCL_DEFINE_RED_HALF(NAME, TO_F, FROM_F)                             \
-    DFCCL_F_DEVICE void dfccl_red_##NAME(int op, const void *a, const void *b, \
+    DFCCL_F_RED void dfccl_red_##NAME(int op, const void *a, const void *b, \
                                          void *d0, void *d1, uint64_t n,      \
                                          uint32_t div)                        \
     {                                                                         \
         const uint16_t *pa = (const uint16_t *)a, *pb = (const uint16_t *)b;  \
         uint16_t *pd0 = (uint16_t *)d0, *pd1 = (uint16_t *)d1;                \
-        for (uint64_t i_ = (uint64_t)DFCCL_TID; i_ < n;                       \
+        uint64_t done_ = 0;                                                   \
+        DFCCL_VEC_LOOP(uint16_t, v_ = FROM_F(dfccl_red_f32_op(op, div, TO_F(x_), TO_F(y_)))); \
+        for (uint64_t i_ = done_ + (uint64_t)DFCCL_TID; i_ < n;               \
              i_ += (uint64_t)DFCCL_NTHREADS) {                                \
-            float x_ = TO_F(pa[i_]), y_ = TO_F(pb[i_]), v_;                   \
-            switch (op) {                                                     \
-            case DFCCL_K_SUM:  v_ = x_ + y_; break;                           \
-            case DFCCL_K_PROD: v_ = x_ * y_; break;                           \
-            case DFCCL_K_MIN:  v_ = x_ < y_ ? x_ : y_; break;                 \
-            case DFCCL_K_MAX:  v_ = x_ > y_ ? x_ : y_; break;                 \
-            default:           v_ = div > 1 ? (x_ + y_) / (float)div : x_ + y_; \
-            }                                                                 \
+            float v_ = dfccl_red_f32_op(op, div, TO_F(pa[i_]), TO_F(pb[i_])); \
             uint16_t h_ = FROM_F(v_);                                         \
             pd0[i_] = h_;                                                     \
             if (pd1 != NULL) {                                                \

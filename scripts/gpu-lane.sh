@@ -49,14 +49,19 @@ step() {
     local name=$1 t0 rc
     shift
     t0=$(date +%s)
+    touch "$logs/$name.log.start"
     echo "== $name: $*"
     (cd "$build" && timeout "${DFCCL_LANE_STEP_TIMEOUT:-1800}" "$@") >"$logs/$name.log" 2>&1
     rc=$?
     summary+=("$(printf '%-28s %s (%ds)' "$name" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" $(($(date +%s) - t0)))")
     if [ $rc != 0 ]; then
         failed+=("$name")
+        # the failing tests' own output
+        find "$build" -name test-suite.log -newer "$logs/$name.log.start" \
+            -exec cat {} + >>"$logs/$name.log" 2>/dev/null
         tail -n 40 "$logs/$name.log"
     fi
+    rm -f "$logs/$name.log.start"
     return $rc
 }
 
