@@ -27,7 +27,7 @@ static inline int32_t dfccl_sim_cycle_next(dfccl_sim_round_t *round, dfccl_sim_f
     int32_t part_num               = world->part_num;
     const dfccl_sim_member_t *member;
     dfccl_sim_gpu_t *gs;
-    const int32_t *slots;
+    const dfccl_sim_entry_t *slots;
     int32_t c, b, end, q, h;
     unsigned st;
 
@@ -61,7 +61,7 @@ static inline int32_t dfccl_sim_cycle_next(dfccl_sim_round_t *round, dfccl_sim_f
         if (!round->finite || (frame->it >= gs->exec_cnt)) {
             return -1;
         }
-        return round->slots[(size_t)h * (size_t)world->limit + (size_t)frame->it++];
+        return round->slots[(size_t)h * (size_t)world->limit + (size_t)frame->it++].part;
     }
 
     /* Z(h): the parts of h's synchronization that are not done */
@@ -73,7 +73,7 @@ static inline int32_t dfccl_sim_cycle_next(dfccl_sim_round_t *round, dfccl_sim_f
     if (round->finite) {
         slots = round->slots + (size_t)h * (size_t)world->limit;
         while (frame->it < gs->exec_cnt) {
-            q = slots[frame->it++];
+            q = slots[frame->it++].part;
             if (state[q] & DFCCL_SIM_ST_SYNC) {
                 return q;
             }

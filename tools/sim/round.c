@@ -65,12 +65,17 @@ dfccl_sim_status_t dfccl_sim_round_create(const dfccl_sim_world_t *world,
         goto err_destroy;
     }
     if (round->finite) {
-        round->wq    = dfccl_sim_calloc((size_t)world->part_num, sizeof(int32_t),
-                                        "waiting queues");
-        round->slots = dfccl_sim_calloc((size_t)world->gpu_num * (size_t)world->limit,
-                                        sizeof(int32_t), "execution slots");
-        if ((round->wq == NULL) || (round->slots == NULL)) {
+        round->wq     = dfccl_sim_calloc((size_t)world->real_parts, sizeof(dfccl_sim_entry_t),
+                                         "waiting queues");
+        round->wq_off = dfccl_sim_calloc((size_t)world->gpu_num, sizeof(int32_t),
+                                         "waiting queues");
+        round->slots  = dfccl_sim_calloc((size_t)world->gpu_num * (size_t)world->limit,
+                                         sizeof(dfccl_sim_entry_t), "execution slots");
+        if ((round->wq == NULL) || (round->wq_off == NULL) || (round->slots == NULL)) {
             goto err_destroy;
+        }
+        for (int32_t g = 1; g < world->gpu_num; g++) {
+            round->wq_off[g] = round->wq_off[g - 1] + world->gpu_len[g - 1];
         }
     }
     round->log1m_disorder = log1p(-world->disorder_prob);
@@ -94,6 +99,7 @@ void dfccl_sim_round_destroy(dfccl_sim_round_t *round)
     free(round->gpu);
     free(round->active);
     free(round->wq);
+    free(round->wq_off);
     free(round->slots);
     free(round->done);
     free(round->roots);
@@ -132,12 +138,15 @@ void dfccl_sim_round_reset(dfccl_sim_round_t *round)
 #define DFCCL_SIM_HOT static inline __attribute__((always_inline))
 
 DFCCL_SIM_HOT void dfccl_sim_slot_add(dfccl_sim_round_t *round, int finite, int32_t gpu,
-                                      int32_t part)
+                                      int32_t part, int32_t coll)
 {
     dfccl_sim_gpu_t *gs = &round->gpu[gpu];
+    dfccl_sim_entry_t *slot;
 
     if (finite) {
-        round->slots[(size_t)gpu * (size_t)round->world->limit + (size_t)gs->exec_cnt] = part;
+        slot = &round->slots[(size_t)gpu * (size_t)round->world->limit + (size_t)gs->exec_cnt];
+        slot->part = part;
+        slot->coll = coll;
     }
     gs->exec_cnt++;
 }
@@ -147,7 +156,8 @@ DFCCL_SIM_HOT void dfccl_sim_slot_remove(dfccl_sim_round_t *round, int finite, i
                                          int32_t coll)
 {
     dfccl_sim_gpu_t *gs = &round->gpu[gpu];
-    int32_t *slots, i;
+    dfccl_sim_entry_t *slots;
+    int32_t i;
 
     if ((--gs->exec_cnt == 0) && (gs->wq_head == gs->wq_tail)) {
         /* everything this GPU invoked is done, and every position before
@@ -156,7 +166,7 @@ DFCCL_SIM_HOT void dfccl_sim_slot_remove(dfccl_sim_round_t *round, int finite, i
     }
     if (finite) {
         slots = round->slots + (size_t)gpu * (size_t)round->world->limit;
-        for (i = 0; round->world->part_coll[slots[i]] != coll; i++) {
+        for (i = 0; slots[i].coll != coll; i++) {
         }
         slots[i] = slots[gs->exec_cnt];
     }
@@ -182,7 +192,8 @@ DFCCL_SIM_HOT void dfccl_sim_coll_complete(dfccl_sim_round_t *round, int finite,
 {
     const dfccl_sim_world_t *world = round->world;
     int32_t *done                  = round->done;
-    int32_t sp = 0, c, k, m0, m, h, w, cw;
+    int32_t sp = 0, c, k, m0, m, h;
+    dfccl_sim_entry_t w;
     dfccl_sim_gpu_t *gs;
 
     done[sp++] = coll;
@@ -208,16 +219,15 @@ DFCCL_SIM_HOT void dfccl_sim_coll_complete(dfccl_sim_round_t *round, int finite,
                 continue;
             }
             /* the freed slot goes to the oldest waiting part */
-            w               = round->wq[dfccl_sim_world_part(world, h, gs->wq_head++)];
-            round->state[w] = DFCCL_SIM_PART_EXECUTING;
-            dfccl_sim_slot_add(round, finite, h, w);
+            w                    = round->wq[round->wq_off[h] + gs->wq_head++];
+            round->state[w.part] = DFCCL_SIM_PART_EXECUTING;
+            dfccl_sim_slot_add(round, finite, h, w.part, w.coll);
             if (gs->wq_head != gs->wq_tail) {
                 /* parts still waiting on h now also wait for w */
-                round->roots[round->nroots++] = w;
+                round->roots[round->nroots++] = w.part;
             }
-            cw = world->part_coll[w];
-            if (--round->coll_wait[cw] == 0) {
-                done[sp++] = cw;
+            if (--round->coll_wait[w.coll] == 0) {
+                done[sp++] = w.coll;
             }
         }
     }
@@ -233,7 +243,7 @@ DFCCL_SIM_HOT void dfccl_sim_invoke_at(dfccl_sim_round_t *round, int finite, int
     size_t stride                  = (size_t)world->gpu_num;
     int32_t part                   = dfccl_sim_world_part(world, gpu, pos);
     int32_t coll                   = world->part_coll[part];
-    const dfccl_sim_member_t *member, *end;
+    dfccl_sim_entry_t *entry;
 
     round->events++;
     gs->left--;
@@ -252,21 +262,21 @@ DFCCL_SIM_HOT void dfccl_sim_invoke_at(dfccl_sim_round_t *round, int finite, int
         /* Nothing waits on this GPU, so nothing depends on the new part yet
          * and it cannot close a cycle by itself. */
         state[pos * stride] = DFCCL_SIM_PART_EXECUTING;
-        dfccl_sim_slot_add(round, finite, gpu, part);
+        dfccl_sim_slot_add(round, finite, gpu, part, coll);
         if (--round->coll_wait[coll] == 0) {
             dfccl_sim_coll_complete(round, finite, coll);
         }
         return;
     }
 
-    round->wq[dfccl_sim_world_part(world, gpu, gs->wq_tail++)] = part;
-    /* New edges: each member executing coll now waits for this GPU's slots. */
-    end = world->coll_members + world->coll_part0[coll + 1];
-    for (member = world->coll_members + world->coll_part0[coll]; member < end; member++) {
-        if ((round->state[member->part] & DFCCL_SIM_ST_MASK) == DFCCL_SIM_PART_EXECUTING) {
-            round->roots[round->nroots++] = dfccl_sim_node_r(round, gpu);
-            break;
-        }
+    entry       = &round->wq[round->wq_off[gpu] + gs->wq_tail++];
+    entry->part = part;
+    entry->coll = coll;
+    /* New edges: the members executing coll now wait for this GPU's slots.
+     * Some member executes it exactly when not all of them still wait (none
+     * is done: this part is not executing). */
+    if (round->coll_wait[coll] != world->coll_size[coll]) {
+        round->roots[round->nroots++] = dfccl_sim_node_r(round, gpu);
     }
 }
 
@@ -275,7 +285,7 @@ static void dfccl_sim_sync(dfccl_sim_round_t *round, int32_t gpu)
 {
     const dfccl_sim_world_t *world = round->world;
     dfccl_sim_gpu_t *gs            = &round->gpu[gpu];
-    const int32_t *slots;
+    const dfccl_sim_entry_t *slots;
     int32_t i;
 
     round->events++;
@@ -286,7 +296,7 @@ static void dfccl_sim_sync(dfccl_sim_round_t *round, int32_t gpu)
         /* parts waiting now may start during the suspension: mark the set */
         slots = round->slots + (size_t)gpu * (size_t)world->limit;
         for (i = 0; i < gs->exec_cnt; i++) {
-            round->state[slots[i]] |= DFCCL_SIM_ST_SYNC;
+            round->state[slots[i].part] |= DFCCL_SIM_ST_SYNC;
         }
     }
     /* Without a cap, nothing starts on the GPU while it is suspended, so its

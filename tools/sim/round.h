@@ -40,9 +40,14 @@ typedef struct __attribute__((aligned(32))) dfccl_sim_gpu {
     int32_t exec_cnt;  /* executing parts, not done */
     int32_t hi;        /* one past the last invoked position */
     int32_t lo;        /* every part before this position is done */
-    int32_t wq_head;   /* waiting parts: wq at positions wq_head .. wq_tail - 1 */
+    int32_t wq_head;   /* waiting parts: wq[wq_off + wq_head .. wq_off + wq_tail - 1] */
     int32_t wq_tail;
 } dfccl_sim_gpu_t;
+
+typedef struct dfccl_sim_entry {
+    int32_t part;
+    int32_t coll;
+} dfccl_sim_entry_t;
 
 typedef struct dfccl_sim_frame {
     int32_t node;
@@ -57,8 +62,12 @@ struct dfccl_sim_round {
     dfccl_sim_gpu_t         *gpu;          /* [gpu_num] */
     int32_t                 *active;       /* GPUs with parts left, in id order */
     int32_t                  nactive;
-    int32_t                 *wq;           /* [part_num] waiting queues (finite) */
-    int32_t                 *slots;        /* [gpu_num * limit] executing parts (finite) */
+    /* With a cap: a queue of waiting parts per GPU (GPU-major, as long as its
+     * list), and its executing parts in limit slots per GPU; entries carry
+     * their collective so that queue and slot work reads no part arrays. */
+    dfccl_sim_entry_t       *wq;           /* [real_parts] */
+    int32_t                 *wq_off;       /* [gpu_num] */
+    dfccl_sim_entry_t       *slots;        /* [gpu_num * limit] */
     int32_t                 *done;         /* [coll_num] completion work stack */
     int64_t                  colls_left;
     uint64_t                 events;
