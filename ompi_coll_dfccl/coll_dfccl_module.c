@@ -13,8 +13,9 @@
  * in `enable`, which Open MPI calls while the communicator itself is being
  * created. Communicator creation is collective and every rank creates its
  * communicators in the same order (MPI requires it), so those allgathers
- * always pair up. It uses the previous module's allgather, which is already
- * enabled at that point (modules are enabled in increasing priority).
+ * always pair up.
+ * (The allgather is our own point-to-point ring that spins on opal_progress;
+ * see dfccl_p2p_allgather for why a blocking module call cannot be used.)
  * A group costs two small allgathers and a shared-memory directory; what is
  * expensive (connector memory, device state) comes with registration, and
  * registration is local, so it stays lazy: it happens at the first call of
@@ -49,6 +50,7 @@
 #include "opal/runtime/opal_progress.h"
 #include "ompi/mca/coll/base/base.h"
 #include "ompi/mca/pml/pml.h"
+#include "ompi/mca/coll/base/coll_tags.h"
 
 #ifdef DFCCL_HAVE_CUDART
 #include <cuda_runtime_api.h>
@@ -710,27 +712,77 @@ int mca_coll_dfccl_init_query(bool enable_progress_threads, bool enable_mpi_thre
         }                                                                      \
     } while (0)
 
-/* dfccl's out-of-band allgather: the previous module's, over the communicator. */
+/*
+ * dfccl's out-of-band allgather, over the communicator being created: a
+ * ring of point-to-point messages that spins on opal_progress. Not the
+ * previous module's blocking allgather: in Open MPI 4.1 `enable` can run
+ * inside opal_progress (communicator activation completes as a nonblocking
+ * request), and under MPI_THREAD_MULTIPLE a blocking wait there sleeps
+ * until a progress owner that is this very thread wakes it: it never does.
+ * (coll/ucc bootstraps the same way for the same reason.) The tag is one
+ * no other component uses; messages of successive calls pair in order.
+ */
+#define DFCCL_BOOTSTRAP_TAG (MCA_COLL_BASE_TAG_HCOLL_END + 1)
+
+static int dfccl_p2p_allgather(const void *sendbuf, void *recvbuf, size_t bytes,
+                               struct ompi_communicator_t *comm)
+{
+    int n = ompi_comm_size(comm), r = ompi_comm_rank(comm);
+    int right = (r + 1) % n, left = (r + n - 1) % n, rc;
+    char *out = recvbuf;
+
+    memcpy(out + (size_t)r * bytes, sendbuf, bytes);
+    for (int step = 0; step < n - 1; step++) {
+        int sblk = (r - step + n) % n, rblk = (r - step - 1 + n) % n;
+        ompi_request_t *reqs[2];
+
+        rc = MCA_PML_CALL(irecv(out + (size_t)rblk * bytes, bytes, MPI_BYTE, left,
+                                DFCCL_BOOTSTRAP_TAG, comm, &reqs[0]));
+        if (rc != OMPI_SUCCESS) {
+            return rc;
+        }
+        rc = MCA_PML_CALL(isend(out + (size_t)sblk * bytes, bytes, MPI_BYTE, right,
+                                DFCCL_BOOTSTRAP_TAG, MCA_PML_BASE_SEND_STANDARD, comm,
+                                &reqs[1]));
+        if (rc != OMPI_SUCCESS) {
+            return rc;
+        }
+        while (!REQUEST_COMPLETE(reqs[0]) || !REQUEST_COMPLETE(reqs[1])) {
+            opal_progress();
+        }
+        rc = reqs[0]->req_status.MPI_ERROR != MPI_SUCCESS ? reqs[0]->req_status.MPI_ERROR
+                                                          : reqs[1]->req_status.MPI_ERROR;
+        ompi_request_free(&reqs[0]);
+        ompi_request_free(&reqs[1]);
+        if (rc != MPI_SUCCESS) {
+            return rc;
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
 static int dfccl_oob_allgather(const void *sendbuf, void *recvbuf, size_t bytes, void *arg)
 {
     mca_coll_dfccl_module_t *m = arg;
-    int rc;
 
-    rc = m->previous_allgather(sendbuf, (int)bytes, MPI_BYTE, recvbuf, (int)bytes, MPI_BYTE,
-                               m->comm, m->previous_allgather_module);
-    return rc == OMPI_SUCCESS ? 0 : -1;
+    return dfccl_p2p_allgather(sendbuf, recvbuf, bytes, m->comm) == OMPI_SUCCESS ? 0 : -1;
 }
 
 /* 1 on every rank if `ok` is nonzero on every rank. */
 static int dfccl_agree(mca_coll_dfccl_module_t *m, int ok)
 {
-    int all = 0;
+    int n = ompi_comm_size(m->comm), all = 1;
+    int *oks = malloc((size_t)n * sizeof(int));
 
-    if (m->previous_allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, m->comm,
-                              m->previous_allreduce_module) != OMPI_SUCCESS) {
-        return 0;
+    if (oks == NULL || dfccl_p2p_allgather(&ok, oks, sizeof(int), m->comm) != OMPI_SUCCESS) {
+        free(oks);
+        return 0; /* MPI itself failed: the job is going down anyway */
     }
-    return all != 0;
+    for (int i = 0; i < n; i++) {
+        all &= oks[i] != 0;
+    }
+    free(oks);
+    return all;
 }
 
 static int dfccl_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)

@@ -1,0 +1,65 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# Runs the coll component's multi-rank tests under mpirun with 2, 3 and 4
+# ranks. Every run has a timeout, so a hang is a failure. Open MPI finds the
+# uninstalled component through mca_base_component_path (our .libs first,
+# then its own directory). The dfccl runs use the host backend
+# (coll_dfccl_backend=host), so no GPU is needed; the fallback run uses the
+# defaults and checks that the program behaves as without dfccl.
+set -u
+comp=${DFCCL_COMPONENT_DIR:-$(cd "$(dirname "$0")/../../ompi_coll_dfccl/.libs" && pwd)}
+bin=${DFCCL_TEST_DIR:-$(dirname "$0")}
+limit=${DFCCL_TEST_TIMEOUT:-120}
+sysdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+if [ ! -f "$comp/mca_coll_dfccl.so" ]; then
+    echo "run_mpi_tests: $comp/mca_coll_dfccl.so not built" >&2
+    exit 99
+fi
+export OMPI_MCA_mca_base_component_path="$comp${sysdir:+:$sysdir}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# quiet, loopback-only transports: CI containers have no network to speak of
+export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_pml=ob1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+
+failed=0
+run() { # name ranks expect-dfccl(0|1) mca-args... -- program args...
+    name=$1 np=$2 want=$3
+    shift 3
+    log=$(mktemp)
+    start=$(date +%s)
+    timeout -k 5 "$limit" mpirun --oversubscribe -np "$np" --mca coll_dfccl_verbose 1 "$@" \
+        >"$log" 2>&1
+    rc=$?
+    took=$(( $(date +%s) - start ))
+    nstat=$(grep -c '^dfccl: rank .*: collectives' "$log")
+    ndfccl=$(grep '^dfccl: rank .*: collectives' "$log" | awk '$5 > 0' | wc -l)
+    status=PASS
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        status="FAIL (hung: killed after ${limit}s)"
+    elif [ $rc -ne 0 ]; then
+        status="FAIL (exit $rc)"
+    elif [ "$nstat" -ne "$np" ]; then
+        status="FAIL ($nstat of $np statistics lines)"
+    elif [ "$want" = 1 ] && [ "$ndfccl" -ne "$np" ]; then
+        status="FAIL (dfccl ran nothing on some rank)"
+    elif [ "$want" = 0 ] && [ "$ndfccl" -ne 0 ]; then
+        status="FAIL (dfccl ran collectives on the fallback path)"
+    fi
+    echo "$status: $name, $np ranks (${took}s)"
+    if [ "$status" != PASS ]; then
+        failed=1
+        sed 's/^/    /' "$log" | tail -40
+    fi
+    rm -f "$log"
+}
+
+host="--mca coll_dfccl_backend host"
+for np in 2 3 4; do
+    run "every collective x form x in-place x type x op" $np 1 $host "$bin/test_coll"
+    run "fallback path (default backend, host buffers)" $np 0 "$bin/test_coll" --quick
+    run "threads: blocking allreduces on two communicators" $np 1 $host "$bin/test_threads"
+    run "device sync between collectives in opposite orders" $np 1 $host "$bin/test_devsync"
+    run "disorder: 8 communicators, random order per rank" $np 1 $host "$bin/test_disorder" \
+        ${DFCCL_TEST_DISORDER_COUNT:-}
+done
+exit $failed
