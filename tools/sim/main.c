@@ -16,7 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DFCCL_SIM_BENCH_ROUNDS 8
+/* --bench steps about this many events unless -r says otherwise */
+#define DFCCL_SIM_BENCH_EVENTS 100000000.0
 
 typedef struct dfccl_sim_options {
     const char *file;
@@ -40,9 +41,9 @@ static void dfccl_sim_usage(FILE *out)
             "  -j, --threads N     worker threads (default: online CPUs)\n"
             "  -s, --seed N        seed (default: fix_seed of the file, or a fresh one)\n"
             "      --full          step every round, also those that drew no disorder skip\n"
-            "      --bench         step %d rounds (or -r) in full and print events/s\n"
-            "  -h, --help          this text\n",
-            DFCCL_SIM_BENCH_ROUNDS);
+            "      --bench         step about 1e8 events' worth of rounds (or -r) in full\n"
+            "                      and print events per second\n"
+            "  -h, --help          this text\n");
 }
 
 static int dfccl_sim_parse_u64(const char *opt, const char *text, uint64_t min,
@@ -216,7 +217,8 @@ int main(int argc, char **argv)
     if (opts.rounds > 0) {
         params.rounds = opts.rounds;
     } else if (opts.bench) {
-        params.rounds = DFCCL_SIM_BENCH_ROUNDS;
+        params.rounds = (uint64_t)(DFCCL_SIM_BENCH_EVENTS / (world->real_parts + 1.0));
+        params.rounds = (params.rounds < 8) ? 8 : params.rounds;
     } else {
         params.rounds = (uint64_t)config->total_rounds;
     }
