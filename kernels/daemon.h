@@ -42,11 +42,13 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a)
         if (dfccl_ld_acquire_sys(&e->seq) != pos + 1) {
             break;
         }
-        l->kind     = e->kind;
-        l->coll_id  = e->coll_id;
-        l->sendbuff = e->sendbuff;
-        l->recvbuff = e->recvbuff;
-        l->seq      = pos + 1;
+        l->kind      = e->kind;
+        l->coll_id   = e->coll_id;
+        l->sendbuff  = e->sendbuff;
+        l->recvbuff  = e->recvbuff;
+        l->nchannels = e->nchannels;
+        l->priority  = e->priority;
+        l->seq       = pos + 1;
         pos++;
         fetched++;
     }
@@ -95,13 +97,12 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, uint
         if (e->kind == DFCCL_SQE_EXIT) {
             ctl->exiting = 1;
         } else if (e->kind == DFCCL_SQE_RUN && (uint32_t)e->coll_id < a->max_colls) {
-            const dfccl_coll_static_t *st = &a->colls[e->coll_id];
             dfccl_task_t task;
-            if (b >= (uint32_t)st->nchannels || ctl->ntasks >= a->max_colls) {
+            if (b >= e->nchannels || ctl->ntasks >= a->max_colls) {
                 continue;
             }
             task.coll_id  = e->coll_id;
-            task.priority = st->priority;
+            task.priority = e->priority;
             task.arrival  = a->arrivals[b]++;
             task.sticky   = 0;
             task.sendbuff = e->sendbuff;

@@ -47,6 +47,9 @@ typedef struct {
     int32_t  coll_id;
     uint64_t sendbuff;
     uint64_t recvbuff;
+    uint32_t nchannels; /* blocks taking part: a block that reads this entry
+                         * late must not ask the (possibly re-registered) id */
+    int32_t  priority;
 } dfccl_sqe_t;
 
 /* Submission ring: written by the host under a lock, read by block 0. */

@@ -127,19 +127,27 @@ static void dfccl_coll_describe_sig(const uint64_t sig[8], char *buf, size_t len
              (unsigned long long)sig[6], (unsigned)(uint32_t)sig[4]);
 }
 
-/* Publish our signature in a receive connector we own. */
+/* Reset a receive connector we own (it may be reused memory) and publish
+ * our signature in it, last. */
 static dfccl_status_t dfccl_coll_write_sig(struct dfccl_rank_ctx *ctx, void *host_ctrl,
                                            void *dev_ctrl, const uint64_t sig[8])
 {
+    dfccl_conn_ctrl_t fresh;
+
+    memset(&fresh, 0, sizeof(fresh));
     if (host_ctrl != NULL) {
         dfccl_conn_ctrl_t *c = host_ctrl;
+        __atomic_store_n(&c->sig[0], 0, __ATOMIC_RELEASE);
+        c->tail = 0;
+        c->head = 0;
         for (int i = 1; i < 8; i++) {
             c->sig[i] = sig[i];
         }
         __atomic_store_n(&c->sig[0], sig[0], __ATOMIC_RELEASE);
         return DFCCL_OK;
     }
-    return ctx->be->memcpy_h2d(ctx, ((dfccl_conn_ctrl_t *)dev_ctrl)->sig, sig, 8 * sizeof(uint64_t));
+    memcpy(fresh.sig, sig, sizeof(fresh.sig));
+    return ctx->be->memcpy_h2d(ctx, dev_ctrl, &fresh, sizeof(fresh));
 }
 
 static dfccl_status_t dfccl_coll_read_sig(struct dfccl_rank_ctx *ctx, void *host_ctrl,
@@ -154,6 +162,26 @@ static dfccl_status_t dfccl_coll_read_sig(struct dfccl_rank_ctx *ctx, void *host
         return DFCCL_OK;
     }
     return ctx->be->memcpy_d2h(ctx, sig, ((dfccl_conn_ctrl_t *)dev_ctrl)->sig, 8 * sizeof(uint64_t));
+}
+
+/* Does channel `ch` of this collective send anything to the next rank? A
+ * channel that does not needs no send connector: the next rank may finish
+ * (and even reuse the region) without waiting for us. */
+static int dfccl_coll_sends(const dfccl_coll_t *c, int ch)
+{
+    const dfccl_coll_static_t *st = &c->st;
+    int last = (st->rank - st->root + st->nranks) % st->nranks == st->nranks - 1;
+
+    if (c->chans[ch].cnt == 0 || st->nranks == 1) {
+        return 0;
+    }
+    if (st->kind == DFCCL_COLL_BROADCAST) {
+        return !last; /* the root's predecessor only receives */
+    }
+    if (st->kind == DFCCL_COLL_REDUCE) {
+        return st->rank != st->root; /* the root only receives */
+    }
+    return 1;
 }
 
 /*
@@ -176,8 +204,13 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
         uint64_t peer[8];
         int rc;
 
-        if (c->chans[ch].send_ctrl != NULL) {
+        if (c->chans[ch].send_ctrl != NULL || !dfccl_coll_sends(c, ch)) {
             continue;
+        }
+        /* Until the next rank has made this registration, its region at
+         * this place may still belong to another collective. */
+        if (__atomic_load_n(&g->pool.peer_dir->nreg, __ATOMIC_ACQUIRE) <= c->sig[6]) {
+            return 0;
         }
         rc = dfccl_pool_resolve(g, c->conn_seg[ch], c->conn_off[ch], &host, &dev);
         if (rc <= 0) {
@@ -187,9 +220,7 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
         if (st != DFCCL_OK) {
             return st;
         }
-        if (peer[0] == 0) {
-            return 0; /* the next rank has not registered this collective yet */
-        }
+
         if (memcmp(peer, c->sig, sizeof(peer)) != 0) {
             char mine[160], theirs[160];
             dfccl_coll_describe_sig(c->sig, mine, sizeof(mine));
@@ -292,9 +323,13 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
             c->chans[ch].recv_ctrl = dev;
             c->chans[ch].recv_data = (char *)dev + sizeof(dfccl_conn_ctrl_t);
             c->bytes += region;
+            c->region = region;
         }
     }
     g->nreg++;
+    if (g->pool.dir != NULL) {
+        __atomic_store_n(&g->pool.dir->nreg, g->nreg, __ATOMIC_RELEASE);
+    }
     memset(zero, 0, sizeof(zero));
     rc = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.chans[(size_t)id * nb], c->chans,
                              (size_t)nch * sizeof(dfccl_chan_t));
@@ -325,6 +360,11 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     return DFCCL_OK;
 
 err:
+    for (int ch = 0; c->region != 0 && ch < nch && c->chans != NULL; ch++) {
+        if (c->chans[ch].recv_ctrl != NULL) {
+            dfccl_pool_free(g, c->conn_seg[ch], c->conn_off[ch], c->region);
+        }
+    }
     dfccl_coll_free_host(c);
     c->state = DFCCL_COLL_FREE;
     pthread_mutex_unlock(&ctx->lock);
@@ -392,6 +432,17 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
     }
     memset(&zero, 0, sizeof(zero));
     st = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.colls[coll_id], &zero, sizeof(zero));
+    if (c->deferred) {
+        c->deferred = 0;
+        ctx->ndeferred--;
+    }
+    for (int ch = 0; c->region != 0 && ch < c->st.nchannels; ch++) {
+        dfccl_status_t fst = dfccl_pool_free(c->group, c->conn_seg[ch], c->conn_off[ch],
+                                             c->region);
+        if (st == DFCCL_OK) {
+            st = fst;
+        }
+    }
     c->group->ncolls--;
     ctx->nregistered--;
     dfccl_coll_free_host(c);

@@ -225,10 +225,12 @@ static void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx)
             return;
         }
         e           = &ctx->sq[ctx->sq_tail % cap];
-        e->kind     = p->sqe.kind;
-        e->coll_id  = p->sqe.coll_id;
-        e->sendbuff = p->sqe.sendbuff;
-        e->recvbuff = p->sqe.recvbuff;
+        e->kind      = p->sqe.kind;
+        e->coll_id   = p->sqe.coll_id;
+        e->sendbuff  = p->sqe.sendbuff;
+        e->recvbuff  = p->sqe.recvbuff;
+        e->nchannels = p->sqe.nchannels;
+        e->priority  = p->sqe.priority;
         __atomic_store_n(&e->seq, ctx->sq_tail + 1, __ATOMIC_RELEASE);
         ctx->sq_tail++;
         ctx->pend_head = p->next;
@@ -254,6 +256,10 @@ dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_i
     p->sqe.coll_id  = coll_id;
     p->sqe.sendbuff = (uint64_t)(uintptr_t)sendbuff;
     p->sqe.recvbuff = (uint64_t)(uintptr_t)recvbuff;
+    if (kind == DFCCL_SQE_RUN) {
+        p->sqe.nchannels = (uint32_t)ctx->colls[coll_id].st.nchannels;
+        p->sqe.priority  = ctx->colls[coll_id].st.priority;
+    }
     /* ctx->lock held by the caller. FIFO: through the host queue whenever
      * it is not empty, so SQEs keep their order. */
     if (ctx->pend_tail != NULL) {

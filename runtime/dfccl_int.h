@@ -141,7 +141,8 @@ typedef struct {
 
 typedef struct {
     uint64_t          magic;
-    uint64_t          pad[15];
+    uint64_t          nreg;  /* registrations done by the owner (release) */
+    uint64_t          pad[14];
     dfccl_dir_entry_t e[DFCCL_DIR_MAX_SEGS];
 } dfccl_dir_t;
 
@@ -153,8 +154,16 @@ typedef struct {
  * every rank's pool: a sender finds its peer's connector without asking.
  */
 typedef struct {
+    uint32_t seg;
+    uint64_t off;
+    size_t   bytes;
+} dfccl_pool_hole_t;
+
+typedef struct {
     dfccl_seg_t *own;
     int          nown;
+    dfccl_pool_hole_t *free;  /* sorted by (seg, off), coalesced */
+    int          nfree;
     dfccl_seg_t *mapped;
     int          nmapped;
     uint32_t     transport;   /* of our segments */
@@ -175,6 +184,7 @@ dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **host
 int dfccl_pool_resolve(struct dfccl_group *g, uint32_t seg, uint64_t off, void **host_p,
                        void **dev_p);
 void dfccl_pool_reap(struct dfccl_group *g);
+dfccl_status_t dfccl_pool_free(struct dfccl_group *g, uint32_t seg, uint64_t off, size_t bytes);
 void dfccl_pool_destroy(struct dfccl_group *g);
 
 dfccl_status_t dfccl_shm_create(dfccl_seg_t *seg, const char *name, size_t bytes);
@@ -235,6 +245,7 @@ typedef struct {
     uint64_t            start_ns;
     uint64_t            runs;
     size_t              bytes;      /* memory held for this collective */
+    size_t              region;     /* bytes of each channel's connector region */
     dfccl_coll_static_t st;         /* host copy of the static context */
 } dfccl_coll_t;
 

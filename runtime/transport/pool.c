@@ -7,7 +7,11 @@
  * Registration needs no communication: every rank registers a group's
  * collectives in the same order with the same sizes, so the bump allocator
  * puts a collective's connector at the same (segment, offset) on every rank.
- * A rank publishes each new segment in its directory (shared memory, mapped
+ * Regions of deregistered collectives go to a free list kept sorted by
+ * address and coalesced, and allocation is first fit: the result depends
+ * only on which collectives are free, not on the order they were freed, so
+ * placement stays identical on every rank. A rank publishes each new
+ * segment in its directory (shared memory, mapped
  * by its ring predecessor at group creation); the predecessor attaches the
  * segment when it first needs it, marks it attached, and the owner then
  * unlinks the segment's name. Segments are shm (host memory, registered
@@ -139,7 +143,25 @@ dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **host
     dfccl_seg_t *seg   = NULL, *grown;
     dfccl_dir_entry_t *e;
 
-    /* First fit over our segments: the same choice on every rank. */
+    /* First fit over the free list, then over the segments' tails: the
+     * same choice on every rank. */
+    for (int i = 0; i < pool->nfree; i++) {
+        dfccl_pool_hole_t *h = &pool->free[i];
+        if (h->bytes >= need) {
+            dfccl_seg_t *fs = &pool->own[h->seg];
+            *seg_p  = h->seg;
+            *off_p  = h->off;
+            *host_p = fs->base != NULL ? (char *)fs->base + h->off : NULL;
+            *dev_p  = (char *)fs->dev_base + h->off;
+            h->off += need;
+            h->bytes -= need;
+            if (h->bytes == 0) {
+                memmove(h, h + 1, (size_t)(pool->nfree - i - 1) * sizeof(*h));
+                pool->nfree--;
+            }
+            return DFCCL_OK;
+        }
+    }
     for (int i = 0; i < pool->nown; i++) {
         if (pool->own[i].bytes - pool->own[i].used >= need) {
             seg = &pool->own[i];
@@ -176,6 +198,46 @@ dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **host
     *host_p = seg->base != NULL ? (char *)seg->base + seg->used : NULL;
     *dev_p  = (char *)seg->dev_base + seg->used;
     seg->used += need;
+    return DFCCL_OK;
+}
+
+dfccl_status_t dfccl_pool_free(struct dfccl_group *g, uint32_t segi, uint64_t off,
+                               size_t bytes)
+{
+    dfccl_pool_t *pool = &g->pool;
+    size_t need        = (bytes + DFCCL_POOL_ALIGN - 1) & ~(DFCCL_POOL_ALIGN - 1);
+    dfccl_pool_hole_t *grown;
+    int i;
+
+    grown = realloc(pool->free, (size_t)(pool->nfree + 1) * sizeof(*grown));
+    if (grown == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "connector pool: out of memory");
+    }
+    pool->free = grown;
+    for (i = 0; i < pool->nfree; i++) {
+        if (pool->free[i].seg > segi || (pool->free[i].seg == segi && pool->free[i].off > off)) {
+            break;
+        }
+    }
+    memmove(&pool->free[i + 1], &pool->free[i], (size_t)(pool->nfree - i) * sizeof(*grown));
+    pool->free[i].seg   = segi;
+    pool->free[i].off   = off;
+    pool->free[i].bytes = need;
+    pool->nfree++;
+    /* coalesce with the following and the preceding hole */
+    if (i + 1 < pool->nfree && pool->free[i + 1].seg == segi &&
+        pool->free[i].off + pool->free[i].bytes == pool->free[i + 1].off) {
+        pool->free[i].bytes += pool->free[i + 1].bytes;
+        memmove(&pool->free[i + 1], &pool->free[i + 2],
+                (size_t)(pool->nfree - i - 2) * sizeof(*grown));
+        pool->nfree--;
+    }
+    if (i > 0 && pool->free[i - 1].seg == segi &&
+        pool->free[i - 1].off + pool->free[i - 1].bytes == pool->free[i].off) {
+        pool->free[i - 1].bytes += pool->free[i].bytes;
+        memmove(&pool->free[i], &pool->free[i + 1], (size_t)(pool->nfree - i - 1) * sizeof(*grown));
+        pool->nfree--;
+    }
     return DFCCL_OK;
 }
 
@@ -253,5 +315,6 @@ void dfccl_pool_destroy(struct dfccl_group *g)
     }
     free(pool->mapped);
     free(pool->own);
+    free(pool->free);
     memset(pool, 0, sizeof(*pool));
 }

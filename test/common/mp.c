@@ -5,9 +5,15 @@
  * allgather slot per rank.
  */
 #define _GNU_SOURCE
+#include "config.h"
 #include "mp.h"
 
+#ifdef HAVE_CUDART
+#include <cuda_runtime_api.h>
+#endif
+
 #include <errno.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +33,17 @@ struct dfccl_test_oob {
 };
 
 static __thread int dfccl_test_my_rank;
+
+/* A crashing rank prints where, so a CI log says more than "signal 11". */
+static void dfccl_test_crash(int sig)
+{
+    void *frames[48];
+    int n = backtrace(frames, 48);
+    fprintf(stderr, "rank %d: signal %d, backtrace:\n", dfccl_test_my_rank, sig);
+    backtrace_symbols_fd(frames, n, 2);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
 
 int dfccl_test_oob_allgather(const void *sendbuf, void *recvbuf, size_t bytes, void *arg)
 {
@@ -75,6 +92,16 @@ void dfccl_test_setup(int rank, int nranks, dfccl_test_oob_t *oob, const dfccl_c
         }
         dfcclConfigInit(&c);
     }
+#ifdef HAVE_CUDART
+    if (c.backend == DFCCL_BACKEND_CUDA) {
+        int ndev = 0;
+        if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+            fprintf(stderr, "rank %d: DFCCL_BACKEND=cuda but no GPU is visible\n", rank);
+            exit(2);
+        }
+        cudaSetDevice(rank % ndev);
+    }
+#endif
     st = dfcclInit(&c, ctx_p);
     if (st != DFCCL_OK) {
         fprintf(stderr, "rank %d: dfcclInit: %s\n", rank, dfcclGetErrorString(st));
@@ -85,6 +112,60 @@ void dfccl_test_setup(int rank, int nranks, dfccl_test_oob_t *oob, const dfccl_c
         fprintf(stderr, "rank %d: dfcclGroupCreate: %s\n", rank, dfcclGetErrorString(st));
         exit(2);
     }
+}
+
+void *dfccl_test_malloc(dfccl_rank_ctx_t ctx, size_t bytes)
+{
+    void *p = NULL;
+#ifdef HAVE_CUDART
+    if (dfcclGetBackend(ctx) == DFCCL_BACKEND_CUDA) {
+        if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+            fprintf(stderr, "cudaMalloc(%zu) failed\n", bytes);
+            exit(2);
+        }
+        cudaMemset(p, 0, bytes);
+        return p;
+    }
+#endif
+    p = calloc(1, bytes ? bytes : 1);
+    if (p == NULL) {
+        fprintf(stderr, "calloc(%zu) failed\n", bytes);
+        exit(2);
+    }
+    return p;
+}
+
+void dfccl_test_free(dfccl_rank_ctx_t ctx, void *p)
+{
+#ifdef HAVE_CUDART
+    if (dfcclGetBackend(ctx) == DFCCL_BACKEND_CUDA) {
+        cudaFree(p);
+        return;
+    }
+#endif
+    free(p);
+}
+
+void dfccl_test_put(dfccl_rank_ctx_t ctx, void *dst, const void *src, size_t bytes)
+{
+#ifdef HAVE_CUDART
+    if (dfcclGetBackend(ctx) == DFCCL_BACKEND_CUDA) {
+        cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+        return;
+    }
+#endif
+    memcpy(dst, src, bytes);
+}
+
+void dfccl_test_get(dfccl_rank_ctx_t ctx, void *dst, const void *src, size_t bytes)
+{
+#ifdef HAVE_CUDART
+    if (dfcclGetBackend(ctx) == DFCCL_BACKEND_CUDA) {
+        cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+        return;
+    }
+#endif
+    memcpy(dst, src, bytes);
 }
 
 int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, void *arg)
@@ -116,6 +197,9 @@ int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, voi
         if (pids[r] == 0) {
             int rc;
             dfccl_test_my_rank = r;
+            signal(SIGSEGV, dfccl_test_crash);
+            signal(SIGBUS, dfccl_test_crash);
+            signal(SIGABRT, dfccl_test_crash);
             rc = fn(r, nranks, oob, arg);
             fflush(stdout);
             fflush(stderr);

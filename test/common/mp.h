@@ -30,6 +30,14 @@ void dfccl_test_barrier(dfccl_test_oob_t *oob);
 void dfccl_test_setup(int rank, int nranks, dfccl_test_oob_t *oob, const dfccl_config_t *cfg,
                       dfccl_rank_ctx_t *ctx_p, dfccl_group_t *group_p);
 
+/* Buffers for collectives: host memory on the host backend, device memory
+ * on the CUDA backend. put/get copy from/to host memory; sync is the
+ * backend's device synchronization (dfcclSynchronize). */
+void *dfccl_test_malloc(dfccl_rank_ctx_t ctx, size_t bytes);
+void dfccl_test_free(dfccl_rank_ctx_t ctx, void *p);
+void dfccl_test_put(dfccl_rank_ctx_t ctx, void *dst, const void *src, size_t bytes);
+void dfccl_test_get(dfccl_rank_ctx_t ctx, void *dst, const void *src, size_t bytes);
+
 /* Sum a counter over all ranks. */
 unsigned long long dfccl_test_sum_u64(dfccl_test_oob_t *oob, unsigned long long v);
 
