@@ -70,7 +70,8 @@ typedef struct dfccl_sim_config {
     int64_t             *coll_cnt_per_group; /* [group_num] */
 } dfccl_sim_config_t;
 
-/* Parse JSON text; name is used in messages only.  Unknown keys are ignored. */
+/* Parse JSON text (or a file); on error msg says what is wrong and names the key.
+ * Unknown keys are ignored. */
 dfccl_sim_status_t dfccl_sim_config_parse(const char *text, dfccl_sim_msg_t *msg,
                                           dfccl_sim_config_t **config_p);
 dfccl_sim_status_t dfccl_sim_config_load(const char *path, dfccl_sim_msg_t *msg,
