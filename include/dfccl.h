@@ -251,6 +251,15 @@ DFCCL_API dfccl_status_t dfcclRunBroadcast(const void *sendbuff, void *recvbuff,
                                            dfccl_rank_ctx_t ctx);
 
 /*
+ * Batch submissions: dfcclRun* calls between dfcclBatchStart and
+ * dfcclBatchEnd reach the daemon together at dfcclBatchEnd, so it schedules
+ * them as one set (with priority ordering, the highest first). Batches
+ * nest. Runs that wait for a peer's registration are not held back.
+ */
+DFCCL_API dfccl_status_t dfcclBatchStart(dfccl_rank_ctx_t ctx);
+DFCCL_API dfccl_status_t dfcclBatchEnd(dfccl_rank_ctx_t ctx);
+
+/*
  * DFCCL_INPROGRESS while `coll_id` is in flight (or its callback has not run
  * yet), DFCCL_OK once done, or the error it completed with. Never blocks.
  */

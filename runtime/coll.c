@@ -254,6 +254,15 @@ static void dfccl_coll_free_host(dfccl_coll_t *c)
     c->conn_off = NULL;
 }
 
+void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id)
+{
+    dfccl_coll_t *c = &ctx->colls[id];
+
+    dfccl_coll_free_host(c);
+    free(c->errmsg);
+    c->errmsg = NULL;
+}
+
 dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int dtype, int op,
                                    int root, int priority, int *coll_id_p)
 {
@@ -446,6 +455,7 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
     c->group->ncolls--;
     ctx->nregistered--;
     dfccl_coll_free_host(c);
+    free(c->errmsg);
     memset(c, 0, sizeof(*c));
     c->state = DFCCL_COLL_FREE;
     pthread_mutex_unlock(&ctx->lock);
@@ -515,6 +525,8 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
         pthread_mutex_unlock(&ctx->lock);
         return (dfccl_status_t)resolved;
     }
+    free(c->errmsg);
+    c->errmsg       = NULL;
     c->callback     = callback;
     c->callback_arg = arg;
     c->state        = DFCCL_COLL_INFLIGHT;
@@ -608,7 +620,9 @@ int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx)
         if (rc > 0) {
             dfccl_ctx_submit(ctx, DFCCL_SQE_RUN, id, c->pend_send, c->pend_recv);
         } else if (nfailed < 16) {
-            c->status        = (dfccl_status_t)rc;
+            c->status = (dfccl_status_t)rc;
+            free(c->errmsg);
+            c->errmsg = strdup(dfcclGetLastErrorMessage());
             failed[nfailed++] = id;
         }
     }
@@ -635,6 +649,10 @@ dfccl_status_t dfcclQuery(int coll_id, dfccl_rank_ctx_t ctx)
     }
     st = ctx->colls[coll_id].state == DFCCL_COLL_INFLIGHT ? DFCCL_INPROGRESS :
                                                             ctx->colls[coll_id].status;
+    if (st < 0 && ctx->colls[coll_id].errmsg != NULL) {
+        /* the error was found on the poller thread: tell this thread too */
+        dfccl_set_last_error(ctx->colls[coll_id].errmsg);
+    }
     pthread_mutex_unlock(&ctx->lock);
     return st;
 }

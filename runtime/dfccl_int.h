@@ -28,6 +28,9 @@ void dfccl_log_msg(int level, const char *file, int line, const char *fmt, ...)
 dfccl_status_t dfccl_error(dfccl_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Set the calling thread's last error message without printing it. */
+void dfccl_set_last_error(const char *msg);
+
 #define dfccl_info(...)  dfccl_log_msg(1, __FILE__, __LINE__, __VA_ARGS__)
 #define dfccl_debug(...) dfccl_log_msg(2, __FILE__, __LINE__, __VA_ARGS__)
 
@@ -236,6 +239,7 @@ typedef struct {
     const void         *pend_send;
     void               *pend_recv;
     uint64_t            sig[8];     /* registration signature */
+    char               *errmsg;     /* message of the last run's error */
     dfccl_chan_t       *chans;      /* host copy, nchannels */
     uint32_t           *conn_seg;   /* where the connectors are, per channel */
     uint64_t           *conn_off;
@@ -282,6 +286,7 @@ struct dfccl_rank_ctx {
     uint64_t              last_launch_ns;
     struct dfccl_pending *pend_head, *pend_tail;
     uint64_t              npending;
+    int                   batch_depth; /* dfcclBatchStart nesting */
     uint64_t              ndeferred;  /* runs waiting for their peer's connectors */
     uint64_t              inflight;
     uint64_t              submitted;

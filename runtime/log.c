@@ -41,6 +41,11 @@ dfccl_status_t dfccl_error(dfccl_status_t status, const char *fmt, ...)
     return status;
 }
 
+void dfccl_set_last_error(const char *msg)
+{
+    snprintf(dfccl_last_error, sizeof(dfccl_last_error), "%s", msg);
+}
+
 const char *dfcclGetLastErrorMessage(void)
 {
     return dfccl_last_error;

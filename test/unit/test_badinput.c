@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Bad input through the public API: each case gets a clear error status
+ * and message, nothing is corrupted (a correct collective still runs right
+ * afterwards) and nothing crashes.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mp.h"
+
+#define EXPECT(_call, _status, _needle)                                                   \
+    do {                                                                                  \
+        dfccl_status_t _st = (_call);                                                     \
+        DFCCL_TEST_CHECK(_st == (_status), "%s returned %s (%d), expected %d", #_call,    \
+                         dfcclGetErrorString(_st), _st, (_status));                       \
+        DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), (_needle)) != NULL,           \
+                         "message of %s lacks \"%s\": %s", #_call, (_needle),             \
+                         dfcclGetLastErrorMessage());                                     \
+    } while (0)
+
+static int run_and_check(dfccl_rank_ctx_t ctx, int id, int n)
+{
+    int32_t h[64], *d = dfccl_test_malloc(ctx, sizeof(h));
+
+    for (int i = 0; i < 64; i++) {
+        h[i] = i;
+    }
+    dfccl_test_put(ctx, d, h, sizeof(h));
+    DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    DFCCL_TEST_CHECK(dfcclWait(id, 30000, ctx) == DFCCL_OK, "wait");
+    dfccl_test_get(ctx, h, d, sizeof(h));
+    for (int i = 0; i < 64; i++) {
+        DFCCL_TEST_CHECK(h[i] == i * n, "[%d] = %d after bad input", i, h[i]);
+    }
+    dfccl_test_free(ctx, d);
+    return 0;
+}
+
+static int bad_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int id, big, other;
+    int32_t *d;
+
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(64, DFCCL_INT32, DFCCL_SUM, g, 0, &id) == DFCCL_OK,
+                     "register");
+    d = dfccl_test_malloc(ctx, 64 * sizeof(int32_t));
+
+    /* an unknown id */
+    EXPECT(dfcclRunAllReduce(d, d, 12345, NULL, NULL, ctx), DFCCL_ERR_NOT_FOUND,
+           "not registered");
+    EXPECT(dfcclRunAllReduce(d, d, -1, NULL, NULL, ctx), DFCCL_ERR_NOT_FOUND, "not registered");
+    EXPECT(dfcclQuery(777, ctx), DFCCL_ERR_NOT_FOUND, "not registered");
+    EXPECT(dfcclDeregister(777, ctx), DFCCL_ERR_NOT_FOUND, "not registered");
+    /* the wrong run call for the id */
+    EXPECT(dfcclRunAllGather(d, d, id, NULL, NULL, ctx), DFCCL_ERR_INVALID_ARG,
+           "dfcclRunAllReduce");
+    /* a count that overflows */
+    EXPECT(dfcclRegisterAllReduce(SIZE_MAX / 2, DFCCL_FLOAT64, DFCCL_SUM, g, 0, &other),
+           DFCCL_ERR_INVALID_ARG, "overflows");
+    EXPECT(dfcclRegisterAllGather(SIZE_MAX / 4, DFCCL_INT32, g, 0, &other),
+           DFCCL_ERR_INVALID_ARG, "overflows");
+    /* NULL buffers with a nonzero count */
+    EXPECT(dfcclRunAllReduce(NULL, d, id, NULL, NULL, ctx), DFCCL_ERR_INVALID_ARG, "send buffer");
+    EXPECT(dfcclRunAllReduce(d, NULL, id, NULL, NULL, ctx), DFCCL_ERR_INVALID_ARG,
+           "receive buffer");
+    /* unsupported type or op */
+    EXPECT(dfcclRegisterAllReduce(64, (dfccl_datatype_t)99, DFCCL_SUM, g, 0, &other),
+           DFCCL_ERR_UNSUPPORTED, "datatype 99");
+    EXPECT(dfcclRegisterAllReduce(64, DFCCL_INT32, (dfccl_op_t)42, g, 0, &other),
+           DFCCL_ERR_UNSUPPORTED, "op 42");
+    EXPECT(dfcclRegisterAllReduce(64, DFCCL_INT32, DFCCL_AVG, g, 0, &other),
+           DFCCL_ERR_UNSUPPORTED, "avg is supported only for floating types");
+    EXPECT(dfcclRegisterReduce(64, DFCCL_INT32, DFCCL_SUM, n + 3, g, 0, &other),
+           DFCCL_ERR_INVALID_ARG, "root");
+    /* NULL handles */
+    EXPECT(dfcclRegisterAllReduce(64, DFCCL_INT32, DFCCL_SUM, NULL, 0, &other),
+           DFCCL_ERR_INVALID_ARG, "must not be NULL");
+    EXPECT(dfcclRunAllReduce(d, d, id, NULL, NULL, NULL), DFCCL_ERR_INVALID_ARG, "ctx is NULL");
+    EXPECT(dfcclGroupCreate(ctx, 2, 5, dfccl_test_oob_allgather, oob, "bad", &g),
+           DFCCL_ERR_INVALID_ARG, "out of range");
+
+    /* running an id that is still in flight: only rank 0 runs first, so the
+     * collective cannot complete until the others join */
+    dfccl_test_barrier(oob);
+    if (rank == 0) {
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+        EXPECT(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx), DFCCL_ERR_BUSY, "still in flight");
+        EXPECT(dfcclDeregister(id, ctx), DFCCL_ERR_BUSY, "in flight");
+        /* destroying with collectives outstanding */
+        EXPECT(dfcclDestroy(ctx), DFCCL_ERR_BUSY, "still in flight");
+        EXPECT(dfcclGroupDestroy(g), DFCCL_ERR_BUSY, "still registered");
+        DFCCL_TEST_CHECK(dfcclQuery(id, ctx) == DFCCL_INPROGRESS, "query");
+    }
+    dfccl_test_barrier(oob);
+    if (rank != 0) {
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    }
+    DFCCL_TEST_CHECK(dfcclWait(id, 30000, ctx) == DFCCL_OK, "wait");
+
+    /* nothing corrupted: the collective still runs right */
+    if (run_and_check(ctx, id, n)) {
+        return 1;
+    }
+    /* a mismatch between ranks is reported, naming both sides */
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(rank == 0 ? 100 : 200, DFCCL_INT32, DFCCL_SUM, g, 0,
+                                            &big) == DFCCL_OK, "register");
+    if (rank == n - 1) {
+        /* the last rank sends to rank 0, whose registration differs */
+        dfccl_status_t st = dfcclRunAllReduce(d, d, big, NULL, NULL, ctx);
+        if (st == DFCCL_OK) {
+            st = dfcclWait(big, 30000, ctx);
+        }
+        DFCCL_TEST_CHECK(st == DFCCL_ERR_MISMATCH, "mismatch not detected: %s",
+                         dfcclGetErrorString(st));
+        DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "same order") != NULL, "message: %s",
+                         dfcclGetLastErrorMessage());
+    }
+    dfccl_test_free(ctx, d);
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_bad_input)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 60, bad_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 60, bad_body, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_bad_config)
+{
+    dfccl_config_t c;
+    dfccl_rank_ctx_t ctx;
+
+    setenv("DFCCL_SLOTS", "abc", 1);
+    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_SLOTS"));
+    unsetenv("DFCCL_SLOTS");
+    setenv("DFCCL_BACKEND", "tpu", 1);
+    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_BACKEND"));
+    setenv("DFCCL_BACKEND", "host", 1);
+    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_OK);
+    c.nslots = 1;
+    ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
+    ck_assert_int_eq(dfcclInit(&c, NULL), DFCCL_ERR_INVALID_ARG);
+    ck_assert_int_eq(dfcclDestroy(NULL), DFCCL_ERR_INVALID_ARG);
+    ck_assert_str_eq(dfcclGetErrorString((dfccl_status_t)-999), "unknown status");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s  = suite_create("bad input");
+    TCase *tc = tcase_create("api");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_bad_config);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Correctness matrix of the five collectives in real separate processes:
+ * every collective x datatype x op, at 2, 3 and 4 ranks, in place and out of
+ * place, with 0 and 1 element, counts not divisible by the rank count or the
+ * chunk size, and >= 1 MiB. Integer results must equal a host reference
+ * exactly; floating results must be within a relative tolerance (1e-2 for
+ * float16/bfloat16, 1e-5 float32, 1e-12 float64), with inputs chosen so that
+ * sums and products are exact in every type except where avg divides.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mp.h"
+#include "daemon_types.h"
+#include "reduce.h"
+
+static const int dtypes[] = {DFCCL_INT8,    DFCCL_UINT8,    DFCCL_INT32,   DFCCL_UINT32,
+                             DFCCL_INT64,   DFCCL_UINT64,   DFCCL_FLOAT16, DFCCL_BFLOAT16,
+                             DFCCL_FLOAT32, DFCCL_FLOAT64};
+#define NDTYPES ((int)(sizeof(dtypes) / sizeof(dtypes[0])))
+
+static const char *dfccl_coll_name_for_test(int kind)
+{
+    static const char *names[] = {"allreduce", "allgather", "reduce-scatter", "reduce",
+                                  "broadcast"};
+    return names[kind];
+}
+
+static size_t esize(int t)
+{
+    return dfccl_dtype_size(t);
+}
+
+static int is_float(int t)
+{
+    return t >= DFCCL_FLOAT16;
+}
+
+/* Input element i of rank r, as a double (exact in every type). */
+static double input(int op, int r, uint64_t i)
+{
+    if (op == DFCCL_PROD) {
+        return (double)(1 + ((i + (uint64_t)r) % 3 == 0)); /* 1 or 2 */
+    }
+    return (double)((int)((i * 7 + (uint64_t)r * 3) % 13) - 4); /* -4 .. 8 */
+}
+
+static void store(int t, void *buf, uint64_t i, double v)
+{
+    switch (t) {
+    case DFCCL_INT8:     ((int8_t *)buf)[i] = (int8_t)v; break;
+    case DFCCL_UINT8:    ((uint8_t *)buf)[i] = (uint8_t)(int)v; break;
+    case DFCCL_INT32:    ((int32_t *)buf)[i] = (int32_t)v; break;
+    case DFCCL_UINT32:   ((uint32_t *)buf)[i] = (uint32_t)(int32_t)v; break;
+    case DFCCL_INT64:    ((int64_t *)buf)[i] = (int64_t)v; break;
+    case DFCCL_UINT64:   ((uint64_t *)buf)[i] = (uint64_t)(int64_t)v; break;
+    case DFCCL_FLOAT16:  ((uint16_t *)buf)[i] = dfccl_float_to_half((float)v); break;
+    case DFCCL_BFLOAT16: ((uint16_t *)buf)[i] = dfccl_float_to_bf16((float)v); break;
+    case DFCCL_FLOAT32:  ((float *)buf)[i] = (float)v; break;
+    default:             ((double *)buf)[i] = v; break;
+    }
+}
+
+/* Reference reduction of element i over n ranks, wrapped to the type. */
+static void reference(int t, int op, int n, uint64_t i, void *out, uint64_t oi)
+{
+    if (is_float(t)) {
+        double acc = input(op, 0, i);
+        for (int r = 1; r < n; r++) {
+            double v = input(op, r, i);
+            acc = op == DFCCL_PROD ? acc * v : op == DFCCL_MIN ? fmin(acc, v) :
+                  op == DFCCL_MAX ? fmax(acc, v) : acc + v;
+        }
+        if (op == DFCCL_AVG) {
+            acc /= n;
+        }
+        store(t, out, oi, acc);
+        return;
+    }
+    /* integers: combine in the element type itself, wrapping */
+    {
+        char a[8], b[8];
+        store(t, a, 0, input(op, 0, i));
+        for (int r = 1; r < n; r++) {
+            store(t, b, 0, input(op, r, i));
+            dfccl_reduce_copy(t, op, a, b, a, NULL, 1, 0);
+        }
+        memcpy((char *)out + oi * esize(t), a, esize(t));
+    }
+}
+
+static double as_double(int t, const void *buf, uint64_t i)
+{
+    switch (t) {
+    case DFCCL_FLOAT16:  return dfccl_half_to_float(((const uint16_t *)buf)[i]);
+    case DFCCL_BFLOAT16: return dfccl_bf16_to_float(((const uint16_t *)buf)[i]);
+    case DFCCL_FLOAT32:  return ((const float *)buf)[i];
+    default:             return ((const double *)buf)[i];
+    }
+}
+
+static int same(int t, const void *got, const void *exp, uint64_t i)
+{
+    double g, e, tol;
+
+    if (!is_float(t)) {
+        return memcmp((const char *)got + i * esize(t), (const char *)exp + i * esize(t),
+                      esize(t)) == 0;
+    }
+    g   = as_double(t, got, i);
+    e   = as_double(t, exp, i);
+    tol = t == DFCCL_FLOAT64 ? 1e-12 : t == DFCCL_FLOAT32 ? 1e-5 : 1e-2;
+    return fabs(g - e) <= tol * fabs(e) + tol;
+}
+
+typedef struct {
+    int kind;
+    int size_class; /* -1: all */
+} matrix_arg_t;
+
+static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int kind, int t,
+                    int op, uint64_t count, int inplace)
+{
+    const int root = (int)(count % (uint64_t)n);
+    uint64_t sendn = count, recvn = count, i;
+    size_t es = esize(t);
+    char *hs, *hr, *he, *ds, *dr;
+    dfccl_status_t st;
+    int id, bad = 0;
+
+    if (kind == DFCCL_COLL_ALLGATHER) {
+        recvn = count * (uint64_t)n;
+    } else if (kind == DFCCL_COLL_REDUCESCATTER) {
+        sendn = count * (uint64_t)n;
+    }
+    switch (kind) {
+    case DFCCL_COLL_ALLREDUCE:     st = dfcclRegisterAllReduce(count, t, op, g, 0, &id); break;
+    case DFCCL_COLL_ALLGATHER:     st = dfcclRegisterAllGather(count, t, g, 0, &id); break;
+    case DFCCL_COLL_REDUCESCATTER: st = dfcclRegisterReduceScatter(count, t, op, g, 0, &id); break;
+    case DFCCL_COLL_REDUCE:        st = dfcclRegisterReduce(count, t, op, root, g, 0, &id); break;
+    default:                       st = dfcclRegisterBroadcast(count, t, root, g, 0, &id); break;
+    }
+    DFCCL_TEST_CHECK(st == DFCCL_OK, "register %s: %s", dfccl_coll_name_for_test(kind),
+                     dfcclGetErrorString(st));
+
+    hs = calloc(sendn + 1, es);
+    hr = calloc(recvn + 1, es);
+    he = calloc(recvn + 1, es);
+    for (i = 0; i < sendn; i++) {
+        uint64_t gi = kind == DFCCL_COLL_ALLGATHER ? (uint64_t)rank * count + i : i;
+        store(t, hs, i, kind == DFCCL_COLL_BROADCAST ? input(DFCCL_SUM, rank, i) :
+                        input(op, rank, gi));
+    }
+    /* expected */
+    for (i = 0; i < recvn; i++) {
+        switch (kind) {
+        case DFCCL_COLL_ALLREDUCE:
+            reference(t, op, n, i, he, i);
+            break;
+        case DFCCL_COLL_REDUCE:
+            if (rank == root) {
+                reference(t, op, n, i, he, i);
+            }
+            break;
+        case DFCCL_COLL_REDUCESCATTER:
+            reference(t, op, n, (uint64_t)rank * count + i, he, i);
+            break;
+        case DFCCL_COLL_ALLGATHER:
+            store(t, he, i, input(op, (int)(i / (count ? count : 1)), i));
+            break;
+        default:
+            store(t, he, i, input(DFCCL_SUM, root, i));
+        }
+    }
+
+    dr = dfccl_test_malloc(ctx, (recvn > sendn ? recvn : sendn) * es + es);
+    if (inplace) {
+        /* in place: the input sits where the output goes */
+        if (kind == DFCCL_COLL_ALLGATHER) {
+            ds = dr + (size_t)rank * count * es;
+        } else {
+            ds = dr;
+        }
+        dfccl_test_put(ctx, ds, hs, sendn * es);
+    } else {
+        ds = dfccl_test_malloc(ctx, sendn * es + es);
+        dfccl_test_put(ctx, ds, hs, sendn * es);
+    }
+    switch (kind) {
+    case DFCCL_COLL_ALLREDUCE:     st = dfcclRunAllReduce(ds, dr, id, NULL, NULL, ctx); break;
+    case DFCCL_COLL_ALLGATHER:     st = dfcclRunAllGather(ds, dr, id, NULL, NULL, ctx); break;
+    case DFCCL_COLL_REDUCESCATTER: st = dfcclRunReduceScatter(ds, dr, id, NULL, NULL, ctx); break;
+    case DFCCL_COLL_REDUCE:        st = dfcclRunReduce(ds, dr, id, NULL, NULL, ctx); break;
+    default:                       st = dfcclRunBroadcast(ds, dr, id, NULL, NULL, ctx); break;
+    }
+    DFCCL_TEST_CHECK(st == DFCCL_OK, "run: %s", dfcclGetErrorString(st));
+    st = dfcclWait(id, 60000, ctx);
+    DFCCL_TEST_CHECK(st == DFCCL_OK, "wait: %s", dfcclGetErrorString(st));
+    dfccl_test_get(ctx, hr, dr, recvn * es);
+    if (kind != DFCCL_COLL_REDUCE || rank == root) {
+        for (i = 0; i < recvn && bad < 3; i++) {
+            if (!same(t, hr, he, i)) {
+                fprintf(stderr, "rank %d/%d %s type %d op %d count %llu %s: [%llu] wrong\n",
+                        rank, n, dfccl_coll_name_for_test(kind), t, op,
+                        (unsigned long long)count, inplace ? "in place" : "out of place",
+                        (unsigned long long)i);
+                bad++;
+            }
+        }
+    }
+    if (!inplace) {
+        dfccl_test_free(ctx, ds);
+    }
+    dfccl_test_free(ctx, dr);
+    free(hs);
+    free(hr);
+    free(he);
+    DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+    return bad;
+}
+
+static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    const matrix_arg_t *a = varg;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int kind = a->kind, failures = 0, cases = 0;
+
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    for (int ti = 0; ti < NDTYPES; ti++) {
+        int t = dtypes[ti];
+        int has_op = kind == DFCCL_COLL_ALLREDUCE || kind == DFCCL_COLL_REDUCESCATTER ||
+                     kind == DFCCL_COLL_REDUCE;
+        for (int op = 0; op < (has_op ? DFCCL_OP_COUNT : 1); op++) {
+            if (op == DFCCL_AVG && !is_float(t)) {
+                continue;
+            }
+            for (int sc = 0; sc < 4; sc++) {
+                /* 0, 1, odd (not divisible by ranks or chunks), >= 1 MiB */
+                uint64_t big    = ((1u << 20) + esize(t) - 1) / esize(t) + 3;
+                uint64_t counts[4] = {0, 1, 12347, big};
+                if (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER) {
+                    counts[3] = big / (uint64_t)n + 1;
+                }
+                if (a->size_class >= 0 && sc != a->size_class) {
+                    continue;
+                }
+                /* the big size only for a few op/type pairs, to bound time */
+                if (sc == 3 && op != DFCCL_SUM && op != DFCCL_AVG && t != DFCCL_INT8) {
+                    continue;
+                }
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    failures += run_case(ctx, g, rank, n, kind, t, op, counts[sc], inplace);
+                    cases++;
+                }
+            }
+        }
+    }
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    if (rank == 0) {
+        printf("%s on %d ranks: %d cases, %d failures\n", dfccl_coll_name_for_test(kind), n,
+               cases, failures);
+    }
+    return failures;
+}
+
+static void run_matrix(int kind)
+{
+    for (int n = 2; n <= 4; n++) {
+        matrix_arg_t a = {kind, -1};
+        int rc = dfccl_test_mp_run(n, 300, matrix_body, &a);
+        ck_assert_msg(rc == 0, "%s on %d ranks failed", dfccl_coll_name_for_test(kind), n);
+    }
+}
+
+START_TEST(test_allreduce) { run_matrix(DFCCL_COLL_ALLREDUCE); }
+END_TEST
+START_TEST(test_allgather) { run_matrix(DFCCL_COLL_ALLGATHER); }
+END_TEST
+START_TEST(test_reducescatter) { run_matrix(DFCCL_COLL_REDUCESCATTER); }
+END_TEST
+START_TEST(test_reduce) { run_matrix(DFCCL_COLL_REDUCE); }
+END_TEST
+START_TEST(test_broadcast) { run_matrix(DFCCL_COLL_BROADCAST); }
+END_TEST
+
+/* A single rank group: every collective is a local copy. */
+START_TEST(test_single_rank)
+{
+    for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
+        matrix_arg_t a = {kind, 2};
+        ck_assert_int_eq(dfccl_test_mp_run(1, 120, matrix_body, &a), 0);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s  = suite_create("collectives");
+    TCase *tc = tcase_create("matrix");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 1000);
+    tcase_add_test(tc, test_allreduce);
+    tcase_add_test(tc, test_allgather);
+    tcase_add_test(tc, test_reducescatter);
+    tcase_add_test(tc, test_reduce);
+    tcase_add_test(tc, test_broadcast);
+    tcase_add_test(tc, test_single_rank);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,472 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The deadlock scenarios, in real separate processes, each under a timeout
+ * so that a hang fails the test:
+ *  - disorder: 8 collectives started in a different random order on every
+ *    rank, 200 iterations, results checked, preemptions reported (> 0);
+ *  - device synchronization between collectives started in opposite orders
+ *    (on the host backend: dfcclSynchronize, which waits until no daemon
+ *    block runs); voluntary quits > 0;
+ *  - two threads per rank, each running blocking collectives on its own
+ *    group, in opposite orders on different ranks;
+ *  - more collectives in flight than the submission queue holds (1000
+ *    registered, all started at once in random order);
+ *  - a late joiner;
+ *  - priorities: of two collectives that become ready together (a batch),
+ *    the higher-priority one completes first.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mp.h"
+
+static unsigned long long stat_sum(dfccl_test_oob_t *oob, dfccl_rank_ctx_t ctx, int which)
+{
+    dfccl_stats_t s;
+    dfcclGetStats(ctx, &s);
+    return dfccl_test_sum_u64(oob, which == 0 ? s.preemptions :
+                                   which == 1 ? s.quits : s.collectives);
+}
+
+static void shuffle(int *v, int n, unsigned *seed)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rand_r(seed) % (unsigned)(i + 1)), t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
+/* Fill rank r's input of collective c, iteration it; check the allreduce. */
+static void fill(float *h, size_t n, int r, int c, int it)
+{
+    for (size_t i = 0; i < n; i++) {
+        h[i] = (float)((r + 1) * (c + 1) + (int)(i % 5) + it % 3);
+    }
+}
+
+static int check_sum(const float *h, size_t n, int nranks, int c, int it)
+{
+    for (size_t i = 0; i < n; i++) {
+        float e = 0;
+        for (int r = 0; r < nranks; r++) {
+            e += (float)((r + 1) * (c + 1) + (int)(i % 5) + it % 3);
+        }
+        if (h[i] != e) {
+            fprintf(stderr, "collective %d iteration %d: [%zu] = %g, expected %g\n", c, it, i,
+                    h[i], e);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- disorder ----------------------------------------------------------- */
+
+#define NCOLL 8
+
+typedef struct {
+    int    iters;
+    size_t counts[NCOLL];
+    int    groups; /* 1: all on one group, else one group per collective */
+} disorder_arg_t;
+
+static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    const disorder_arg_t *a = varg;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g[NCOLL];
+    int id[NCOLL], order[NCOLL];
+    float *d[NCOLL], *h[NCOLL];
+    unsigned seed = 12345u + (unsigned)rank * 7919u;
+    unsigned long long pre;
+
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g[0]);
+    for (int c = 1; c < NCOLL; c++) {
+        if (a->groups > 1) {
+            DFCCL_TEST_CHECK(dfcclGroupCreate(ctx, n, rank, dfccl_test_oob_allgather, oob,
+                                              "extra", &g[c]) == DFCCL_OK, "group");
+        } else {
+            g[c] = g[0];
+        }
+    }
+    for (int c = 0; c < NCOLL; c++) {
+        DFCCL_TEST_CHECK(dfcclRegisterAllReduce(a->counts[c], DFCCL_FLOAT32, DFCCL_SUM, g[c], 0,
+                                                &id[c]) == DFCCL_OK, "register");
+        d[c]     = dfccl_test_malloc(ctx, a->counts[c] * sizeof(float));
+        h[c]     = malloc(a->counts[c] * sizeof(float));
+        order[c] = c;
+    }
+    for (int it = 0; it < a->iters; it++) {
+        shuffle(order, NCOLL, &seed);
+        for (int k = 0; k < NCOLL; k++) {
+            int c = order[k];
+            fill(h[c], a->counts[c], rank, c, it);
+            dfccl_test_put(ctx, d[c], h[c], a->counts[c] * sizeof(float));
+            DFCCL_TEST_CHECK(dfcclRunAllReduce(d[c], d[c], id[c], NULL, NULL, ctx) == DFCCL_OK,
+                             "run");
+        }
+        for (int c = 0; c < NCOLL; c++) {
+            dfccl_status_t st = dfcclWait(id[c], 120000, ctx);
+            DFCCL_TEST_CHECK(st == DFCCL_OK, "wait: %s", dfcclGetErrorString(st));
+            dfccl_test_get(ctx, h[c], d[c], a->counts[c] * sizeof(float));
+            if (check_sum(h[c], a->counts[c], n, c, it)) {
+                return 1;
+            }
+        }
+    }
+    pre = stat_sum(oob, ctx, 0);
+    if (rank == 0) {
+        printf("disorder: %d ranks, %d iterations x %d collectives on %d group(s): all correct, "
+               "%llu preemptions\n", n, a->iters, NCOLL, a->groups, pre);
+    }
+    DFCCL_TEST_CHECK(pre > 0, "no preemption in %d disordered iterations", a->iters);
+    for (int c = 0; c < NCOLL; c++) {
+        dfcclDeregister(id[c], ctx);
+        dfccl_test_free(ctx, d[c]);
+        free(h[c]);
+    }
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_disorder)
+{
+    disorder_arg_t a = {200, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1};
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+}
+END_TEST
+
+START_TEST(test_disorder_groups)
+{
+    /* one group per collective, mid-sized collectives, 2 and 3 ranks */
+    disorder_arg_t a = {50, {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536}, NCOLL};
+    ck_assert_int_eq(dfccl_test_mp_run(2, 300, disorder_body, &a), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+}
+END_TEST
+
+/* ---- synchronization between collectives in opposite orders ------------- */
+
+static int sync_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int id[2];
+    size_t count = 50000;
+    float *d[2], *h[2];
+    unsigned long long quits;
+
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    for (int c = 0; c < 2; c++) {
+        DFCCL_TEST_CHECK(dfcclRegisterAllReduce(count, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id[c]) ==
+                         DFCCL_OK, "register");
+        d[c] = dfccl_test_malloc(ctx, count * sizeof(float));
+        h[c] = malloc(count * sizeof(float));
+    }
+    for (int it = 0; it < 5; it++) {
+        int first = rank % 2, second = 1 - first;
+        fill(h[0], count, rank, 0, it);
+        fill(h[1], count, rank, 1, it);
+        dfccl_test_put(ctx, d[0], h[0], count * sizeof(float));
+        dfccl_test_put(ctx, d[1], h[1], count * sizeof(float));
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d[first], d[first], id[first], NULL, NULL, ctx) ==
+                         DFCCL_OK, "run first");
+        /* The device synchronization: returns only once the daemon is off
+         * the device, which requires its voluntary quit. */
+        DFCCL_TEST_CHECK(dfcclSynchronize(ctx) == DFCCL_OK, "synchronize");
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d[second], d[second], id[second], NULL, NULL, ctx) ==
+                         DFCCL_OK, "run second");
+        for (int c = 0; c < 2; c++) {
+            DFCCL_TEST_CHECK(dfcclWait(id[c], 120000, ctx) == DFCCL_OK, "wait");
+            dfccl_test_get(ctx, h[c], d[c], count * sizeof(float));
+            if (check_sum(h[c], count, n, c, it)) {
+                return 1;
+            }
+        }
+    }
+    quits = stat_sum(oob, ctx, 1);
+    if (rank == 0) {
+        printf("synchronization: %d ranks, 5 iterations: all correct, %llu voluntary quits\n", n,
+               quits);
+    }
+    DFCCL_TEST_CHECK(quits > 0, "no voluntary quit");
+    for (int c = 0; c < 2; c++) {
+        dfcclDeregister(id[c], ctx);
+        dfccl_test_free(ctx, d[c]);
+        free(h[c]);
+    }
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_synchronize)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, sync_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 120, sync_body, NULL), 0);
+}
+END_TEST
+
+/* ---- threads on different groups --------------------------------------- */
+
+typedef struct {
+    dfccl_rank_ctx_t ctx;
+    int              id;
+    int              c, rank, nranks;
+    int              rc;
+} thread_arg_t;
+
+static void *thread_main(void *varg)
+{
+    thread_arg_t *t = varg;
+    size_t count    = 20000;
+    float *d = dfccl_test_malloc(t->ctx, count * sizeof(float)), *h = malloc(count * 4);
+
+    for (int it = 0; it < 20 && t->rc == 0; it++) {
+        fill(h, count, t->rank, t->c, it);
+        dfccl_test_put(t->ctx, d, h, count * sizeof(float));
+        if (dfcclRunAllReduce(d, d, t->id, NULL, NULL, t->ctx) != DFCCL_OK ||
+            dfcclWait(t->id, 120000, t->ctx) != DFCCL_OK) {
+            t->rc = 1;
+            break;
+        }
+        dfccl_test_get(t->ctx, h, d, count * sizeof(float));
+        t->rc = check_sum(h, count, t->nranks, t->c, it);
+        /* ranks drift apart so that the two groups interleave differently */
+        if ((t->rank + t->c) % 2) {
+            usleep(500);
+        }
+    }
+    dfccl_test_free(t->ctx, d);
+    free(h);
+    return NULL;
+}
+
+static int threads_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g[2];
+    thread_arg_t t[2];
+    pthread_t th[2];
+
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g[0]);
+    DFCCL_TEST_CHECK(dfcclGroupCreate(ctx, n, rank, dfccl_test_oob_allgather, oob, "second",
+                                      &g[1]) == DFCCL_OK, "group");
+    for (int c = 0; c < 2; c++) {
+        memset(&t[c], 0, sizeof(t[c]));
+        t[c].ctx = ctx; t[c].c = c; t[c].rank = rank; t[c].nranks = n;
+        DFCCL_TEST_CHECK(dfcclRegisterAllReduce(20000, DFCCL_FLOAT32, DFCCL_SUM, g[c], 0,
+                                                &t[c].id) == DFCCL_OK, "register");
+    }
+    /* start the threads in opposite orders on even and odd ranks */
+    for (int k = 0; k < 2; k++) {
+        int c = rank % 2 ? 1 - k : k;
+        pthread_create(&th[c], NULL, thread_main, &t[c]);
+        usleep(1000);
+    }
+    for (int c = 0; c < 2; c++) {
+        pthread_join(th[c], NULL);
+        DFCCL_TEST_CHECK(t[c].rc == 0, "thread %d failed", c);
+    }
+    if (rank == 0) {
+        printf("threads: %d ranks x 2 threads x 20 blocking allreduces: all correct\n", n);
+    }
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_threads)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, threads_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 120, threads_body, NULL), 0);
+}
+END_TEST
+
+/* ---- more collectives than resources ------------------------------------ */
+
+#define NMANY 1000
+
+static int many_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_config_t cfg;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int *id = malloc(NMANY * sizeof(int)), *order = malloc(NMANY * sizeof(int));
+    int32_t *d, h[16];
+    unsigned seed = 99u + (unsigned)rank;
+    dfccl_stats_t s;
+
+    setenv("DFCCL_BACKEND", "host", 0);
+    dfcclConfigInit(&cfg);
+    cfg.sq_entries = 16; /* far fewer than the collectives in flight */
+    dfccl_test_setup(rank, n, oob, &cfg, &ctx, &g);
+    d = dfccl_test_malloc(ctx, (size_t)NMANY * 16 * sizeof(int32_t));
+    for (int c = 0; c < NMANY; c++) {
+        dfccl_status_t st = dfcclRegisterAllReduce(16, DFCCL_INT32, DFCCL_SUM, g, 0, &id[c]);
+        DFCCL_TEST_CHECK(st == DFCCL_OK, "register %d: %s", c, dfcclGetErrorString(st));
+        for (int i = 0; i < 16; i++) {
+            h[i] = rank + c + i;
+        }
+        dfccl_test_put(ctx, d + (size_t)c * 16, h, sizeof(h));
+        order[c] = c;
+    }
+    dfcclGetStats(ctx, &s);
+    if (rank == 0) {
+        printf("scale: %d collectives registered, %zu bytes of connectors, %.1f KiB each\n",
+               s.registered, s.connector_bytes, (double)s.connector_bytes / NMANY / 1024.0);
+    }
+    DFCCL_TEST_CHECK(s.registered == NMANY, "registered %d", s.registered);
+    shuffle(order, NMANY, &seed);
+    for (int k = 0; k < NMANY; k++) {
+        int c = order[k];
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d + (size_t)c * 16, d + (size_t)c * 16, id[c], NULL,
+                                           NULL, ctx) == DFCCL_OK, "run %d", c);
+    }
+    for (int c = 0; c < NMANY; c++) {
+        DFCCL_TEST_CHECK(dfcclWait(id[c], 200000, ctx) == DFCCL_OK, "wait %d", c);
+        dfccl_test_get(ctx, h, d + (size_t)c * 16, sizeof(h));
+        for (int i = 0; i < 16; i++) {
+            int32_t e = 0;
+            for (int r = 0; r < n; r++) {
+                e += r + c + i;
+            }
+            DFCCL_TEST_CHECK(h[i] == e, "collective %d [%d] = %d, expected %d", c, i, h[i], e);
+        }
+    }
+    if (rank == 0) {
+        printf("scale: %d collectives in random order per rank through a %d-entry SQ: all "
+               "correct\n", NMANY, cfg.sq_entries);
+    }
+    dfccl_test_free(ctx, d);
+    free(id);
+    free(order);
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_many_collectives)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 300, many_body, NULL), 0);
+}
+END_TEST
+
+/* ---- a late joiner ------------------------------------------------------ */
+
+static int late_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int id;
+    float *d, h[4096];
+
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    /* rank 0 registers and runs late, after the others quit for idleness */
+    if (rank == 0) {
+        usleep(300000);
+    }
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(4096, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
+                     DFCCL_OK, "register");
+    d = dfccl_test_malloc(ctx, sizeof(h));
+    fill(h, 4096, rank, 0, 0);
+    dfccl_test_put(ctx, d, h, sizeof(h));
+    DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    DFCCL_TEST_CHECK(dfcclWait(id, 60000, ctx) == DFCCL_OK, "wait");
+    dfccl_test_get(ctx, h, d, sizeof(h));
+    if (check_sum(h, 4096, n, 0, 0)) {
+        return 1;
+    }
+    dfccl_test_free(ctx, d);
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_late_joiner)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(3, 60, late_body, NULL), 0);
+}
+END_TEST
+
+/* ---- priorities --------------------------------------------------------- */
+
+static volatile int prio_done_order[4];
+static volatile int prio_done_n;
+
+static void prio_cb(int id, dfccl_status_t st, void *arg)
+{
+    prio_done_order[prio_done_n++] = (int)(intptr_t)arg;
+}
+
+static int prio_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int lo, hi, hi_first = 0;
+    size_t small = 1024;
+    float *dl, *dh;
+
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(small, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &lo) ==
+                     DFCCL_OK, "register");
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(small, DFCCL_FLOAT32, DFCCL_SUM, g, 10, &hi) ==
+                     DFCCL_OK, "register");
+    dl = dfccl_test_malloc(ctx, small * 4);
+    dh = dfccl_test_malloc(ctx, small * 4);
+    for (int it = 0; it < 5; it++) {
+        prio_done_n = 0;
+        dfccl_test_barrier(oob);
+        /* Both become ready together (one batch): the high-priority one must
+         * complete first, on every rank, although it was started second. */
+        DFCCL_TEST_CHECK(dfcclBatchStart(ctx) == DFCCL_OK, "batch");
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(dl, dl, lo, prio_cb, (void *)1, ctx) == DFCCL_OK,
+                         "run");
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(dh, dh, hi, prio_cb, (void *)2, ctx) == DFCCL_OK,
+                         "run");
+        DFCCL_TEST_CHECK(dfcclBatchEnd(ctx) == DFCCL_OK, "batch");
+        DFCCL_TEST_CHECK(dfcclWait(lo, 60000, ctx) == DFCCL_OK, "wait");
+        DFCCL_TEST_CHECK(dfcclWait(hi, 60000, ctx) == DFCCL_OK, "wait");
+        if (prio_done_n == 2 && prio_done_order[0] == 2 && prio_done_order[1] == 1) {
+            hi_first++;
+        }
+    }
+    if (rank == 0) {
+        printf("priority: the high-priority collective completed before the low-priority one "
+               "in %d of 5 rounds\n", hi_first);
+    }
+    DFCCL_TEST_CHECK(hi_first == 5, "high priority completed first in only %d of 5 rounds",
+                     hi_first);
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_priority)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, prio_body, NULL), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s  = suite_create("deadlock");
+    TCase *tc = tcase_create("scenarios");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_disorder);
+    tcase_add_test(tc, test_disorder_groups);
+    tcase_add_test(tc, test_synchronize);
+    tcase_add_test(tc, test_threads);
+    tcase_add_test(tc, test_many_collectives);
+    tcase_add_test(tc, test_late_joiner);
+    tcase_add_test(tc, test_priority);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_VERBOSE);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
