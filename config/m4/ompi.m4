@@ -23,7 +23,14 @@ AC_DEFUN([DFCCL_CHECK_OMPI], [
             have_ompi=yes
             OMPI_CPPFLAGS="-I$ompi_inc -I$ompi_sub"
             OMPI_LIBDIR=`$MPICC --showme:libdirs 2>/dev/null | cut -d' ' -f1`
-            AS_IF([test -z "$OMPI_COMPONENT_DIR"], [OMPI_COMPONENT_DIR="$OMPI_LIBDIR/openmpi"])
+            dnl Open MPI's own component directory, unless --prefix was given:
+            dnl then $libdir/openmpi, for use with mca_base_component_path.
+            AS_IF([test -z "$OMPI_COMPONENT_DIR"], [
+                AS_IF([test "x$prefix" != xNONE],
+                      [OMPI_COMPONENT_DIR='${libdir}/openmpi'],
+                      [OMPI_COMPONENT_DIR=`ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p'`
+                       AS_IF([test -z "$OMPI_COMPONENT_DIR"], [OMPI_COMPONENT_DIR="$OMPI_LIBDIR/openmpi"])])
+            ])
         ], [ompi_why="(ompi_config.h not found under $ompi_inc: Open MPI devel headers missing)"])
     ])
     AC_ARG_VAR([OMPI_COMPONENT_DIR], [where make install puts mca_coll_dfccl.so (default: Open MPI's component dir, or \$libdir/openmpi with --prefix)])

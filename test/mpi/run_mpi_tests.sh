@@ -54,7 +54,10 @@ run() { # name ranks expect-dfccl(0|1) mca-args... -- program args...
 }
 
 host="--mca coll_dfccl_backend host"
-for np in 2 3 4; do
+# quick mode (DFCCL_TEST_QUICK, used by make distcheck): 3 ranks only
+nps="2 3 4"
+[ -z "${DFCCL_TEST_QUICK:-}" ] || nps=3
+for np in $nps; do
     run "every collective x form x in-place x type x op" $np 1 $host "$bin/test_coll"
     run "fallback path (default backend, host buffers)" $np 0 "$bin/test_coll" --quick
     run "threads: blocking allreduces on two communicators" $np 1 $host "$bin/test_threads"

@@ -1,0 +1,20 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Install what dfccl needs to build and test on Debian/Ubuntu: the
+# autotools, Check, json-c, Open MPI with its development headers, and UCX.
+# The CUDA toolkit is optional and not installed here: configure uses it
+# when /usr/local/cuda (or --with-cuda=DIR) has it.
+set -euo pipefail
+pkgs="build-essential autoconf automake libtool pkg-config check libjson-c-dev
+      libopenmpi-dev openmpi-bin libucx-dev"
+missing=""
+for p in $pkgs; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    echo "installing:$missing"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+fi
