@@ -67,13 +67,13 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
      * with 8 disordered collectives on 4 ranks: head 50 / sticky 200 runs
      * an iteration in 32 ms, head 2000 / sticky 20000 in 2.1 s). */
     if (c->spin_head == 0) {
-        c->spin_head = host ? 50 : 200000;
+        c->spin_head = host ? 50 : 20000;
     }
     if (c->spin_min == 0) {
-        c->spin_min = host ? 10 : 2000;
+        c->spin_min = host ? 10 : 1000;
     }
     if (c->spin_sticky == 0) {
-        c->spin_sticky = host ? 200 : 2000000;
+        c->spin_sticky = host ? 200 : 100000;
     }
     if (c->quit_us == 0) {
         c->quit_us = host ? 10000 : 1000;
@@ -205,10 +205,19 @@ static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int for
         if (!new_sqe && !waiting) {
             return DFCCL_OK;
         }
-        /* Stuck work only: leave the device alone for a moment, so that a
-         * synchronization waiting for the daemon can slip in. */
-        if (!new_sqe && now - ctx->last_launch_ns < ctx->cfg.relaunch_us * 1000ull) {
-            return DFCCL_OK;
+        /* Stuck work only: leave the device alone for a while, so that a
+         * device synchronization waiting for the daemon can slip in. The
+         * gap doubles with every relaunch that found nothing new (up to
+         * 128x), and resets when a collective completes or an SQE arrives. */
+        if (!new_sqe) {
+            uint32_t k   = ctx->stuck_relaunches < 7 ? ctx->stuck_relaunches : 7;
+            uint64_t gap = ((uint64_t)ctx->cfg.relaunch_us * 1000ull) << k;
+            if (now - ctx->last_launch_ns < gap) {
+                return DFCCL_OK;
+            }
+            ctx->stuck_relaunches++;
+        } else {
+            ctx->stuck_relaunches = 0;
         }
     }
     ctx->launched_tail  = ctx->sq_tail;
@@ -354,6 +363,11 @@ int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx)
     }
     pthread_mutex_unlock(&ctx->cq_lock);
 
+    if (nids > 0) {
+        pthread_mutex_lock(&ctx->lock);
+        ctx->stuck_relaunches = 0;
+        pthread_mutex_unlock(&ctx->lock);
+    }
     for (int i = 0; i < nids; i++) {
         if (ids_static[i] >= 0 && ids_static[i] < ctx->cfg.max_colls) {
             dfccl_ctx_complete(ctx, ids_static[i], DFCCL_OK);

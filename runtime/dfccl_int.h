@@ -284,6 +284,7 @@ struct dfccl_rank_ctx {
     uint64_t              sq_tail;
     uint64_t              launched_tail; /* sq_tail at the last launch */
     uint64_t              last_launch_ns;
+    uint32_t              stuck_relaunches; /* in a row, with nothing new */
     struct dfccl_pending *pend_head, *pend_tail;
     uint64_t              npending;
     int                   batch_depth; /* dfcclBatchStart nesting */

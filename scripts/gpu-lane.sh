@@ -13,9 +13,11 @@
 # Steps, each logged to $OUT/<step>.log when OUT is set (else BUILDDIR/logs):
 #   1. fail unless a GPU is visible (a skip must never hide lost coverage);
 #   2. autoreconf -fi, configure (CUDA kernels must be enabled), make;
-#   3. make check with DFCCL_BACKEND=cuda: the whole suite, multi-process
-#      tests with one GPU per rank (ranks share GPUs when there are fewer);
-#   4. the GPU tests (test/gpu) with each rank count of -r;
+#   3. test/unit's make check with DFCCL_BACKEND=cuda: the correctness
+#      matrix, deadlock scenarios and bad input, one GPU per rank (ranks
+#      share GPUs when there are fewer);
+#   4. the GPU tests (test/gpu) with each rank count of -r, and the MPI
+#      component's deadlock examples on device buffers;
 #   5. compute-sanitizer memcheck on a 2-rank allreduce, racecheck on a small
 #      one (sizes capped by DFCCL_TEST_MAX_COUNT).
 # Prints a summary and exits non-zero if any step failed. Run it on a GPU
@@ -96,9 +98,21 @@ if ! grep -q 'CUDA kernels (nvcc) : yes' "$logs/configure.log"; then
 fi
 step make make -j"$jobs" || finish
 
-step check-cuda env DFCCL_BACKEND=cuda make -j"$jobs" check
+# one test program at a time: they share the GPUs
+step check-cuda env DFCCL_BACKEND=cuda make -C test/unit check
 for n in $ranks; do
     step "gpu-tests-${n}ranks" env DFCCL_TEST_NRANKS="$n" make -C test/gpu check
+done
+# the MPI component on device buffers: the three deadlock examples
+comp="$build/ompi_coll_dfccl/.libs"
+sysdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+for n in $ranks; do
+    for ex in mpi_disorder mpi_threads mpi_devsync; do
+        step "mpi-${ex}-${n}ranks" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            mpirun --oversubscribe --bind-to none -np "$n" \
+            --mca mca_base_component_path "$comp${sysdir:+:$sysdir}" \
+            --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1 "examples/$ex"
+    done
 done
 
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
