@@ -22,12 +22,27 @@
 /* elements per collective; the first argument overrides it */
 static int COUNT = 128 * 1024;
 
+/* One GPU per local rank, chosen before MPI_Init: the coll component sets
+ * up dfccl on the current device when MPI creates MPI_COMM_WORLD. */
+static void select_device(void)
+{
+#ifdef HAVE_CUDART
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int n = 0;
+    if (lr != NULL && cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
+        cudaSetDevice(atoi(lr) % n);
+    }
+#endif
+}
+
 int main(int argc, char **argv)
 {
     MPI_Comm comm[2];
     MPI_Request reqs[2];
     float *buf[2], *host;
     int rank, size, dev = 0, errors = 0, all;
+
+    select_device();
 
     MPI_Init(&argc, &argv);
     if (argc > 1) {

@@ -65,6 +65,19 @@ static void buf_free(int dev, void *p)
     free(p);
 }
 
+/* One GPU per local rank, chosen before MPI_Init: the coll component sets
+ * up dfccl on the current device when MPI creates MPI_COMM_WORLD. */
+static void select_device(void)
+{
+#ifdef HAVE_CUDART
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int n = 0;
+    if (lr != NULL && cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
+        cudaSetDevice(atoi(lr) % n);
+    }
+#endif
+}
+
 int main(int argc, char **argv)
 {
     MPI_Comm comms[NCOMMS];
@@ -72,6 +85,8 @@ int main(int argc, char **argv)
     float *bufs[NCOMMS], *host;
     int order[NCOMMS], rank, size, errors = 0, all;
     int dev;
+
+    select_device();
 
     MPI_Init(&argc, &argv);
     if (argc > 1) {

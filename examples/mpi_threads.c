@@ -67,11 +67,26 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* One GPU per local rank, chosen before MPI_Init: the coll component sets
+ * up dfccl on the current device when MPI creates MPI_COMM_WORLD. */
+static void select_device(void)
+{
+#ifdef HAVE_CUDART
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int n = 0;
+    if (lr != NULL && cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
+        cudaSetDevice(atoi(lr) % n);
+    }
+#endif
+}
+
 int main(int argc, char **argv)
 {
     worker_t w[2];
     pthread_t th[2];
     int provided, errors, all;
+
+    select_device();
 
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     if (argc > 1) {

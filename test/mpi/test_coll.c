@@ -347,12 +347,27 @@ static void test_fallbacks(void)
     MPI_Type_free(&pair);
 }
 
+/* One GPU per local rank, chosen before MPI_Init: the coll component sets
+ * up dfccl on the current device when MPI creates MPI_COMM_WORLD. */
+static void select_device(void)
+{
+#ifdef HAVE_CUDART
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int n = 0;
+    if (lr != NULL && cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
+        cudaSetDevice(atoi(lr) % n);
+    }
+#endif
+}
+
 int main(int argc, char **argv)
 {
     size_t counts[] = {1, 7, 1000};
     size_t big      = 70000; /* several chunks and channels, one type and op */
     int quick       = argc > 1 && strcmp(argv[1], "--quick") == 0;
     int all_fail;
+
+    select_device();
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
