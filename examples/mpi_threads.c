@@ -28,6 +28,8 @@ typedef struct {
     int      errors;
 } worker_t;
 
+static int device_id; /* the GPU chosen by select_device() */
+
 static void *worker(void *arg)
 {
     worker_t *w = arg;
@@ -35,6 +37,8 @@ static void *worker(void *arg)
 
 #ifdef HAVE_CUDART
     if (dev) {
+        /* a new thread starts on device 0: use the process's GPU */
+        cudaSetDevice(device_id);
         cudaMalloc((void **)&buf, COUNT * sizeof(float));
     }
 #endif
@@ -77,6 +81,7 @@ static void select_device(void)
     if (lr != NULL && cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
         cudaSetDevice(atoi(lr) % n);
     }
+    cudaGetDevice(&device_id);
 #endif
 }
 

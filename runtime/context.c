@@ -65,15 +65,18 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     /* Host blocks yield the core at every poll and share 2 cores with the
      * other ranks in CI: short thresholds converge fastest there (measured
      * with 8 disordered collectives on 4 ranks: head 50 / sticky 200 runs
-     * an iteration in 32 ms, head 2000 / sticky 20000 in 2.1 s). */
+     * an iteration in 32 ms, head 2000 / sticky 20000 in 2.1 s). On 4 H200s
+     * a poll of a peer's connector costs about 2 us: head 2000 / sticky
+     * 10000 ran the same iteration in 0.2 s, head 20000 / sticky 100000 in
+     * 1.9 s. */
     if (c->spin_head == 0) {
-        c->spin_head = host ? 50 : 20000;
+        c->spin_head = host ? 50 : 2000;
     }
     if (c->spin_min == 0) {
-        c->spin_min = host ? 10 : 1000;
+        c->spin_min = host ? 10 : 200;
     }
     if (c->spin_sticky == 0) {
-        c->spin_sticky = host ? 200 : 100000;
+        c->spin_sticky = host ? 200 : 10000;
     }
     if (c->quit_us == 0) {
         c->quit_us = host ? 10000 : 1000;
