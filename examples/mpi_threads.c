@@ -28,7 +28,9 @@ typedef struct {
     int      errors;
 } worker_t;
 
+#ifdef HAVE_CUDART
 static int device_id; /* the GPU chosen by select_device() */
+#endif
 
 static void *worker(void *arg)
 {

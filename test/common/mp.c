@@ -33,6 +33,9 @@ struct dfccl_test_oob {
 };
 
 static __thread int dfccl_test_my_rank;
+#ifdef HAVE_CUDART
+static int dfccl_test_device = -1; /* the rank's GPU, for its other threads */
+#endif
 
 /* A crashing rank prints where, so a CI log says more than "signal 11". */
 static void dfccl_test_crash(int sig)
@@ -100,6 +103,7 @@ void dfccl_test_setup(int rank, int nranks, dfccl_test_oob_t *oob, const dfccl_c
             exit(2);
         }
         cudaSetDevice(rank % ndev);
+        dfccl_test_device = rank % ndev;
     }
 #endif
     st = dfcclInit(&c, ctx_p);
@@ -112,6 +116,15 @@ void dfccl_test_setup(int rank, int nranks, dfccl_test_oob_t *oob, const dfccl_c
         fprintf(stderr, "rank %d: dfcclGroupCreate: %s\n", rank, dfcclGetErrorString(st));
         exit(2);
     }
+}
+
+void dfccl_test_thread_setup(void)
+{
+#ifdef HAVE_CUDART
+    if (dfccl_test_device >= 0) {
+        cudaSetDevice(dfccl_test_device);
+    }
+#endif
 }
 
 void *dfccl_test_malloc(dfccl_rank_ctx_t ctx, size_t bytes)

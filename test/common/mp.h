@@ -30,6 +30,10 @@ void dfccl_test_barrier(dfccl_test_oob_t *oob);
 void dfccl_test_setup(int rank, int nranks, dfccl_test_oob_t *oob, const dfccl_config_t *cfg,
                       dfccl_rank_ctx_t *ctx_p, dfccl_group_t *group_p);
 
+/* Call first in every extra thread of a rank: a new thread starts on CUDA
+ * device 0, not on the rank's GPU. */
+void dfccl_test_thread_setup(void);
+
 /* Buffers for collectives: host memory on the host backend, device memory
  * on the CUDA backend. put/get copy from/to host memory; sync is the
  * backend's device synchronization (dfcclSynchronize). */

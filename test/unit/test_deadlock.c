@@ -227,7 +227,10 @@ static void *thread_main(void *varg)
 {
     thread_arg_t *t = varg;
     size_t count    = 20000;
-    float *d = dfccl_test_malloc(t->ctx, count * sizeof(float)), *h = malloc(count * 4);
+    float *d, *h = malloc(count * 4);
+
+    dfccl_test_thread_setup();
+    d = dfccl_test_malloc(t->ctx, count * sizeof(float));
 
     for (int it = 0; it < 20 && t->rc == 0; it++) {
         fill(h, count, t->rank, t->c, it);
