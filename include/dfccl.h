@@ -287,6 +287,16 @@ DFCCL_API dfccl_status_t dfcclProgress(dfccl_rank_ctx_t ctx, int *ncompleted_p);
  */
 DFCCL_API dfccl_status_t dfcclSynchronize(dfccl_rank_ctx_t ctx);
 
+/*
+ * Abort the context: the daemon stops at once, every collective in flight
+ * completes with DFCCL_ERR_ABORTED, and further runs fail; only
+ * dfcclDestroy remains. dfccl aborts by itself when a collective runs past
+ * DFCCL_TIMEOUT (it completes with DFCCL_ERR_TIMEOUT, and the message names
+ * the collective, its group, and which ranks have and have not joined it)
+ * or when a peer process of a collective in flight has exited.
+ */
+DFCCL_API dfccl_status_t dfcclAbort(dfccl_rank_ctx_t ctx);
+
 /* Counters of the context. [out] stats_p. */
 DFCCL_API dfccl_status_t dfcclGetStats(dfccl_rank_ctx_t ctx, dfccl_stats_t *stats_p);
 

@@ -534,6 +534,11 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
     c->runs++;
     ctx->inflight++;
     ctx->submitted++;
+    if (c->group->pool.dir != NULL) {
+        /* for the diagnosis of a timeout on any rank: we joined this run */
+        __atomic_store_n(&c->group->pool.dir->runs[c->sig[6] % DFCCL_DIR_RUNS], c->runs,
+                         __ATOMIC_RELEASE);
+    }
     if (!resolved) {
         /* The next rank has not registered it yet: submit once it has. */
         c->deferred  = 1;

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <string.h>
@@ -280,6 +281,9 @@ dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_i
         return dfccl_error(DFCCL_ERR_NO_MEMORY, "submit: out of host memory");
     }
     memset(p, 0, sizeof(*p));
+    if (ctx->inflight == 1 || ctx->last_done_ns == 0) {
+        ctx->last_done_ns = dfccl_time_ns(); /* grace for a dead peer starts now */
+    }
     p->sqe.kind     = kind;
     p->sqe.coll_id  = coll_id;
     p->sqe.sendbuff = (uint64_t)(uintptr_t)sendbuff;
@@ -342,6 +346,142 @@ static void dfccl_ctx_complete(struct dfccl_rank_ctx *ctx, int id, dfccl_status_
     dfccl_ctx_kick(ctx);
 }
 
+/*
+ * Abort the context: the daemon's blocks return at their next poll, every
+ * collective in flight completes with an error (`culprit` with `status`,
+ * the others with DFCCL_ERR_ABORTED) carrying `msg`, and nothing runs any
+ * more; the context can still be destroyed.
+ */
+static void dfccl_ctx_abort(struct dfccl_rank_ctx *ctx, int culprit, dfccl_status_t status,
+                            const char *msg)
+{
+    int n = 0, *ids;
+
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->aborted) {
+        pthread_mutex_unlock(&ctx->lock);
+        return;
+    }
+    ctx->aborted = 1;
+    __atomic_store_n(ctx->abort_flag, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&ctx->lock);
+    ctx->be->wait_idle(ctx); /* every block has seen the flag */
+
+    ids = malloc((size_t)ctx->cfg.max_colls * sizeof(int));
+    pthread_mutex_lock(&ctx->lock);
+    while (ctx->pend_head != NULL) {
+        struct dfccl_pending *p = ctx->pend_head;
+        ctx->pend_head          = p->next;
+        free(p);
+    }
+    ctx->pend_tail = NULL;
+    ctx->npending  = 0;
+    for (int id = 0; ids != NULL && id < ctx->cfg.max_colls; id++) {
+        dfccl_coll_t *c = &ctx->colls[id];
+        if (c->state != DFCCL_COLL_INFLIGHT) {
+            continue;
+        }
+        if (c->deferred) {
+            c->deferred = 0;
+            ctx->ndeferred--;
+        }
+        free(c->errmsg);
+        c->errmsg = strdup(msg);
+        ids[n++]  = id;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    dfccl_set_last_error(msg);
+    for (int i = 0; i < n; i++) {
+        dfccl_ctx_complete(ctx, ids[i], ids[i] == culprit ? status : DFCCL_ERR_ABORTED);
+    }
+    free(ids);
+}
+
+/* "0, 2" from the ranks of `g` whose runs of `c` are (not) behind ours. */
+static void dfccl_ctx_joined(struct dfccl_group *g, const dfccl_coll_t *c, int joined,
+                             char *buf, size_t len)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (int r = 0; r < g->nranks && o + 12 < len; r++) {
+        const dfccl_dir_t *d = dfccl_pool_dir_of(g, r);
+        uint64_t runs        = d != NULL ? __atomic_load_n(&d->runs[c->sig[6] % DFCCL_DIR_RUNS],
+                                                           __ATOMIC_ACQUIRE) : c->runs;
+        if ((runs >= c->runs) == joined) {
+            o += (size_t)snprintf(buf + o, len - o, "%s%d", o ? ", " : "", r);
+        }
+    }
+    if (o == 0) {
+        snprintf(buf, len, "none");
+    }
+}
+
+/*
+ * Every 10 ms while collectives are in flight: a collective past the
+ * timeout (DFCCL_TIMEOUT), or a peer process that has exited while nothing
+ * completes, aborts the context with a message that names the collective,
+ * its group, and who has and has not joined it.
+ */
+static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
+{
+    uint64_t now = dfccl_time_ns(), limit = (uint64_t)(ctx->cfg.timeout_s * 1e9);
+    char msg[768], yes[128], no[128];
+    int culprit = -1;
+    dfccl_status_t status = DFCCL_OK;
+
+    if (now - ctx->last_check_ns < 10000000ull) {
+        return;
+    }
+    ctx->last_check_ns = now;
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->aborted || ctx->inflight == 0) {
+        pthread_mutex_unlock(&ctx->lock);
+        return;
+    }
+    for (int id = 0; id < ctx->cfg.max_colls && culprit < 0; id++) {
+        dfccl_coll_t *c = &ctx->colls[id];
+        struct dfccl_group *g = c->group;
+        if (c->state != DFCCL_COLL_INFLIGHT) {
+            continue;
+        }
+        if (limit > 0 && now - c->start_ns > limit) {
+            dfccl_ctx_joined(g, c, 1, yes, sizeof(yes));
+            dfccl_ctx_joined(g, c, 0, no, sizeof(no));
+            snprintf(msg, sizeof(msg), "collective %d (%s of %llu %s, op %s) on group %s (rank "
+                     "%d of %d) did not complete within %.0f s: ranks joined: %s; ranks not "
+                     "joined: %s. A rank may have stopped, or the program runs collectives "
+                     "that never meet on every rank; raise DFCCL_TIMEOUT if it is only slow",
+                     id, dfccl_coll_name(c->st.kind), (unsigned long long)c->st.count,
+                     dfccl_dtype_name(c->st.dtype), dfccl_op_name(c->st.op), g->name, g->rank,
+                     g->nranks, ctx->cfg.timeout_s, yes, no);
+            culprit = id;
+            status  = DFCCL_ERR_TIMEOUT;
+            break;
+        }
+        /* a dead peer: nothing can complete once what it sent is used up */
+        for (int r = 0; r < g->nranks && now - ctx->last_done_ns > 500000000ull; r++) {
+            if (r != g->rank && kill(g->pids[r], 0) != 0 && errno == ESRCH) {
+                dfccl_pool_unlink_dead(g, r);
+                dfccl_ctx_joined(g, c, 1, yes, sizeof(yes));
+                snprintf(msg, sizeof(msg), "collective %d (%s of %llu %s) on group %s cannot "
+                         "complete: rank %d (process %d) has exited; ranks joined: %s. The "
+                         "rank context is aborted; destroy it and end the job",
+                         id, dfccl_coll_name(c->st.kind), (unsigned long long)c->st.count,
+                         dfccl_dtype_name(c->st.dtype), g->name, r, g->pids[r], yes);
+                culprit = id;
+                status  = DFCCL_ERR_ABORTED;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    if (culprit >= 0) {
+        dfccl_error(status, "%s", msg);
+        dfccl_ctx_abort(ctx, culprit, status, msg);
+    }
+}
+
 /* Poll every CQ ring once, run callbacks, feed the SQ, relaunch the
  * daemon if needed. Returns the number of completions. */
 int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx)
@@ -371,6 +511,7 @@ int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx)
     if (nids > 0) {
         pthread_mutex_lock(&ctx->lock);
         ctx->stuck_relaunches = 0;
+        ctx->last_done_ns     = dfccl_time_ns();
         pthread_mutex_unlock(&ctx->lock);
     }
     for (int i = 0; i < nids; i++) {
@@ -383,6 +524,7 @@ int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx)
     if (ctx->ndeferred > 0) {
         total += dfccl_coll_resolve_deferred(ctx);
     }
+    dfccl_ctx_check_health(ctx);
     pthread_mutex_lock(&ctx->lock);
     dfccl_ctx_drain_pending(ctx);
     dfccl_ctx_maybe_launch(ctx, 0);
@@ -557,6 +699,7 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
         struct dfccl_group *g = ctx->groups;
         ctx->groups           = g->next;
         dfccl_pool_destroy(g);
+        free(g->pids);
         free(g);
     }
     while (ctx->pend_head != NULL) {
@@ -571,6 +714,15 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
     pthread_cond_destroy(&ctx->cond);
     free(ctx);
     return st;
+}
+
+dfccl_status_t dfcclAbort(dfccl_rank_ctx_t ctx)
+{
+    if (ctx == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclAbort: ctx is NULL");
+    }
+    dfccl_ctx_abort(ctx, -1, DFCCL_ERR_ABORTED, "the rank context was aborted by dfcclAbort");
+    return DFCCL_OK;
 }
 
 dfccl_status_t dfcclBatchStart(dfccl_rank_ctx_t ctx)

@@ -142,11 +142,17 @@ typedef struct {
     dfccl_conn_desc_t desc;
 } dfccl_dir_entry_t;
 
+#define DFCCL_DIR_RUNS 1024
+
 typedef struct {
     uint64_t          magic;
     uint64_t          nreg;  /* registrations done by the owner (release) */
-    uint64_t          pad[14];
+    uint64_t          pid;
+    uint64_t          pad[13];
     dfccl_dir_entry_t e[DFCCL_DIR_MAX_SEGS];
+    /* runs started by the owner, per registration (index nreg % RUNS): tells
+     * a rank that times out which peers have joined the collective */
+    uint64_t          runs[DFCCL_DIR_RUNS];
 } dfccl_dir_t;
 
 /*
@@ -173,13 +179,16 @@ typedef struct {
     size_t       seg_bytes;   /* default segment size */
     dfccl_seg_t  dir_seg;     /* our directory */
     dfccl_dir_t *dir;
-    dfccl_seg_t  peer_dir_seg; /* the next rank's directory */
-    dfccl_dir_t *peer_dir;
+    dfccl_dir_t *peer_dir;     /* the next rank's directory */
+    dfccl_seg_t *dirs;         /* every rank's directory (ours included) */
+    int          ndirs;
 } dfccl_pool_t;
 
 dfccl_status_t dfccl_pool_init(struct dfccl_group *g, char *dir_name, size_t len);
-dfccl_status_t dfccl_pool_connect(struct dfccl_group *g, const char *peer_dir_name);
+/* Attach every rank's directory; names[i] is rank i's (NAME_LEN apart). */
+dfccl_status_t dfccl_pool_connect(struct dfccl_group *g, const char *names, size_t stride);
 void dfccl_pool_unlink_dir(struct dfccl_group *g);
+const dfccl_dir_t *dfccl_pool_dir_of(struct dfccl_group *g, int rank);
 dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **host_p,
                                 void **dev_p, uint32_t *seg_p, uint64_t *off_p);
 /* Find the next rank's region at (seg, off): 1 and pointers when it is
@@ -187,6 +196,7 @@ dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **host
 int dfccl_pool_resolve(struct dfccl_group *g, uint32_t seg, uint64_t off, void **host_p,
                        void **dev_p);
 void dfccl_pool_reap(struct dfccl_group *g);
+void dfccl_pool_unlink_dead(struct dfccl_group *g, int rank);
 dfccl_status_t dfccl_pool_free(struct dfccl_group *g, uint32_t seg, uint64_t off, size_t bytes);
 void dfccl_pool_destroy(struct dfccl_group *g);
 
@@ -222,6 +232,7 @@ struct dfccl_group {
     int                      ncolls; /* registered collectives on this group */
     int                      next_device;
     int                      next_same_host;
+    int                     *pids;   /* every member's process id */
     struct dfccl_group      *next;
 };
 
@@ -295,6 +306,8 @@ struct dfccl_rank_ctx {
     int                   sync_pending;
     int                   exit_posted;
     int                   aborted;
+    uint64_t              last_check_ns;  /* timeouts and peers, rate-limited */
+    uint64_t              last_done_ns;   /* last completion seen */
     int                   launched_ever;
 
     /* completion side */

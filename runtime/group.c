@@ -96,6 +96,14 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
             goto err;
         }
     }
+    g->pids = calloc((size_t)nranks, sizeof(int));
+    if (g->pids == NULL) {
+        st = dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclGroupCreate: out of host memory");
+        goto err;
+    }
+    for (int i = 0; i < nranks; i++) {
+        g->pids[i] = all[i].pid;
+    }
     if (nranks > 1) {
         const dfccl_boot_info_t *nx = &all[(rank + 1) % nranks];
         const dfccl_boot_info_t *pv = &all[(rank + nranks - 1) % nranks];
@@ -123,7 +131,7 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
             goto err;
         }
 #endif
-        st = dfccl_pool_connect(g, nx->dir);
+        st = dfccl_pool_connect(g, all[0].dir, sizeof(all[0]));
         if (st != DFCCL_OK) {
             goto err;
         }
@@ -147,6 +155,7 @@ err:
     free(all);
     if (g != NULL) {
         dfccl_pool_destroy(g);
+        free(g->pids);
     }
     free(g);
     return st;
@@ -176,6 +185,7 @@ dfccl_status_t dfcclGroupDestroy(dfccl_group_t g)
     }
     pthread_mutex_unlock(&ctx->lock);
     dfccl_pool_destroy(g);
+    free(g->pids);
     free(g);
     return DFCCL_OK;
 }

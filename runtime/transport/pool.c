@@ -22,6 +22,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define DFCCL_POOL_ALIGN 4096ul
@@ -114,20 +115,42 @@ dfccl_status_t dfccl_pool_init(struct dfccl_group *g, char *dir_name, size_t len
     DFCCL_CHECK(dfccl_shm_create(&pool->dir_seg, dir_name, sizeof(dfccl_dir_t)));
     pool->dir        = pool->dir_seg.base;
     pool->dir->magic = DFCCL_DIR_MAGIC;
+    pool->dir->pid   = (uint64_t)getpid();
     return DFCCL_OK;
 }
 
-dfccl_status_t dfccl_pool_connect(struct dfccl_group *g, const char *peer_dir_name)
+dfccl_status_t dfccl_pool_connect(struct dfccl_group *g, const char *names, size_t stride)
 {
     dfccl_pool_t *pool = &g->pool;
 
-    DFCCL_CHECK(dfccl_shm_attach(&pool->peer_dir_seg, peer_dir_name, sizeof(dfccl_dir_t)));
-    pool->peer_dir = pool->peer_dir_seg.base;
-    if (pool->peer_dir->magic != DFCCL_DIR_MAGIC) {
-        return dfccl_error(DFCCL_ERR_BOOTSTRAP, "group %s: the next rank's directory %s is "
-                           "not a dfccl directory", g->name, peer_dir_name);
+    pool->dirs = calloc((size_t)g->nranks, sizeof(*pool->dirs));
+    if (pool->dirs == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "group %s: out of memory", g->name);
     }
+    for (int r = 0; r < g->nranks; r++) {
+        const char *name = names + (size_t)r * stride;
+        if (r == g->rank) {
+            continue; /* ours is pool->dir */
+        }
+        DFCCL_CHECK(dfccl_shm_attach(&pool->dirs[r], name, sizeof(dfccl_dir_t)));
+        pool->ndirs = r + 1;
+        if (((dfccl_dir_t *)pool->dirs[r].base)->magic != DFCCL_DIR_MAGIC) {
+            return dfccl_error(DFCCL_ERR_BOOTSTRAP, "group %s: rank %d's directory %s is not "
+                               "a dfccl directory", g->name, r, name);
+        }
+    }
+    pool->ndirs    = g->nranks;
+    pool->peer_dir = pool->dirs[(g->rank + 1) % g->nranks].base;
     return DFCCL_OK;
+}
+
+/* Rank r's directory (ours included), or NULL. */
+const dfccl_dir_t *dfccl_pool_dir_of(struct dfccl_group *g, int r)
+{
+    if (r == g->rank) {
+        return g->pool.dir;
+    }
+    return r < g->pool.ndirs ? g->pool.dirs[r].base : NULL;
 }
 
 void dfccl_pool_unlink_dir(struct dfccl_group *g)
@@ -286,6 +309,22 @@ int dfccl_pool_resolve(struct dfccl_group *g, uint32_t segi, uint64_t off, void 
     return 1;
 }
 
+/* Rank r died: unlink the shm segments it published and nobody attached
+ * yet, so that nothing of it stays in /dev/shm. */
+void dfccl_pool_unlink_dead(struct dfccl_group *g, int r)
+{
+    const dfccl_dir_t *d = dfccl_pool_dir_of(g, r);
+
+    for (int i = 0; d != NULL && r != g->rank && i < DFCCL_DIR_MAX_SEGS; i++) {
+        if (!__atomic_load_n(&d->e[i].ready, __ATOMIC_ACQUIRE)) {
+            break;
+        }
+        if (d->e[i].desc.transport == DFCCL_TRANSPORT_SHM && d->e[i].desc.name[0] == '/') {
+            shm_unlink(d->e[i].desc.name); /* may be gone already: fine */
+        }
+    }
+}
+
 void dfccl_pool_reap(struct dfccl_group *g)
 {
     dfccl_pool_t *pool = &g->pool;
@@ -307,9 +346,12 @@ void dfccl_pool_destroy(struct dfccl_group *g)
     for (int i = 0; i < pool->nown; i++) {
         dfccl_seg_release(g, &pool->own[i]);
     }
-    if (pool->peer_dir != NULL) {
-        dfccl_shm_release(&pool->peer_dir_seg);
+    for (int r = 0; pool->dirs != NULL && r < pool->ndirs; r++) {
+        if (pool->dirs[r].base != NULL) {
+            dfccl_shm_release(&pool->dirs[r]);
+        }
     }
+    free(pool->dirs);
     if (pool->dir != NULL) {
         dfccl_shm_release(&pool->dir_seg);
     }

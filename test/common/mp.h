@@ -19,6 +19,10 @@ typedef int (*dfccl_test_rank_fn_t)(int rank, int nranks, dfccl_test_oob_t *oob,
 /* Run fn on nranks processes. Returns 0 if all returned 0 in time. */
 int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, void *arg);
 
+/* The same, where rank `killed_rank` is expected to die of SIGKILL. */
+int dfccl_test_mp_run_killed(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, void *arg,
+                             int killed_rank);
+
 /* dfccl_oob_allgather_fn_t over the harness's shared memory. */
 int dfccl_test_oob_allgather(const void *sendbuf, void *recvbuf, size_t bytes, void *arg);
 
