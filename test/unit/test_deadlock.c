@@ -4,6 +4,7 @@
  * so that a hang fails the test:
  *  - disorder: 8 collectives started in a different random order on every
  *    rank, 200 iterations, results checked, preemptions reported (> 0);
+ *    also with explicit progress (no poller thread) and on 8 groups;
  *  - device synchronization between collectives started in opposite orders
  *    (on the host backend: dfcclSynchronize, which waits until no daemon
  *    block runs); voluntary quits > 0;
@@ -72,7 +73,8 @@ static int check_sum(const float *h, size_t n, int nranks, int c, int it)
 typedef struct {
     int    iters;
     size_t counts[NCOLL];
-    int    groups; /* 1: all on one group, else one group per collective */
+    int    groups;   /* 1: all on one group, else one group per collective */
+    int    explicit; /* DFCCL_PROGRESS=explicit: progress only inside dfcclWait */
 } disorder_arg_t;
 
 static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
@@ -85,6 +87,9 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     unsigned seed = 12345u + (unsigned)rank * 7919u;
     unsigned long long pre;
 
+    if (a->explicit) {
+        setenv("DFCCL_PROGRESS", "explicit", 1);
+    }
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g[0]);
     for (int c = 1; c < NCOLL; c++) {
         if (a->groups > 1) {
@@ -121,8 +126,9 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     }
     pre = stat_sum(oob, ctx, 0);
     if (rank == 0) {
-        printf("disorder: %d ranks, %d iterations x %d collectives on %d group(s): all correct, "
-               "%llu preemptions\n", n, a->iters, NCOLL, a->groups, pre);
+        printf("disorder: %d ranks, %d iterations x %d collectives on %d group(s)%s: all "
+               "correct, %llu preemptions\n", n, a->iters, NCOLL, a->groups,
+               a->explicit ? ", explicit progress" : "", pre);
     }
     DFCCL_TEST_CHECK(pre > 0, "no preemption in %d disordered iterations", a->iters);
     for (int c = 0; c < NCOLL; c++) {
@@ -136,7 +142,7 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 
 START_TEST(test_disorder)
 {
-    disorder_arg_t a = {200, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1};
+    disorder_arg_t a = {200, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0};
     if (getenv("DFCCL_TEST_QUICK") != NULL) {
         a.iters = 20;
     }
@@ -144,10 +150,17 @@ START_TEST(test_disorder)
 }
 END_TEST
 
+START_TEST(test_disorder_explicit_progress)
+{
+    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 1};
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+}
+END_TEST
+
 START_TEST(test_disorder_groups)
 {
     /* one group per collective, mid-sized collectives, 2 and 3 ranks */
-    disorder_arg_t a = {50, {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536}, NCOLL};
+    disorder_arg_t a = {50, {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536}, NCOLL, 0};
     ck_assert_int_eq(dfccl_test_mp_run(2, 300, disorder_body, &a), 0);
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
 }
@@ -463,6 +476,7 @@ int main(void)
 
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_disorder);
+    tcase_add_test(tc, test_disorder_explicit_progress);
     tcase_add_test(tc, test_disorder_groups);
     tcase_add_test(tc, test_synchronize);
     tcase_add_test(tc, test_threads);
