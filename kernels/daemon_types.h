@@ -137,6 +137,12 @@ typedef struct {
     uint32_t started; /* nonzero once this run moved any data */
     uint64_t send_seq;
     uint64_t recv_seq;
+    /* last values read of the peer's head and of our tail: both only grow,
+     * so a cached value is a safe lower bound, and the connector words are
+     * read again only when the cached ones say "wait" (a peer's head sits
+     * across NVLink; reading it for every slice would cost a round trip) */
+    uint64_t head_cache;
+    uint64_t tail_cache;
 } dfccl_dyn_t;
 
 /* A collective in a block's task queue. */

@@ -56,20 +56,21 @@ typedef struct {
 } dfccl_exec_t;
 
 /* Poll until the connectors allow `flags`, at most x->spin times. */
-DFCCL_F_DEVICE uint32_t dfccl_prim_wait(const dfccl_exec_t *x, uint32_t flags)
+DFCCL_F_DEVICE uint32_t dfccl_prim_wait(dfccl_exec_t *x, uint32_t flags)
 {
     const dfccl_chan_t *ch = x->ch;
     uint32_t nslots        = x->st->nslots;
+    dfccl_dyn_t *d         = &x->dyn; /* thread 0's copy holds the caches */
 
     for (uint32_t i = 0;; i++) {
         uint32_t ok = 1;
-        if ((flags & DFCCL_P_RECV) &&
-            dfccl_ld_acquire_sys(&ch->recv_ctrl->tail) <= x->dyn.recv_seq) {
-            ok = 0;
+        if ((flags & DFCCL_P_RECV) && d->tail_cache <= d->recv_seq) {
+            d->tail_cache = dfccl_ld_acquire_sys(&ch->recv_ctrl->tail);
+            ok            = d->tail_cache > d->recv_seq;
         }
-        if (ok && (flags & DFCCL_P_SEND) &&
-            x->dyn.send_seq - dfccl_ld_acquire_sys(&ch->send_ctrl->head) >= nslots) {
-            ok = 0;
+        if (ok && (flags & DFCCL_P_SEND) && d->send_seq - d->head_cache >= nslots) {
+            d->head_cache = dfccl_ld_acquire_sys(&ch->send_ctrl->head);
+            ok            = d->send_seq - d->head_cache < nslots;
         }
         if (ok) {
             return 1;

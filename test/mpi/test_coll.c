@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef HAVE_CUDART
+#include <cuda_runtime_api.h>
+#endif
 
 enum { BLOCKING, NONBLOCKING, PERSISTENT, NFORMS };
 static const char *const form_names[] = {"blocking", "nonblocking", "persistent"};
