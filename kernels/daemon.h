@@ -10,8 +10,9 @@
  * its dynamic context is saved (if it moved) and the next one is loaded.
  * When a block completes its part of a collective it bumps the collective's
  * completion counter; the last block writes a CQE into its own CQ ring.
- * A block quits voluntarily when, for quit_ns, it has received no SQE and
- * none of its collectives progressed; the host relaunches the daemon.
+ * Block 0 quits voluntarily when, for quit_ns, it has received no SQE and
+ * none of its collectives progressed; the other blocks quit after it, once
+ * idle or stuck themselves. The host relaunches the daemon.
  *
  * Control decisions are taken by thread 0 and shared through block-shared
  * memory, so the same code runs with one thread (host backend) or many.
@@ -284,7 +285,18 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
             if (active) {
                 last_active = now;
             }
+            /* Block 0 quits when it received no SQE and nothing of its own
+             * moved for quit_ns; the other blocks follow it (once idle or
+             * stuck themselves), never go first: a block that quit alone
+             * would leave its channel of the next collectives unserved
+             * until the whole daemon is relaunched. */
             ctl->quit = !active && now - last_active > a->quit_ns;
+            if (b != 0 && ctl->quit) {
+                ctl->quit = dfccl_ld_acquire_gpu(a->quit_epoch) == a->launch_epoch;
+            }
+            if (b == 0 && ctl->quit) {
+                dfccl_st_release_gpu(a->quit_epoch, a->launch_epoch);
+            }
             if (ctl->quit) {
                 /* Voluntary quit. Everything lives in device memory already:
                  * task queue, dynamic contexts (saved at preemption), log and

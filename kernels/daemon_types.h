@@ -167,6 +167,7 @@ typedef struct {
     /* daemon state (device memory) */
     dfccl_sqe_t         *log;       /* fan-out of SQEs, log_entries */
     uint64_t            *log_tail;  /* written by block 0 */
+    uint64_t            *quit_epoch; /* launch_epoch once block 0 has quit */
     uint64_t            *log_head;  /* nblocks, consumed log entries */
     uint64_t            *sq_next;   /* block 0's next SQ position */
     uint64_t            *cq_tail;   /* nblocks, produced CQEs */
@@ -189,6 +190,7 @@ typedef struct {
     uint32_t spin_sticky;
     uint32_t priority_order;
     uint64_t quit_ns;
+    uint64_t launch_epoch;   /* launches so far, this one included */
 } dfccl_daemon_args_t;
 
 #endif /* DFCCL_KERNELS_DAEMON_TYPES_H_ */

@@ -130,6 +130,7 @@ static dfccl_status_t dfccl_ctx_alloc_mem(struct dfccl_rank_ctx *ctx)
 
     DFCCL_DEV(log, sizeof(dfccl_sqe_t) * a->log_entries);
     DFCCL_DEV(log_tail, DFCCL_CACHELINE);
+    DFCCL_DEV(quit_epoch, DFCCL_CACHELINE);
     DFCCL_DEV(log_head, sizeof(uint64_t) * nb);
     DFCCL_DEV(sq_next, DFCCL_CACHELINE);
     DFCCL_DEV(cq_tail, sizeof(uint64_t) * nb);
@@ -167,6 +168,7 @@ static void dfccl_ctx_free_mem(struct dfccl_rank_ctx *ctx)
     be->host_free(ctx, ctx->abort_flag);
     be->dev_free(ctx, a->log);
     be->dev_free(ctx, a->log_tail);
+    be->dev_free(ctx, a->quit_epoch);
     be->dev_free(ctx, a->log_head);
     be->dev_free(ctx, a->sq_next);
     be->dev_free(ctx, a->cq_tail);
@@ -229,6 +231,7 @@ static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int for
     ctx->launched_tail  = ctx->sq_tail;
     ctx->last_launch_ns = now;
     ctx->launches++;
+    ctx->args.launch_epoch = ctx->launches;
     ctx->launched_ever = 1;
     return ctx->be->launch(ctx);
 }
