@@ -14,7 +14,8 @@
 # compiler-rt runtime with libFuzzer, json-c, autotools); set
 # DFCCL_FUZZ_NO_INSTALL=1 to install nothing (make check does). The build
 # goes to $DFCCL_FUZZ_BUILD (default ./build-fuzz). FUZZ_TARGETS selects
-# targets ("api sim", the default). FUZZ_SIM_WORLD=0 fuzzes the simulator's
+# targets ("api sim", the default); FUZZ_INPUT_TIMEOUT (30 s) is how long one
+# input may run before it counts as a hang. FUZZ_SIM_WORLD=0 fuzzes the simulator's
 # parser alone (by default accepted configurations are also simulated);
 # FUZZ_API_NULL_CTX_WAIT=1 adds dfcclWait(id, t, NULL) to the API calls.
 # Exit status: 0 clean, 1 a target
@@ -108,21 +109,38 @@ build_target() { # name source cppflags libraries...
         -o "$build/$name" -pthread -lm
 }
 
+# What a static libtool library needs at link time (UCX, CUDA, ...).
+la_deps() {
+    sed -n "s/^dependency_libs='\(.*\)'$/\1/p" "$1"
+}
+
 # ---- run --------------------------------------------------------------------
 failed=0
 run_target() { # name corpus-dir
     local name=$1 seeds=$2 work="$build/corpus-$1" out="$build/$1.log" rc=0
+    local tmo=${FUZZ_INPUT_TIMEOUT:-30}
     mkdir -p "$work"
     log "running $name for $secs s (log: $out)"
-    # -timeout: one input running 30 s is a hang; -rss_limit_mb: a leak or
-    # an allocation run wild.
+    # -timeout: one input running that long (30 s) is a hang; -rss_limit_mb:
+    # a leak or an allocation run wild.
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-    "$build/$name" -max_total_time="$secs" -timeout=30 -rss_limit_mb=3072 \
+    "$build/$name" -max_total_time="$secs" -timeout="$tmo" -rss_limit_mb=3072 \
         -print_final_stats=1 -artifact_prefix="$build/crashes/$name-" \
         "$work" "$seeds" >"$out" 2>&1 || rc=$?
     grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::new_units_added|^stat::peak_rss_mb' \
         "$out" | sed "s/^/fuzz.sh: $name: /" || true
+    # A "timeout" on a loaded machine may be the scheduler's doing: run the
+    # input again alone, and fail only if it still takes that long.
+    if [ "$rc" != 0 ] && grep -q 'ERROR: libFuzzer: timeout' "$out"; then
+        local unit
+        unit=$(sed -n 's/.*Test unit written to \(.*timeout-[0-9a-f]*\).*/\1/p' "$out" | tail -n1)
+        if [ -n "$unit" ] && "$build/$name" -timeout="$tmo" "$unit" >>"$out" 2>&1; then
+            log "$name: the timeout did not reproduce when run alone (a loaded machine); not a failure"
+            rm -f "$unit"
+            rc=0
+        fi
+    fi
     if [ "$rc" != 0 ]; then
         log "$name FAILED (exit $rc); the input is in $build/crashes; the end of its log:"
         tail -n 40 "$out"
@@ -137,7 +155,7 @@ for t in $targets; do
     api)
         build_target fuzz_api "$root/test/fuzz/fuzz_api.c" \
             "-DFUZZ_API_NULL_CTX_WAIT=${FUZZ_API_NULL_CTX_WAIT:-0}" \
-            "$build/lib/.libs/libdfccl.a" -lrt
+            "$build/lib/.libs/libdfccl.a" $(la_deps "$build/lib/libdfccl.la") -lrt
         run_target fuzz_api "$root/test/fuzz/corpus/api"
         ;;
     sim)
@@ -147,7 +165,8 @@ for t in $targets; do
         fi
         build_target fuzz_sim_config "$root/test/fuzz/fuzz_sim_config.c" \
             "-I$root/tools/sim $(pkg-config --cflags json-c) -DFUZZ_SIM_WORLD=${FUZZ_SIM_WORLD:-1}" \
-            "$build/lib/tools/sim/.libs/libdfccl_sim.a" $(pkg-config --libs json-c)
+            "$build/lib/tools/sim/.libs/libdfccl_sim.a" \
+            $(la_deps "$build/lib/tools/sim/libdfccl_sim.la") $(pkg-config --libs json-c)
         run_target fuzz_sim_config "$root/test/fuzz/corpus/sim_config"
         ;;
     *)
