@@ -160,12 +160,13 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
     x.abort_flag  = a->abort_flag;
     x.slice_elems = x.st->slot_bytes / x.st->elem_size;
     x.progressed  = 0;
-    x.spin_sticky = a->spin_sticky;
+    /* Thresholds halve with the queue position, sticky ones too: the head
+     * waits longest; deep in a long queue every collective gets only a
+     * short look, so walking 1000 stuck collectives stays cheap. */
+    x.spin_sticky = DFCCL_MAX(pos < 32 ? (a->spin_sticky >> pos) : 0, a->spin_min);
+    x.spin        = DFCCL_MAX(pos < 32 ? (a->spin_head >> pos) : 0, a->spin_min);
     if (task->sticky) {
-        x.spin = a->spin_sticky;
-    } else {
-        x.spin = pos < 32 ? (a->spin_head >> pos) : 0;
-        x.spin = DFCCL_MAX(x.spin, a->spin_min);
+        x.spin = x.spin_sticky;
     }
     if (DFCCL_TID == 0 && x.dyn.started) {
         stats->context_loads++;
