@@ -7,7 +7,9 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *dfccl_sim_status_string(dfccl_sim_status_t status)
 {
@@ -51,7 +53,15 @@ void *dfccl_sim_calloc(size_t count, size_t size, const char *what)
     if (count == 0) {
         count = 1;
     }
-    ptr = calloc(count, size);
+    /* 64-byte aligned: some arrays hold over-aligned structs (the per-GPU
+     * state is aligned(32)), which calloc's 16 bytes do not honour. */
+    if (size != 0 && count > SIZE_MAX / size) {
+        ptr = NULL;
+    } else if (posix_memalign(&ptr, 64, count * size) != 0) {
+        ptr = NULL;
+    } else {
+        memset(ptr, 0, count * size);
+    }
     if (ptr == NULL) {
         fprintf(stderr, "dfccl-sim: cannot allocate %zu x %zu bytes for %s\n", count, size,
                 what);
