@@ -121,6 +121,8 @@ typedef struct {
     double   timeout_s;             /* DFCCL_TIMEOUT: per-collective timeout, 0 = none */
     int      priority_order;        /* DFCCL_PRIORITY: 1 = order task queue by priority */
     int      verbose;               /* DFCCL_VERBOSE: 0 quiet, 1 info, 2 debug */
+    int      net;                   /* DFCCL_NET: 1 = net (UCX) transport between every
+                                     * pair of ranks, even on one host (testing) */
 } dfccl_config_t;
 
 typedef struct dfccl_rank_ctx *dfccl_rank_ctx_t;

@@ -249,9 +249,13 @@ static void dfccl_coll_free_host(dfccl_coll_t *c)
     free(c->chans);
     free(c->conn_seg);
     free(c->conn_off);
-    c->chans    = NULL;
-    c->conn_seg = NULL;
-    c->conn_off = NULL;
+    free(c->stage_seg);
+    free(c->stage_off);
+    c->chans     = NULL;
+    c->conn_seg  = NULL;
+    c->conn_off  = NULL;
+    c->stage_seg = NULL;
+    c->stage_off = NULL;
 }
 
 void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id)
@@ -310,7 +314,10 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     c->chans    = calloc((size_t)nch, sizeof(*c->chans));
     c->conn_seg = calloc((size_t)nch, sizeof(*c->conn_seg));
     c->conn_off = calloc((size_t)nch, sizeof(*c->conn_off));
-    if (c->chans == NULL || c->conn_seg == NULL || c->conn_off == NULL) {
+    c->stage_seg = calloc((size_t)nch, sizeof(*c->stage_seg));
+    c->stage_off = calloc((size_t)nch, sizeof(*c->stage_off));
+    if (c->chans == NULL || c->conn_seg == NULL || c->conn_off == NULL ||
+        c->stage_seg == NULL || c->stage_off == NULL) {
         rc = dfccl_error(DFCCL_ERR_NO_MEMORY, "%s: out of host memory", fn);
         goto err;
     }
@@ -333,6 +340,38 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
             c->chans[ch].recv_data = (char *)dev + sizeof(dfccl_conn_ctrl_t);
             c->bytes += region;
             c->region = region;
+            if (g->prev_net) {
+                rc = dfccl_net_chan_add(g, id, ch, 0, host, &st, c->sig);
+                if (rc != DFCCL_OK) {
+                    goto err;
+                }
+            }
+        }
+        if (g->net && g->nranks > 1) {
+            /* The net send connector: a staging region laid out like a
+             * connector, which the daemon fills as if it were the next
+             * rank's and the proxy ships. Every rank of a group with a net
+             * edge takes one, used or not, so that the pool's layout (and a
+             * collective's (segment, offset)) stays the same on every rank
+             * for the shm edges. */
+            void *host, *dev;
+            rc = dfccl_pool_alloc(g, region, &host, &dev, &c->stage_seg[ch], &c->stage_off[ch]);
+            if (rc == DFCCL_OK) {
+                rc = dfccl_coll_write_sig(ctx, host, dev, c->sig); /* resets tail, head */
+            }
+            if (rc != DFCCL_OK) {
+                goto err;
+            }
+            c->bytes += region;
+            c->staged++;
+            if (g->next_net && dfccl_coll_sends(c, ch)) {
+                c->chans[ch].send_ctrl = dev;
+                c->chans[ch].send_data = (char *)dev + sizeof(dfccl_conn_ctrl_t);
+                rc = dfccl_net_chan_add(g, id, ch, 1, host, &st, c->sig);
+                if (rc != DFCCL_OK) {
+                    goto err;
+                }
+            }
         }
     }
     g->nreg++;
@@ -369,9 +408,13 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     return DFCCL_OK;
 
 err:
+    dfccl_net_coll_remove(ctx, id);
     for (int ch = 0; c->region != 0 && ch < nch && c->chans != NULL; ch++) {
         if (c->chans[ch].recv_ctrl != NULL) {
             dfccl_pool_free(g, c->conn_seg[ch], c->conn_off[ch], c->region);
+        }
+        if (ch < c->staged) {
+            dfccl_pool_free(g, c->stage_seg[ch], c->stage_off[ch], c->region);
         }
     }
     dfccl_coll_free_host(c);
@@ -445,11 +488,20 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
         c->deferred = 0;
         ctx->ndeferred--;
     }
+    /* net: the proxy ships what the daemon published before the staging
+     * region goes */
+    dfccl_net_coll_remove(ctx, coll_id);
     for (int ch = 0; c->region != 0 && ch < c->st.nchannels; ch++) {
         dfccl_status_t fst = dfccl_pool_free(c->group, c->conn_seg[ch], c->conn_off[ch],
                                              c->region);
         if (st == DFCCL_OK) {
             st = fst;
+        }
+        if (ch < c->staged) {
+            fst = dfccl_pool_free(c->group, c->stage_seg[ch], c->stage_off[ch], c->region);
+            if (st == DFCCL_OK) {
+                st = fst;
+            }
         }
     }
     c->group->ncolls--;

@@ -89,6 +89,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->timeout_s         = 0;
     c->priority_order    = 1;
     c->verbose           = 0;
+    c->net               = 0;     /* 1: net between ranks on one host too */
 
     choice = (int)c->backend;
     DFCCL_CHECK(dfccl_env_choice("DFCCL_BACKEND", backends, 3, &choice));
@@ -114,6 +115,9 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_MAX_COLLS", c->max_colls, 1, 1 << 20);
     DFCCL_ENV_INT("DFCCL_SQ_ENTRIES", c->sq_entries, 2, 1 << 20);
     DFCCL_ENV_INT("DFCCL_PRIORITY", c->priority_order, 0, 1);
+    DFCCL_ENV_INT("DFCCL_NET", c->net, 0, 1);
+    /* DFCCL_HOST_ID (a string: the host identity, for tests) is read where
+     * it is used, by dfccl_net_host_id in transport/net.c */
     v = 0;
     DFCCL_CHECK(dfccl_env_u64("DFCCL_TIMEOUT", 0, 1u << 30, &v));
     if (getenv("DFCCL_TIMEOUT") != NULL) {

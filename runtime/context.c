@@ -464,7 +464,9 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
         }
         /* a dead peer: nothing can complete once what it sent is used up */
         for (int r = 0; r < g->nranks && now - ctx->last_done_ns > 500000000ull; r++) {
-            if (r != g->rank && kill(g->pids[r], 0) != 0 && errno == ESRCH) {
+            /* a process id means something only on our host */
+            if (r != g->rank && g->same_host[r] && kill(g->pids[r], 0) != 0 &&
+                errno == ESRCH) {
                 dfccl_pool_unlink_dead(g, r);
                 dfccl_ctx_joined(g, c, 1, yes, sizeof(yes));
                 snprintf(msg, sizeof(msg), "collective %d (%s of %llu %s) on group %s cannot "
@@ -479,6 +481,13 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
         }
     }
     pthread_mutex_unlock(&ctx->lock);
+    if (culprit < 0 && dfccl_net_failed(ctx, &culprit, &status, msg, sizeof(msg))) {
+        /* the net transport failed (peer gone, signature mismatch): no
+         * collective of the context can rely on it any more */
+        dfccl_error(status, "%s", msg);
+        dfccl_ctx_abort(ctx, culprit, status, msg);
+        return;
+    }
     if (culprit >= 0) {
         dfccl_error(status, "%s", msg);
         dfccl_ctx_abort(ctx, culprit, status, msg);
@@ -698,11 +707,15 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
         dfccl_ctx_kick(ctx);
         pthread_join(ctx->poller, NULL);
     }
+    /* the proxy sends what the daemon published last, then stops: before
+     * the connector memory goes */
+    dfccl_net_stop(ctx);
     while (ctx->groups != NULL) {
         struct dfccl_group *g = ctx->groups;
         ctx->groups           = g->next;
         dfccl_pool_destroy(g);
         free(g->pids);
+        free(g->same_host);
         free(g);
     }
     while (ctx->pend_head != NULL) {

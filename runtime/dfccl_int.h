@@ -187,6 +187,7 @@ typedef struct {
 dfccl_status_t dfccl_pool_init(struct dfccl_group *g, char *dir_name, size_t len);
 /* Attach every rank's directory; names[i] is rank i's (NAME_LEN apart). */
 dfccl_status_t dfccl_pool_connect(struct dfccl_group *g, const char *names, size_t stride);
+/* (attaches only the directories of ranks with g->same_host set) */
 void dfccl_pool_unlink_dir(struct dfccl_group *g);
 const dfccl_dir_t *dfccl_pool_dir_of(struct dfccl_group *g, int rank);
 dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **host_p,
@@ -217,6 +218,31 @@ void dfccl_p2p_release(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg);
 int dfccl_p2p_reachable(struct dfccl_rank_ctx *ctx, int peer_device);
 #endif
 
+/* transport/net.c: the net (UCX) transport and its proxy thread */
+#define DFCCL_NET_ADDR_MAX 1024 /* bootstrap slot of a worker address */
+#define DFCCL_HOST_ID_MAX  128
+struct dfccl_net;
+void dfccl_net_host_id(char *buf, size_t len);
+/* create the UCX worker and start the proxy (once per rank context) */
+dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx);
+/* our worker address in a DFCCL_NET_ADDR_MAX bootstrap slot */
+dfccl_status_t dfccl_net_address(struct dfccl_rank_ctx *ctx, void *buf, size_t len);
+/* record the next/previous ranks' workers (slots `stride` apart, host ids
+ * `hstride` apart, in rank order) */
+dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs, size_t stride,
+                                       const char *hosts, size_t hstride);
+/* a channel of a registered collective: send = our staging region to the
+ * next rank, else our receive connector fed by the previous rank */
+dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, int send,
+                                  void *host_ctrl, const dfccl_coll_static_t *st,
+                                  const uint64_t sig[8]);
+/* flush and forget the channels of a collective (before freeing them) */
+void dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id);
+void dfccl_net_stop(struct dfccl_rank_ctx *ctx);
+/* 1 (and the collective, status, message) once the transport failed */
+int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *status_p,
+                     char *msg, size_t len);
+
 /* ---- groups and collectives --------------------------------------------- */
 
 struct dfccl_group {
@@ -233,6 +259,12 @@ struct dfccl_group {
     int                      next_device;
     int                      next_same_host;
     int                     *pids;   /* every member's process id */
+    int                     *same_host; /* per rank: 1 if on our host (pids, shm) */
+    int                      net;      /* some edge of the ring is net: staging everywhere */
+    int                      next_net; /* we send to the next rank through net */
+    int                      prev_net; /* we receive from the previous rank through net */
+    int                      net_next_gid, net_prev_gid; /* their group ids (tags) */
+    int                      net_next_peer, net_prev_peer;
     struct dfccl_group      *next;
 };
 
@@ -254,6 +286,9 @@ typedef struct {
     dfccl_chan_t       *chans;      /* host copy, nchannels */
     uint32_t           *conn_seg;   /* where the connectors are, per channel */
     uint64_t           *conn_off;
+    uint32_t           *stage_seg; /* net: our staging regions, per channel */
+    uint64_t           *stage_off;
+    int                 staged;     /* channels with a staging region */
     struct dfccl_group *group;
     dfccl_callback_t    callback;
     void               *callback_arg;
@@ -320,6 +355,9 @@ struct dfccl_rank_ctx {
     int                  nregistered;
     struct dfccl_group  *groups;
     int                  next_group_id;
+
+    /* net transport (UCX), NULL until a group needs it */
+    struct dfccl_net    *net;
 
     /* poller */
     pthread_t poller;

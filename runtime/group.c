@@ -3,7 +3,8 @@
  * Groups of ranks (the paper's device sets) and their bootstrap through the
  * user's out-of-band allgather: every member learns every other member's
  * backend, host, device and connector directory, and checks that all agree
- * on the group size. This is the only communication dfccl asks for:
+ * on the group size, and the UCX worker addresses where an edge of the ring
+ * crosses hosts (net transport). This is the only communication dfccl asks for:
  * registering collectives afterwards is local.
  */
 #include "dfccl_int.h"
@@ -24,7 +25,82 @@ typedef struct {
     int32_t  pad;
     char     host[64];
     char     dir[48];  /* name of this rank's connector directory */
+    char     host_id[DFCCL_HOST_ID_MAX]; /* hostname/boot id, or DFCCL_HOST_ID */
+    int32_t  gid;      /* this rank's group id: the tag of net messages to it */
+    int32_t  net;      /* DFCCL_NET=1 on this rank: net on every edge */
 } dfccl_boot_info_t;
+
+/*
+ * Transport of each ring edge: shm/p2p between ranks of one host, net
+ * (UCX) between hosts or everywhere when any rank forces it. Every rank
+ * computes the same answer from the allgathered host ids and flags. With
+ * net on any edge, the UCX worker addresses go through a second allgather.
+ */
+static dfccl_status_t dfccl_group_pick_net(struct dfccl_group *g, const dfccl_boot_info_t *all,
+                                           const dfccl_boot_info_t *me)
+{
+    int n = g->nranks, force = 0, nx = (g->rank + 1) % n, pv = (g->rank + n - 1) % n;
+    uint8_t *addrs = NULL;
+    char *hosts;
+    dfccl_status_t st, started = DFCCL_OK;
+
+    for (int i = 0; i < n; i++) {
+        force |= all[i].net;
+        g->same_host[i] = strcmp(all[i].host_id, me->host_id) == 0;
+        if (strcmp(all[i].host_id, all[(i + 1) % n].host_id) != 0) {
+            g->net = 1;
+        }
+    }
+    g->net |= force;
+    g->next_net     = force || !g->same_host[nx];
+    g->prev_net     = force || !g->same_host[pv];
+    g->net_next_gid = all[nx].gid;
+    g->net_prev_gid = all[pv].gid;
+    if (!g->net) {
+        return DFCCL_OK;
+    }
+    if (!g->next_net && !g->prev_net) {
+        /* our edges are local, but the allgather is collective */
+        st = DFCCL_OK;
+    } else {
+        /* On failure this rank still takes part in the allgather, with an
+         * empty address, so that its neighbours fail too instead of waiting. */
+        started = dfccl_net_start(g->ctx);
+        if (started != DFCCL_OK) {
+            char why[512];
+            snprintf(why, sizeof(why), "%s", dfcclGetLastErrorMessage());
+            started = dfccl_error(started, "dfcclGroupCreate(%s): rank %d (host %s) needs the "
+                                  "net transport to reach rank %d (host %s) or rank %d (host "
+                                  "%s) and cannot start it: %s", g->name, g->rank, me->host,
+                                  nx, all[nx].host, pv, all[pv].host, why);
+        }
+    }
+    addrs = calloc((size_t)n + 1, DFCCL_NET_ADDR_MAX);
+    hosts = calloc((size_t)n, sizeof(me->host));
+    if (addrs == NULL || hosts == NULL) {
+        free(addrs);
+        free(hosts);
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclGroupCreate: out of host memory");
+    }
+    if (g->ctx->net != NULL && started == DFCCL_OK) {
+        dfccl_net_address(g->ctx, addrs + (size_t)n * DFCCL_NET_ADDR_MAX, DFCCL_NET_ADDR_MAX);
+    }
+    if (g->allgather(addrs + (size_t)n * DFCCL_NET_ADDR_MAX, addrs, DFCCL_NET_ADDR_MAX,
+                     g->allgather_arg) != 0) {
+        st = dfccl_error(DFCCL_ERR_BOOTSTRAP, "dfcclGroupCreate(%s): the out-of-band "
+                         "allgather of net addresses failed", g->name);
+    } else if (started != DFCCL_OK) {
+        st = started;
+    } else if (g->next_net || g->prev_net) {
+        for (int i = 0; i < n; i++) {
+            memcpy(hosts + (size_t)i * sizeof(me->host), all[i].host, sizeof(me->host));
+        }
+        st = dfccl_net_group_connect(g, addrs, DFCCL_NET_ADDR_MAX, hosts, sizeof(me->host));
+    }
+    free(addrs);
+    free(hosts);
+    return st;
+}
 
 dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
                                 dfccl_oob_allgather_fn_t allgather, void *allgather_arg,
@@ -73,6 +149,9 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
     me.pid     = (int32_t)getpid();
     me.device  = ctx->device;
     gethostname(me.host, sizeof(me.host) - 1);
+    dfccl_net_host_id(me.host_id, sizeof(me.host_id));
+    me.gid = g->id;
+    me.net = ctx->cfg.net != 0;
     if (allgather(&me, all, sizeof(me), allgather_arg) != 0) {
         st = dfccl_error(DFCCL_ERR_BOOTSTRAP, "dfcclGroupCreate(%s): the out-of-band "
                          "allgather failed", g->name);
@@ -96,8 +175,9 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
             goto err;
         }
     }
-    g->pids = calloc((size_t)nranks, sizeof(int));
-    if (g->pids == NULL) {
+    g->pids      = calloc((size_t)nranks, sizeof(int));
+    g->same_host = calloc((size_t)nranks, sizeof(int));
+    if (g->pids == NULL || g->same_host == NULL) {
         st = dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclGroupCreate: out of host memory");
         goto err;
     }
@@ -109,19 +189,21 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
         const dfccl_boot_info_t *pv = &all[(rank + nranks - 1) % nranks];
         int barrier = 0, *bar = all != NULL ? (int *)all : NULL;
 
-        g->next_device    = nx->device;
-        g->next_same_host = strcmp(nx->host, me.host) == 0;
-        /* Our segments are written by the previous rank. */
-        if (strcmp(pv->host, me.host) != 0) {
-            st = dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclGroupCreate(%s): rank %d is on host "
-                             "%s and rank %d on %s; groups across hosts need the net "
-                             "transport, which this build does not provide", g->name,
-                             (rank + nranks - 1) % nranks, pv->host, rank, me.host);
+        st = dfccl_group_pick_net(g, all, &me);
+        if (st != DFCCL_OK) {
             goto err;
         }
+        g->next_device    = nx->device;
+        g->next_same_host = g->same_host[(rank + 1) % nranks];
+        (void)pv;
 #ifdef HAVE_CUDART
-        if (ctx->backend == DFCCL_BACKEND_CUDA && ctx->cfg.transport != DFCCL_TRANSPORT_SHM &&
-            dfccl_p2p_reachable(ctx, pv->device)) {
+        /* Our segments are written by the previous rank, or by our proxy
+         * (net): then they must be host memory. */
+        if (g->prev_net) {
+            /* shm segments, registered with the GPU (host_register) */
+        } else if (ctx->backend == DFCCL_BACKEND_CUDA &&
+                   ctx->cfg.transport != DFCCL_TRANSPORT_SHM &&
+                   dfccl_p2p_reachable(ctx, pv->device)) {
             g->pool.transport = DFCCL_TRANSPORT_P2P;
         } else if (ctx->cfg.transport == DFCCL_TRANSPORT_P2P) {
             st = dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclGroupCreate(%s): DFCCL_TRANSPORT=p2p "
@@ -156,6 +238,7 @@ err:
     if (g != NULL) {
         dfccl_pool_destroy(g);
         free(g->pids);
+        free(g->same_host);
     }
     free(g);
     return st;
@@ -186,6 +269,7 @@ dfccl_status_t dfcclGroupDestroy(dfccl_group_t g)
     pthread_mutex_unlock(&ctx->lock);
     dfccl_pool_destroy(g);
     free(g->pids);
+    free(g->same_host);
     free(g);
     return DFCCL_OK;
 }

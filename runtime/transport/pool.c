@@ -129,8 +129,8 @@ dfccl_status_t dfccl_pool_connect(struct dfccl_group *g, const char *names, size
     }
     for (int r = 0; r < g->nranks; r++) {
         const char *name = names + (size_t)r * stride;
-        if (r == g->rank) {
-            continue; /* ours is pool->dir */
+        if (r == g->rank || !g->same_host[r]) {
+            continue; /* ours is pool->dir; another host's cannot be mapped */
         }
         DFCCL_CHECK(dfccl_shm_attach(&pool->dirs[r], name, sizeof(dfccl_dir_t)));
         pool->ndirs = r + 1;
@@ -140,7 +140,7 @@ dfccl_status_t dfccl_pool_connect(struct dfccl_group *g, const char *names, size
         }
     }
     pool->ndirs    = g->nranks;
-    pool->peer_dir = pool->dirs[(g->rank + 1) % g->nranks].base;
+    pool->peer_dir = pool->dirs[(g->rank + 1) % g->nranks].base; /* NULL: other host */
     return DFCCL_OK;
 }
 
@@ -205,6 +205,9 @@ dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **host
         pool->own = grown;
         seg       = &pool->own[pool->nown];
         DFCCL_CHECK(dfccl_seg_create(g, seg, (uint32_t)pool->nown, sz));
+        if (g->prev_net) {
+            dfccl_shm_unlink(seg); /* fed through net: nobody attaches it */
+        }
         /* publish it for the ring predecessor */
         e = &pool->dir->e[pool->nown];
         memset(&e->desc, 0, sizeof(e->desc));

@@ -1,0 +1,935 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Net transport: ranks whose ring successor is on another host (or every
+ * rank, with DFCCL_NET=1) send through a local staging region laid out like
+ * a connector (ctrl + nslots slots); a proxy thread per rank context moves
+ * each slot the daemon publishes there to the next rank with UCX, straight
+ * into the matching slot of that rank's own receive connector, and carries
+ * the receiver's `head` back as a credit. The daemon only ever touches local
+ * memory, and the proxy keeps moving data while collectives are preempted.
+ *
+ * UCP's tag API is used because a tag can name the destination exactly
+ * (group, registration index, channel, slot sequence), and ucp_tag_probe_nb
+ * lets the receiver pick the destination slot before it receives: the data
+ * lands in place with no extra copy and no memory registration exchange,
+ * which RMA (ucp_put) would need per segment, while stream and active
+ * messages would need a bounce buffer. A message for a collective the
+ * receiver has not registered yet is probed out of UCX's queue (it stays
+ * held by UCX, unreceived) and kept pending until the registration appears.
+ *
+ * Every UCX call is made on the proxy thread except context/worker creation
+ * and destruction (the worker runs in UCS_THREAD_MODE_SINGLE); application
+ * threads only add and remove channel records under the net lock.
+ */
+#include "../dfccl_int.h"
+
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Host identity: DFCCL_HOST_ID, else hostname + kernel boot id. */
+void dfccl_net_host_id(char *buf, size_t len)
+{
+    const char *env = getenv("DFCCL_HOST_ID");
+    char host[64] = "", boot[64] = "";
+    FILE *f;
+
+    if (env != NULL && *env != '\0') {
+        snprintf(buf, len, "%s", env);
+        return;
+    }
+    gethostname(host, sizeof(host) - 1);
+    f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+        if (fgets(boot, sizeof(boot), f) == NULL) {
+            boot[0] = '\0';
+        }
+        fclose(f);
+        boot[strcspn(boot, "\n")] = '\0';
+    }
+    snprintf(buf, len, "%s/%s", host, boot);
+}
+
+#ifndef HAVE_UCX
+
+dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
+{
+    return dfccl_error(DFCCL_ERR_UNSUPPORTED, "net transport: this build of dfccl has no UCX; "
+                       "install libucx-dev (pkg-config ucx) and reconfigure, or keep every "
+                       "rank of the group on one host without DFCCL_NET=1");
+}
+
+dfccl_status_t dfccl_net_address(struct dfccl_rank_ctx *ctx, void *buf, size_t len)
+{
+    return DFCCL_ERR_UNSUPPORTED;
+}
+
+dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs, size_t stride,
+                                       const char *hosts, size_t hstride)
+{
+    return DFCCL_ERR_UNSUPPORTED;
+}
+
+dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, int send,
+                                  void *host_ctrl, const dfccl_coll_static_t *st,
+                                  const uint64_t sig[8])
+{
+    return DFCCL_ERR_UNSUPPORTED;
+}
+
+void dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id) {}
+void dfccl_net_stop(struct dfccl_rank_ctx *ctx) {}
+int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *status_p,
+                     char *msg, size_t len)
+{
+    return 0;
+}
+
+#else /* HAVE_UCX */
+
+#include <ucp/api/ucp.h>
+
+/* A UCX call failed: log the call text and UCX's reason once, return a
+ * status. */
+#define DFCCL_UCX(_call, _what)                                                \
+    ({                                                                         \
+        ucs_status_t _us  = (_call);                                           \
+        dfccl_status_t _st = DFCCL_OK;                                         \
+        if (_us != UCS_OK) {                                                   \
+            _st = dfccl_error(DFCCL_ERR_TRANSPORT, "net transport (UCX): %s "   \
+                              "failed: %s%s", #_call, ucs_status_string(_us),  \
+                              (_what));                                        \
+        }                                                                      \
+        _st;                                                                   \
+    })
+
+/* Tag: type (2 bits) | group id of the destination (12) | registration
+ * index (20) | channel (5) | slot sequence (25). The sequence is rebuilt
+ * from the receiver's position: at most nslots (<= 64) are in flight. */
+enum { DFCCL_NET_HELLO = 1, DFCCL_NET_DATA = 2, DFCCL_NET_CREDIT = 3 };
+#define DFCCL_NET_SEQ_BITS 25
+#define DFCCL_NET_SEQ_MASK ((1ull << DFCCL_NET_SEQ_BITS) - 1)
+#define DFCCL_NET_IDX_MASK ((1ull << 20) - 1)
+
+static ucp_tag_t dfccl_net_tag(int type, int gid, uint64_t idx, int ch, uint64_t seq)
+{
+    return ((ucp_tag_t)type << 62) | ((ucp_tag_t)(gid & 0xfff) << 50) |
+           ((idx & DFCCL_NET_IDX_MASK) << 30) | ((ucp_tag_t)(ch & 31) << 25) |
+           (seq & DFCCL_NET_SEQ_MASK);
+}
+
+typedef struct {
+    uint8_t  addr[DFCCL_NET_ADDR_MAX];
+    size_t   len;
+    ucp_ep_h ep;
+    int      failed;
+    int      rank;       /* for messages: the first group's rank of this peer */
+    char     host[64];
+    struct dfccl_net *net;
+} dfccl_net_peer_t;
+
+typedef struct dfccl_net_chan {
+    int                send;    /* 1: our staging (to next); 0: our receive connector */
+    int                coll_id;
+    int                ch;
+    uint64_t           idx;     /* registration index (sig[6]) */
+    int                in_gid;  /* group id in tags we receive for it (ours) */
+    int                out_gid; /* group id in tags we send for it (the peer's) */
+    int                peer;
+    dfccl_conn_ctrl_t *ctrl;    /* host address */
+    char              *data;
+    uint32_t           nslots;
+    uint32_t           slot_bytes;
+    uint64_t           sig[8];
+    int                closing;
+    char               group[64];
+    /* send side */
+    int                hello;   /* 0 not sent, 1 posted, 2 done */
+    void              *hello_req;
+    uint64_t           sent, done, credit, head_pub;
+    void              *sreq[64];
+    int                sdone[64];
+    /* receive side */
+    int                hello_ok;
+    uint64_t           tail, posted, credited, credit_out;
+    void              *rreq[64];
+    uint64_t           rgot[64];  /* seq + 1 of the slot's received message */
+    void              *creq;
+    struct dfccl_net_chan *next;
+} dfccl_net_chan_t;
+
+typedef struct dfccl_net_pend {
+    ucp_tag_message_h      msg;
+    ucp_tag_recv_info_t    info;
+    struct dfccl_net_pend *next;
+} dfccl_net_pend_t;
+
+struct dfccl_net {
+    ucp_context_h     ucp;
+    ucp_worker_h      worker;
+    ucp_address_t    *addr;
+    size_t            addr_len;
+    pthread_t         proxy;
+    int               proxy_started;
+    int               stop;
+    pthread_mutex_t   lock;
+    pthread_cond_t    cond;     /* a channel was freed */
+    dfccl_net_peer_t **peers; /* each allocated alone: UCX keeps its address */
+    int               npeers;
+    dfccl_net_chan_t *chans;
+    dfccl_net_pend_t *pend;
+    /* first failure, reported by the context's health check */
+    int               failed;
+    int               fail_coll;
+    dfccl_status_t    fail_status;
+    char              fail_msg[512];
+};
+
+static void dfccl_net_fail(struct dfccl_net *net, int coll, dfccl_status_t st, const char *fmt,
+                           ...) __attribute__((format(printf, 4, 5)));
+
+static void dfccl_net_fail(struct dfccl_net *net, int coll, dfccl_status_t st, const char *fmt,
+                           ...)
+{
+    va_list ap;
+
+    if (net->failed) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(net->fail_msg, sizeof(net->fail_msg), fmt, ap);
+    va_end(ap);
+    net->fail_coll   = coll;
+    net->fail_status = st;
+    __atomic_store_n(&net->failed, 1, __ATOMIC_RELEASE);
+    /* reported (printed, last error) by the context's health check once a
+     * collective is affected: a peer that exits after its last collective
+     * must not print an error */
+    dfccl_debug("%s", net->fail_msg);
+}
+
+int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *status_p,
+                     char *msg, size_t len)
+{
+    struct dfccl_net *net = ctx->net;
+
+    if (net == NULL || !__atomic_load_n(&net->failed, __ATOMIC_ACQUIRE)) {
+        return 0;
+    }
+    *coll_p   = net->fail_coll;
+    *status_p = net->fail_status;
+    snprintf(msg, len, "%s", net->fail_msg);
+    return 1;
+}
+
+static void dfccl_net_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    dfccl_net_peer_t *p = arg;
+
+    /* Called on the proxy thread from ucp_worker_progress. Reported to the
+     * context's health check, which aborts only while collectives are in
+     * flight: a peer that exits after its last collective does no harm. */
+    p->failed = 1;
+    dfccl_net_fail(p->net, -1, DFCCL_ERR_TRANSPORT, "net transport (UCX): the connection to "
+                   "rank %d on host %s failed: %s; the peer may have exited or the network "
+                   "dropped", p->rank, p->host, ucs_status_string(status));
+}
+
+static ucp_ep_h dfccl_net_ep(struct dfccl_net *net, int pi)
+{
+    dfccl_net_peer_t *p = net->peers[pi];
+    ucp_ep_params_t prm;
+    char what[160];
+
+    if (p->ep != NULL || p->failed) {
+        return p->ep;
+    }
+    memset(&prm, 0, sizeof(prm));
+    /* Error mode NONE: with UCP_ERR_HANDLING_MODE_PEER, UCX 1.13 on a loaded
+     * machine (4 ranks on 2 cores) declared live peers dead ("Endpoint
+     * timeout") in the middle of collectives. A peer that really dies is
+     * found by DFCCL_TIMEOUT (and, on one host, by the dead-process check). */
+    prm.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    prm.address         = (const ucp_address_t *)p->addr;
+    prm.err_mode        = UCP_ERR_HANDLING_MODE_NONE;
+    prm.err_handler.cb  = dfccl_net_ep_error;
+    prm.err_handler.arg = p;
+    p->net              = net;
+    snprintf(what, sizeof(what), " (endpoint to rank %d on host %s)", p->rank, p->host);
+    if (DFCCL_UCX(ucp_ep_create(net->worker, &prm, &p->ep), what) != DFCCL_OK) {
+        p->ep     = NULL;
+        p->failed = 1;
+        dfccl_net_fail(net, -1, DFCCL_ERR_TRANSPORT, "net transport (UCX): cannot connect to "
+                       "rank %d on host %s; check that the hosts reach each other (UCX_TLS, "
+                       "UCX_NET_DEVICES)", p->rank, p->host);
+    }
+    return p->ep;
+}
+
+/* Status of a request from *_nbx: 1 done (request freed), 0 in progress,
+ * or a negative status (request freed). */
+static int dfccl_net_req_test(void **req_p)
+{
+    ucs_status_t s;
+
+    if (*req_p == NULL) {
+        return 1;
+    }
+    s = ucp_request_check_status(*req_p);
+    if (s == UCS_INPROGRESS) {
+        return 0;
+    }
+    ucp_request_free(*req_p);
+    *req_p = NULL;
+    return s == UCS_OK ? 1 : DFCCL_ERR_TRANSPORT;
+}
+
+/* Post a tagged send; *req_p is NULL when it completed at once. */
+static dfccl_status_t dfccl_net_send(struct dfccl_net *net, dfccl_net_chan_t *c, const void *buf,
+                                     size_t len, ucp_tag_t tag, void **req_p)
+{
+    ucp_request_param_t prm;
+    ucs_status_ptr_t r;
+    ucp_ep_h ep = dfccl_net_ep(net, c->peer);
+
+    if (ep == NULL) {
+        return DFCCL_ERR_TRANSPORT;
+    }
+    memset(&prm, 0, sizeof(prm));
+    r = ucp_tag_send_nbx(ep, buf, len, tag, &prm);
+    if (UCS_PTR_IS_ERR(r)) {
+        dfccl_net_fail(net, c->coll_id, DFCCL_ERR_TRANSPORT, "net transport (UCX): "
+                       "ucp_tag_send_nbx to rank %d on host %s failed: %s (collective %d on "
+                       "group %s)", net->peers[c->peer]->rank, net->peers[c->peer]->host,
+                       ucs_status_string(UCS_PTR_STATUS(r)), c->coll_id, c->group);
+        return DFCCL_ERR_TRANSPORT;
+    }
+    *req_p = r;
+    return DFCCL_OK;
+}
+
+static dfccl_status_t dfccl_net_recv(struct dfccl_net *net, void *buf, size_t len,
+                                     ucp_tag_message_h msg, void **req_p)
+{
+    ucp_request_param_t prm;
+    ucs_status_ptr_t r;
+
+    memset(&prm, 0, sizeof(prm));
+    r = ucp_tag_msg_recv_nbx(net->worker, buf, len, msg, &prm);
+    if (UCS_PTR_IS_ERR(r)) {
+        dfccl_net_fail(net, -1, DFCCL_ERR_TRANSPORT, "net transport (UCX): "
+                       "ucp_tag_msg_recv_nbx failed: %s", ucs_status_string(UCS_PTR_STATUS(r)));
+        return DFCCL_ERR_TRANSPORT;
+    }
+    *req_p = r;
+    return DFCCL_OK;
+}
+
+/* Receive a small message now (it has arrived: it was probed). */
+static dfccl_status_t dfccl_net_recv_now(struct dfccl_net *net, void *buf, size_t len,
+                                         ucp_tag_message_h msg)
+{
+    void *req = NULL;
+    int rc;
+
+    DFCCL_CHECK(dfccl_net_recv(net, buf, len, msg, &req));
+    while ((rc = dfccl_net_req_test(&req)) == 0) {
+        ucp_worker_progress(net->worker);
+    }
+    return rc == 1 ? DFCCL_OK : (dfccl_status_t)rc;
+}
+
+static dfccl_net_chan_t *dfccl_net_find(struct dfccl_net *net, int send, int gid, uint64_t idx,
+                                        int ch)
+{
+    for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
+        if (c->send == send && c->in_gid == gid && c->ch == ch && !c->closing &&
+            (c->idx & DFCCL_NET_IDX_MASK) == idx) {
+            return c;
+        }
+    }
+    return NULL;
+}
+
+static void dfccl_net_describe(const uint64_t sig[8], char *buf, size_t len)
+{
+    snprintf(buf, len, "%s of %llu %s (op %s, root %d), %u channel(s), slot %u x %u",
+             dfccl_coll_name((int)(sig[1] & 0xffff)), (unsigned long long)sig[2],
+             dfccl_dtype_name((int)((sig[1] >> 16) & 0xffff)),
+             dfccl_op_name((int)((sig[1] >> 32) & 0xffff)), (int)(uint32_t)sig[3],
+             (unsigned)(uint32_t)sig[4], (unsigned)(uint32_t)sig[5],
+             (unsigned)(sig[5] >> 32));
+}
+
+/*
+ * Handle one probed message: 1 when consumed, 0 when its collective is not
+ * registered here yet (keep it pending), negative on failure.
+ */
+static int dfccl_net_handle(struct dfccl_net *net, ucp_tag_message_h msg,
+                            const ucp_tag_recv_info_t *info)
+{
+    ucp_tag_t tag  = info->sender_tag;
+    int type       = (int)(tag >> 62), gid = (int)((tag >> 50) & 0xfff);
+    uint64_t idx   = (tag >> 30) & DFCCL_NET_IDX_MASK, seq = tag & DFCCL_NET_SEQ_MASK;
+    int ch         = (int)((tag >> 25) & 31);
+    dfccl_net_chan_t *c;
+    uint64_t buf[8];
+
+    if (type == DFCCL_NET_CREDIT) {
+        uint64_t v = 0;
+        c          = dfccl_net_find(net, 1, gid, idx, ch);
+        DFCCL_CHECK(dfccl_net_recv_now(net, &v, sizeof(v), msg));
+        if (c != NULL && v > c->credit) {
+            c->credit = v;
+        }
+        return 1; /* a credit for a deregistered collective is dropped */
+    }
+    c = dfccl_net_find(net, 0, gid, idx, ch);
+    if (c == NULL) {
+        return 0;
+    }
+    if (type == DFCCL_NET_HELLO) {
+        char mine[160], theirs[160];
+        memset(buf, 0, sizeof(buf));
+        DFCCL_CHECK(dfccl_net_recv_now(net, buf, sizeof(buf), msg));
+        if (memcmp(buf, c->sig, sizeof(buf)) != 0) {
+            dfccl_net_describe(c->sig, mine, sizeof(mine));
+            dfccl_net_describe(buf, theirs, sizeof(theirs));
+            dfccl_net_fail(net, c->coll_id, DFCCL_ERR_MISMATCH, "collective %d on group %s: "
+                           "this rank registered %s but rank %d (host %s) registered %s at "
+                           "the same position (registration #%llu); every rank must register "
+                           "the group's collectives in the same order with the same arguments "
+                           "(and the same DFCCL_CHANNELS, DFCCL_SLOT_BYTES, DFCCL_SLOTS)",
+                           c->coll_id, c->group, mine, net->peers[c->peer]->rank,
+                           net->peers[c->peer]->host, theirs, (unsigned long long)c->idx);
+            return DFCCL_ERR_MISMATCH;
+        }
+        c->hello_ok = 1;
+        return 1;
+    }
+    if (!c->hello_ok) {
+        return 0; /* data overtook its hello (rendezvous): wait for it */
+    }
+    /* full sequence from the 25 bits: within nslots of our tail */
+    seq = c->tail + ((seq - c->tail) & DFCCL_NET_SEQ_MASK);
+    if (seq - c->tail >= c->nslots || info->length > c->slot_bytes) {
+        dfccl_net_fail(net, c->coll_id, DFCCL_ERR_INTERNAL, "net transport: collective %d on "
+                       "group %s: slot %llu of %zu bytes arrived outside the window (tail "
+                       "%llu, %u slots of %u bytes)", c->coll_id, c->group,
+                       (unsigned long long)seq, info->length, (unsigned long long)c->tail,
+                       c->nslots, c->slot_bytes);
+        return DFCCL_ERR_INTERNAL;
+    }
+    {
+        uint32_t s = (uint32_t)(seq % c->nslots);
+        DFCCL_CHECK(dfccl_net_recv(net, c->data + (size_t)s * c->slot_bytes, info->length, msg,
+                                   &c->rreq[s]));
+        /* seq + 1 once complete; 0 while the receive is posted */
+        c->rgot[s] = c->rreq[s] == NULL ? seq + 1 : 0;
+        if (seq + 1 > c->posted) {
+            c->posted = seq + 1;
+        }
+    }
+    return 1;
+}
+
+/* Drive one send channel; returns nonzero if anything moved. */
+static int dfccl_net_drive_send(struct dfccl_net *net, dfccl_net_chan_t *c)
+{
+    int moved = 0;
+    uint64_t tail, head;
+
+    if (c->hello == 0) {
+        if (dfccl_net_send(net, c, c->sig, sizeof(c->sig),
+                           dfccl_net_tag(DFCCL_NET_HELLO, c->out_gid, c->idx, c->ch, 0),
+                           &c->hello_req) != DFCCL_OK) {
+            return 0;
+        }
+        c->hello = 1;
+        moved    = 1;
+    }
+    if (c->hello == 1 && dfccl_net_req_test(&c->hello_req) != 0) {
+        c->hello = 2;
+    }
+    tail = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
+    while (c->sent < tail) {
+        uint32_t s = (uint32_t)(c->sent % c->nslots);
+        if (dfccl_net_send(net, c, c->data + (size_t)s * c->slot_bytes, c->slot_bytes,
+                           dfccl_net_tag(DFCCL_NET_DATA, c->out_gid, c->idx, c->ch, c->sent),
+                           &c->sreq[s]) != DFCCL_OK) {
+            return moved;
+        }
+        c->sdone[s] = 0;
+        c->sent++;
+        moved = 1;
+    }
+    while (c->done < c->sent) {
+        uint32_t s = (uint32_t)(c->done % c->nslots);
+        int rc     = dfccl_net_req_test(&c->sreq[s]);
+        if (rc == 0) {
+            break;
+        }
+        c->done++;
+        moved = 1;
+    }
+    /* The staging slot is free once the receiver consumed it and UCX no
+     * longer reads it. */
+    head = c->credit < c->done ? c->credit : c->done;
+    if (head > c->head_pub) {
+        c->head_pub = head;
+        __atomic_store_n(&c->ctrl->head, head, __ATOMIC_RELEASE);
+        moved = 1;
+    }
+    return moved;
+}
+
+static int dfccl_net_drive_recv(struct dfccl_net *net, dfccl_net_chan_t *c)
+{
+    int moved = 0;
+    uint64_t head;
+
+    for (uint64_t q = c->tail; q < c->posted; q++) {
+        uint32_t s = (uint32_t)(q % c->nslots);
+        if (c->rreq[s] != NULL && dfccl_net_req_test(&c->rreq[s]) != 0) {
+            c->rgot[s] = q + 1;
+        }
+    }
+    while (c->tail < c->posted && c->rgot[c->tail % c->nslots] == c->tail + 1) {
+        c->tail++;
+        moved = 1;
+    }
+    if (moved) {
+        __atomic_store_n(&c->ctrl->tail, c->tail, __ATOMIC_RELEASE);
+    }
+    if (c->creq != NULL && dfccl_net_req_test(&c->creq) == 0) {
+        return moved;
+    }
+    head = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
+    if (head > c->credited) {
+        c->credit_out = head;
+        if (dfccl_net_send(net, c, &c->credit_out, sizeof(c->credit_out),
+                           dfccl_net_tag(DFCCL_NET_CREDIT, c->out_gid, c->idx, c->ch, 0),
+                           &c->creq) == DFCCL_OK) {
+            c->credited = head;
+            moved       = 1;
+        }
+    }
+    return moved;
+}
+
+static int dfccl_net_flushed(dfccl_net_chan_t *c)
+{
+    if (c->send) {
+        return c->hello != 1 && c->done == c->sent &&
+               c->sent == __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
+    }
+    return c->creq == NULL && c->posted == c->tail;
+}
+
+static int dfccl_net_progress(struct dfccl_net *net)
+{
+    int moved = 0;
+    dfccl_net_chan_t **pp;
+
+    moved += (int)ucp_worker_progress(net->worker);
+    /* pending messages first: they are older */
+    for (dfccl_net_pend_t **qq = &net->pend; *qq != NULL;) {
+        dfccl_net_pend_t *q = *qq;
+        int rc              = dfccl_net_handle(net, q->msg, &q->info);
+        if (rc != 0) {
+            *qq = q->next;
+            free(q);
+            moved++;
+        } else {
+            qq = &q->next;
+        }
+    }
+    for (;;) {
+        ucp_tag_recv_info_t info;
+        ucp_tag_message_h msg = ucp_tag_probe_nb(net->worker, 0, 0, 1, &info);
+        int rc;
+        if (msg == NULL) {
+            break;
+        }
+        moved++;
+        rc = dfccl_net_handle(net, msg, &info);
+        if (rc == 0) {
+            dfccl_net_pend_t *q = calloc(1, sizeof(*q)), **tl = &net->pend;
+            if (q == NULL) {
+                dfccl_net_fail(net, -1, DFCCL_ERR_NO_MEMORY, "net transport: out of memory");
+                break;
+            }
+            q->msg  = msg;
+            q->info = info;
+            while (*tl != NULL) {
+                tl = &(*tl)->next;
+            }
+            *tl = q;
+        }
+    }
+    for (pp = &net->chans; *pp != NULL;) {
+        dfccl_net_chan_t *c = *pp;
+        if (!net->peers[c->peer]->failed) {
+            moved += c->send ? dfccl_net_drive_send(net, c) : dfccl_net_drive_recv(net, c);
+        }
+        if (c->closing && (dfccl_net_flushed(c) || net->peers[c->peer]->failed || net->stop)) {
+            *pp = c->next;
+            free(c);
+            pthread_cond_broadcast(&net->cond);
+            continue;
+        }
+        pp = &c->next;
+    }
+    return moved;
+}
+
+static void *dfccl_net_proxy_main(void *arg)
+{
+    struct dfccl_net *net = arg;
+    unsigned idle         = 0;
+
+    for (;;) {
+        int moved, any;
+        pthread_mutex_lock(&net->lock);
+        if (net->stop) {
+            pthread_mutex_unlock(&net->lock);
+            break;
+        }
+        moved = dfccl_net_progress(net);
+        any   = net->chans != NULL || net->pend != NULL;
+        pthread_mutex_unlock(&net->lock);
+        if (moved) {
+            idle = 0;
+        } else if (++idle < 64) {
+            sched_yield();
+        } else {
+            /* nothing moves: leave the core to the daemon and the peers */
+            struct timespec ts = {0, any ? 20000 : 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
+{
+    struct dfccl_net *net;
+    ucp_config_t *config;
+    ucp_params_t prm;
+    ucp_worker_params_t wprm;
+    dfccl_status_t st;
+
+    if (ctx->net != NULL) {
+        return DFCCL_OK;
+    }
+    net = calloc(1, sizeof(*net));
+    if (net == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "net transport: out of host memory");
+    }
+    pthread_mutex_init(&net->lock, NULL);
+    pthread_cond_init(&net->cond, NULL);
+    /* UCX_* environment variables apply through ucp_config_read. */
+    st = DFCCL_UCX(ucp_config_read(NULL, NULL, &config), "");
+    if (st != DFCCL_OK) {
+        goto err_free;
+    }
+    memset(&prm, 0, sizeof(prm));
+    prm.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    prm.features   = UCP_FEATURE_TAG;
+    prm.mt_workers_shared = 0;
+    st = DFCCL_UCX(ucp_init(&prm, config, &net->ucp), "; check UCX_TLS");
+    ucp_config_release(config);
+    if (st != DFCCL_OK) {
+        goto err_free;
+    }
+    memset(&wprm, 0, sizeof(wprm));
+    wprm.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wprm.thread_mode = UCS_THREAD_MODE_SINGLE;
+    st = DFCCL_UCX(ucp_worker_create(net->ucp, &wprm, &net->worker), "");
+    if (st != DFCCL_OK) {
+        goto err_cleanup;
+    }
+    st = DFCCL_UCX(ucp_worker_get_address(net->worker, &net->addr, &net->addr_len), "");
+    if (st != DFCCL_OK) {
+        goto err_worker;
+    }
+    if (net->addr_len + sizeof(uint64_t) > DFCCL_NET_ADDR_MAX) {
+        st = dfccl_error(DFCCL_ERR_TRANSPORT, "net transport (UCX): the worker address is %zu "
+                         "bytes, more than the %d the bootstrap exchanges; restrict UCX_TLS "
+                         "(e.g. UCX_TLS=tcp,self,sm)", net->addr_len,
+                         DFCCL_NET_ADDR_MAX - (int)sizeof(uint64_t));
+        goto err_addr;
+    }
+    if (pthread_create(&net->proxy, NULL, dfccl_net_proxy_main, net) != 0) {
+        st = dfccl_error(DFCCL_ERR_SYSTEM, "net transport: cannot start the proxy thread: %m");
+        goto err_addr;
+    }
+    net->proxy_started = 1;
+    ctx->net           = net;
+    dfccl_info("net transport: UCX worker address %zu bytes, proxy started", net->addr_len);
+    return DFCCL_OK;
+
+err_addr:
+    ucp_worker_release_address(net->worker, net->addr);
+err_worker:
+    ucp_worker_destroy(net->worker);
+err_cleanup:
+    ucp_cleanup(net->ucp);
+err_free:
+    pthread_mutex_destroy(&net->lock);
+    pthread_cond_destroy(&net->cond);
+    free(net);
+    return st;
+}
+
+/* Our worker address in a DFCCL_NET_ADDR_MAX slot: length, then bytes. */
+dfccl_status_t dfccl_net_address(struct dfccl_rank_ctx *ctx, void *buf, size_t len)
+{
+    uint64_t n = ctx->net->addr_len;
+
+    memset(buf, 0, len);
+    memcpy(buf, &n, sizeof(n));
+    memcpy((char *)buf + sizeof(n), ctx->net->addr, n);
+    return DFCCL_OK;
+}
+
+static int dfccl_net_peer_add(struct dfccl_net *net, const void *slot, int rank,
+                              const char *host)
+{
+    uint64_t n;
+    dfccl_net_peer_t **grown, *p;
+
+    memcpy(&n, slot, sizeof(n));
+    if (n == 0 || n + sizeof(n) > DFCCL_NET_ADDR_MAX) {
+        return dfccl_error(DFCCL_ERR_BOOTSTRAP, "net transport: rank %d on host %s sent a "
+                           "worker address of %llu bytes; is it running the net transport?",
+                           rank, host, (unsigned long long)n);
+    }
+    for (int i = 0; i < net->npeers; i++) {
+        if (net->peers[i]->len == n && memcmp(net->peers[i]->addr, (const char *)slot + 8, n) == 0) {
+            return i;
+        }
+    }
+    p     = calloc(1, sizeof(*p));
+    grown = p != NULL ? realloc(net->peers, (size_t)(net->npeers + 1) * sizeof(*grown)) : NULL;
+    if (grown == NULL) {
+        free(p);
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "net transport: out of host memory");
+    }
+    net->peers = grown;
+    memcpy(p->addr, (const char *)slot + 8, n);
+    p->len  = n;
+    p->rank = rank;
+    snprintf(p->host, sizeof(p->host), "%s", host);
+    grown[net->npeers] = p;
+    return net->npeers++;
+}
+
+/* Record the next and previous ranks' workers; endpoints come lazily. */
+dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs, size_t stride,
+                                       const char *hosts, size_t hstride)
+{
+    struct dfccl_net *net = g->ctx->net;
+    int nx = (g->rank + 1) % g->nranks, pv = (g->rank + g->nranks - 1) % g->nranks;
+    int rc;
+
+    pthread_mutex_lock(&net->lock);
+    g->net_next_peer = -1;
+    g->net_prev_peer = -1;
+    rc = g->next_net ? dfccl_net_peer_add(net, (const char *)addrs + (size_t)nx * stride, nx,
+                                          hosts + (size_t)nx * hstride) : 0;
+    if (rc >= 0 && g->next_net) {
+        g->net_next_peer = rc;
+    }
+    if (rc >= 0 && g->prev_net) {
+        rc = dfccl_net_peer_add(net, (const char *)addrs + (size_t)pv * stride, pv,
+                                hosts + (size_t)pv * hstride);
+        if (rc >= 0) {
+            g->net_prev_peer = rc;
+        }
+    }
+    pthread_mutex_unlock(&net->lock);
+    return rc < 0 ? (dfccl_status_t)rc : DFCCL_OK;
+}
+
+dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, int send,
+                                  void *host_ctrl, const dfccl_coll_static_t *st,
+                                  const uint64_t sig[8])
+{
+    struct dfccl_net *net = g->ctx->net;
+    dfccl_net_chan_t *c   = calloc(1, sizeof(*c));
+
+    if (c == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "net transport: out of host memory");
+    }
+    c->send       = send;
+    c->coll_id    = coll_id;
+    c->ch         = ch;
+    c->idx        = sig[6];
+    c->in_gid     = g->id;
+    c->out_gid    = send ? g->net_next_gid : g->net_prev_gid;
+    c->peer       = send ? g->net_next_peer : g->net_prev_peer;
+    c->ctrl       = host_ctrl;
+    c->data       = (char *)host_ctrl + sizeof(dfccl_conn_ctrl_t);
+    c->nslots     = st->nslots;
+    c->slot_bytes = st->slot_bytes;
+    memcpy(c->sig, sig, sizeof(c->sig));
+    snprintf(c->group, sizeof(c->group), "%s", g->name);
+    pthread_mutex_lock(&net->lock);
+    c->next    = net->chans;
+    net->chans = c;
+    pthread_mutex_unlock(&net->lock);
+    return DFCCL_OK;
+}
+
+/*
+ * Remove the channels of collective `coll_id` before its memory is freed:
+ * the proxy first sends what the daemon published (the sender completes a
+ * collective before the data has left) and waits for its credits to go.
+ */
+void dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id)
+{
+    struct dfccl_net *net = ctx->net;
+    uint64_t start        = dfccl_time_ns(), warned = 0;
+
+    if (net == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&net->lock);
+    for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
+        if (c->coll_id == coll_id) {
+            c->closing = 1;
+        }
+    }
+    for (;;) {
+        int left = 0;
+        struct timespec ts;
+        for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
+            left += c->coll_id == coll_id && c->closing;
+        }
+        if (left == 0 || net->stop || !net->proxy_started) {
+            break;
+        }
+        if (dfccl_time_ns() - start > 10000000000ull * (warned + 1)) {
+            warned++;
+            dfccl_info("net transport: collective %d waits for %d channel(s) to flush to the "
+                       "next rank", coll_id, left);
+        }
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 1000000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&net->cond, &net->lock, &ts);
+    }
+    pthread_mutex_unlock(&net->lock);
+}
+
+static void dfccl_net_drop(struct dfccl_net *net, ucp_tag_message_h msg,
+                           const ucp_tag_recv_info_t *info)
+{
+    void *buf = malloc(info->length > 0 ? info->length : 1);
+
+    if (buf != NULL) {
+        dfccl_net_recv_now(net, buf, info->length, msg);
+        free(buf);
+    }
+}
+
+/* Flush every channel, stop the proxy, close endpoints, free UCX. */
+void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
+{
+    struct dfccl_net *net = ctx->net;
+    uint64_t t0;
+
+    if (net == NULL) {
+        return;
+    }
+    for (int id = 0; id < ctx->cfg.max_colls; id++) {
+        int has = 0;
+        pthread_mutex_lock(&net->lock);
+        for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
+            has |= c->coll_id == id;
+        }
+        pthread_mutex_unlock(&net->lock);
+        if (has) {
+            dfccl_net_coll_remove(ctx, id);
+        }
+    }
+    pthread_mutex_lock(&net->lock);
+    net->stop = 1;
+    pthread_mutex_unlock(&net->lock);
+    if (net->proxy_started) {
+        pthread_join(net->proxy, NULL);
+    }
+    /* the proxy is gone: this thread drives the worker now */
+    while (net->chans != NULL) {
+        dfccl_net_chan_t *c = net->chans;
+        net->chans          = c->next;
+        free(c);
+    }
+    for (int i = 0; i < net->npeers; i++) {
+        ucp_request_param_t prm;
+        ucs_status_ptr_t r;
+        if (net->peers[i]->ep == NULL) {
+            continue;
+        }
+        memset(&prm, 0, sizeof(prm));
+        prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        /* flush what is in flight (the peer may still wait for it), but do
+         * not wait on a peer that has gone */
+        prm.flags = net->peers[i]->failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        r         = ucp_ep_close_nbx(net->peers[i]->ep, &prm);
+        t0        = dfccl_time_ns();
+        while (r != NULL && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS &&
+               dfccl_time_ns() - t0 < 2000000000ull) {
+            ucp_worker_progress(net->worker);
+        }
+        if (r != NULL && !UCS_PTR_IS_ERR(r)) {
+            if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+                ucp_request_cancel(net->worker, r);
+                while (ucp_request_check_status(r) == UCS_INPROGRESS) {
+                    ucp_worker_progress(net->worker);
+                }
+            }
+            ucp_request_free(r);
+        }
+    }
+    /* Messages nobody will take any more (the last credits of collectives
+     * the peers finished, data of collectives never registered here) are
+     * received and dropped, so the worker goes without leftovers. */
+    while (net->pend != NULL) {
+        dfccl_net_pend_t *q = net->pend;
+        net->pend           = q->next;
+        dfccl_net_drop(net, q->msg, &q->info);
+        free(q);
+    }
+    for (;;) {
+        ucp_tag_recv_info_t info;
+        ucp_tag_message_h msg;
+        ucp_worker_progress(net->worker);
+        msg = ucp_tag_probe_nb(net->worker, 0, 0, 1, &info);
+        if (msg == NULL) {
+            break;
+        }
+        dfccl_net_drop(net, msg, &info);
+    }
+    for (int i = 0; i < net->npeers; i++) {
+        free(net->peers[i]);
+    }
+    free(net->peers);
+    ucp_worker_release_address(net->worker, net->addr);
+    ucp_worker_destroy(net->worker);
+    ucp_cleanup(net->ucp);
+    pthread_mutex_destroy(&net->lock);
+    pthread_cond_destroy(&net->cond);
+    free(net);
+    ctx->net = NULL;
+}
+
+#endif /* HAVE_UCX */
