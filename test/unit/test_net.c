@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The net (UCX) transport on one machine, in real separate processes: with
+ * DFCCL_NET=1 (every edge of the ring through UCX and the proxies), a
+ * reduced correctness matrix (every collective, a few types and ops, sizes
+ * 0, 1, odd and >= 1 MiB, in and out of place, 2 and 4 ranks), the disorder
+ * and synchronization scenarios, and a registration mismatch reported over
+ * the net; then with DFCCL_HOST_ID making ranks 0,1 one host and 2,3
+ * another (only the edges 1->2 and 3->0 are net), the matrix and disorder.
+ * The bodies of the shm tests are reused: test_coll.c and test_deadlock.c
+ * are included with their main renamed, so both transports run the same
+ * checks.
+ */
+#include "config.h"
+
+#pragma GCC diagnostic ignored "-Wunused-function"
+
+#define main dfccl_test_coll_main
+#include "test_coll.c"
+#undef main
+#define main dfccl_test_deadlock_main
+#include "test_deadlock.c"
+#undef main
+
+/* Net everywhere, or two "hosts" of two ranks each (set in the rank). */
+typedef enum { NET_FORCED, NET_TWO_HOSTS } net_mode_t;
+
+static void net_env(int rank, net_mode_t mode)
+{
+    if (mode == NET_FORCED) {
+        setenv("DFCCL_NET", "1", 1);
+        unsetenv("DFCCL_HOST_ID");
+    } else {
+        unsetenv("DFCCL_NET");
+        setenv("DFCCL_HOST_ID", rank < 2 ? "dfccl-test-host-a" : "dfccl-test-host-b", 1);
+    }
+}
+
+typedef struct {
+    net_mode_t mode;
+    int        kind;
+} net_matrix_arg_t;
+
+static int net_matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    const net_matrix_arg_t *a = varg;
+    static const int types[]  = {DFCCL_INT8, DFCCL_INT32, DFCCL_FLOAT16, DFCCL_FLOAT32,
+                                 DFCCL_FLOAT64};
+    int kind = a->kind, failures = 0, cases = 0;
+    int has_op = kind == DFCCL_COLL_ALLREDUCE || kind == DFCCL_COLL_REDUCESCATTER ||
+                 kind == DFCCL_COLL_REDUCE;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+
+    net_env(rank, a->mode);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    for (int ti = 0; ti < (int)(sizeof(types) / sizeof(types[0])); ti++) {
+        int t = types[ti];
+        for (int op = 0; op < (has_op ? DFCCL_OP_COUNT : 1); op++) {
+            uint64_t big = ((1u << 20) + esize(t) - 1) / esize(t) + 3;
+            uint64_t counts[4] = {0, 1, 12347, big};
+            if ((op == DFCCL_AVG && !is_float(t)) || (op == DFCCL_PROD && t != DFCCL_INT32) ||
+                (op == DFCCL_MIN && t != DFCCL_FLOAT32)) {
+                continue;
+            }
+            if (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER) {
+                counts[3] = big / (uint64_t)n + 1;
+            }
+            for (int sc = 0; sc < 4; sc++) {
+                if (sc == 3 && op != DFCCL_SUM && t != DFCCL_INT8) {
+                    continue;
+                }
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    failures += run_case(ctx, g, rank, n, kind, t, op, counts[sc], inplace);
+                    cases++;
+                }
+            }
+        }
+    }
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    if (rank == 0) {
+        printf("net (%s) %s on %d ranks: %d cases, %d failures\n",
+               a->mode == NET_FORCED ? "forced" : "two hosts", dfccl_coll_name_for_test(kind),
+               n, cases, failures);
+    }
+    return failures;
+}
+
+static void net_matrix(net_mode_t mode, int n)
+{
+    for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
+        net_matrix_arg_t a = {mode, kind};
+        int rc             = dfccl_test_mp_run(n, 300, net_matrix_body, &a);
+        ck_assert_msg(rc == 0, "net %s on %d ranks failed", dfccl_coll_name_for_test(kind), n);
+    }
+}
+
+START_TEST(test_net_matrix_2) { net_matrix(NET_FORCED, 2); }
+END_TEST
+START_TEST(test_net_matrix_4) { net_matrix(NET_FORCED, 4); }
+END_TEST
+START_TEST(test_net_two_hosts_matrix) { net_matrix(NET_TWO_HOSTS, 4); }
+END_TEST
+
+typedef struct {
+    net_mode_t     mode;
+    disorder_arg_t d;
+} net_disorder_arg_t;
+
+static int net_disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    net_disorder_arg_t *a = varg;
+
+    net_env(rank, a->mode);
+    return disorder_body(rank, n, oob, &a->d);
+}
+
+START_TEST(test_net_disorder)
+{
+    net_disorder_arg_t a = {NET_FORCED,
+                            {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0}};
+    ck_assert_int_eq(dfccl_test_mp_run(2, 300, net_disorder_body, &a), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, net_disorder_body, &a), 0);
+}
+END_TEST
+
+START_TEST(test_net_disorder_groups_explicit)
+{
+    net_disorder_arg_t a = {NET_FORCED,
+                            {20, {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536}, NCOLL, 1}};
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, net_disorder_body, &a), 0);
+}
+END_TEST
+
+START_TEST(test_net_two_hosts_disorder)
+{
+    net_disorder_arg_t a = {NET_TWO_HOSTS,
+                            {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0}};
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, net_disorder_body, &a), 0);
+}
+END_TEST
+
+static int net_sync_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    net_env(rank, NET_FORCED);
+    return sync_body(rank, n, oob, arg);
+}
+
+START_TEST(test_net_synchronize)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, net_sync_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 120, net_sync_body, NULL), 0);
+}
+END_TEST
+
+/* Rank 1 registers a different count: rank 1 (which receives from rank 0
+ * over the net) reports the mismatch instead of reading wrong data. */
+static int net_mismatch_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    float *d;
+    int id;
+    dfccl_status_t st;
+
+    net_env(rank, NET_FORCED);
+    setenv("DFCCL_TIMEOUT", "20", 1);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(rank == 1 ? 1000 : 1001, DFCCL_FLOAT32, DFCCL_SUM,
+                                            g, 0, &id) == DFCCL_OK, "register");
+    d = dfccl_test_malloc(ctx, 1001 * sizeof(float));
+    DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    st = dfcclWait(id, 60000, ctx);
+    if (rank == 1) {
+        DFCCL_TEST_CHECK(st == DFCCL_ERR_MISMATCH, "got %s", dfcclGetErrorString(st));
+        DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "registered") != NULL, "message %s",
+                         dfcclGetLastErrorMessage());
+        printf("net mismatch reported: %s\n", dfcclGetLastErrorMessage());
+    } else {
+        DFCCL_TEST_CHECK(st != DFCCL_OK, "the mismatched allreduce completed");
+    }
+    return 0; /* the aborted context is not destroyed: the harness ends it */
+}
+
+START_TEST(test_net_mismatch)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, net_mismatch_body, NULL), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s  = suite_create("net");
+    TCase *tc = tcase_create("net");
+    SRunner *sr;
+    int failed;
+
+#ifndef HAVE_UCX
+    printf("the net transport is not built (no UCX): skipped\n");
+    return 77;
+#endif
+    tcase_set_timeout(tc, 1000);
+    tcase_add_test(tc, test_net_matrix_2);
+    tcase_add_test(tc, test_net_matrix_4);
+    tcase_add_test(tc, test_net_disorder);
+    tcase_add_test(tc, test_net_disorder_groups_explicit);
+    tcase_add_test(tc, test_net_synchronize);
+    tcase_add_test(tc, test_net_mismatch);
+    tcase_add_test(tc, test_net_two_hosts_matrix);
+    tcase_add_test(tc, test_net_two_hosts_disorder);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
