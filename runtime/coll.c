@@ -719,6 +719,9 @@ dfccl_status_t dfcclWait(int coll_id, int timeout_ms, dfccl_rank_ctx_t ctx)
     uint64_t deadline = 0;
     dfccl_status_t st;
 
+    if (ctx == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclWait: ctx is NULL");
+    }
     if (timeout_ms >= 0) {
         deadline = dfccl_time_ns() + (uint64_t)timeout_ms * 1000000ull;
     }

@@ -438,6 +438,10 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
     }
     ctx->last_check_ns = now;
     pthread_mutex_lock(&ctx->lock);
+    /* unlink our segments that the ring predecessor has attached by now */
+    for (struct dfccl_group *g = ctx->groups; g != NULL; g = g->next) {
+        dfccl_pool_reap(g);
+    }
     if (ctx->aborted || ctx->inflight == 0) {
         pthread_mutex_unlock(&ctx->lock);
         return;

@@ -811,8 +811,9 @@ void dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id)
         for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
             left += c->coll_id == coll_id && c->closing;
         }
-        if (left == 0 || net->stop || !net->proxy_started) {
-            break;
+        if (left == 0 || net->stop || !net->proxy_started ||
+            __atomic_load_n(&ctx->aborted, __ATOMIC_ACQUIRE)) {
+            break; /* an aborted context flushes nothing more */
         }
         if (dfccl_time_ns() - start > 10000000000ull * (warned + 1)) {
             warned++;
