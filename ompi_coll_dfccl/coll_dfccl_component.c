@@ -182,6 +182,9 @@ static int dfccl_register(void)
     dfccl_reg("priority_order", "1: the daemon's task queue runs higher-priority "
               "collectives first; 0: FIFO (DFCCL_PRIORITY)", MCA_BASE_VAR_TYPE_INT, NULL,
               &c->priority_order);
+    dfccl_reg("net", "1: move connector data over the UCX net transport even between "
+              "ranks on one host, for tests (DFCCL_NET; DFCCL_HOST_ID sets the host "
+              "identity)", MCA_BASE_VAR_TYPE_INT, NULL, &c->net);
     return OMPI_SUCCESS;
 }
 
