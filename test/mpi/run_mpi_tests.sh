@@ -22,7 +22,7 @@ export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_pml=o
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
 
 failed=0
-run() { # name ranks expect-dfccl(0|1) mca-args... -- program args...
+run() { # name ranks expect-dfccl(0: none, 1: every rank, 2: any) mca-args... -- program args...
     name=$1 np=$2 want=$3
     shift 3
     log=$(mktemp)
@@ -65,4 +65,8 @@ for np in $nps; do
     run "disorder: 8 communicators, random order per rank" $np 1 $host "$bin/test_disorder" \
         ${DFCCL_TEST_DISORDER_COUNT:-}
 done
+# an incorrect program (the last rank skips a collective) fails with an
+# error through the communicator's error handler, within the timeout
+run "timeout reaches the error handler" 3 2 $host --mca coll_dfccl_timeout 2 \
+    "$bin/test_timeout"
 exit $failed
