@@ -507,6 +507,9 @@ static void dfccl_op_done(mca_coll_dfccl_op_t *op)
     int rc = op->status == DFCCL_OK ? MPI_SUCCESS : MPI_ERR_INTERN;
 
     if (op->status != DFCCL_OK) {
+        /* dfccl found the error on its poller thread: its query hands the
+         * message to this thread */
+        dfcclQuery(inst->coll_id, mca_coll_dfccl_component.ctx);
         mca_coll_dfccl_warn("collective on communicator %s (cid %u) failed: %s (%s)",
                             m->comm->c_name, ompi_comm_get_cid(m->comm),
                             dfcclGetErrorString(op->status), dfcclGetLastErrorMessage());
