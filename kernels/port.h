@@ -15,7 +15,6 @@
 #if defined(__CUDACC__)
 
 #define DFCCL_F_DEVICE   static __device__ __forceinline__
-#define DFCCL_F_NOINLINE static __device__ __noinline__
 #define DFCCL_SHARED     __shared__
 #define DFCCL_TID        ((int)threadIdx.x)
 #define DFCCL_NTHREADS   ((int)blockDim.x)
@@ -50,10 +49,6 @@ DFCCL_F_DEVICE uint64_t dfccl_ld_relaxed(const uint64_t *p)
     return *(const volatile uint64_t *)p;
 }
 
-DFCCL_F_DEVICE void dfccl_st_relaxed(uint64_t *p, uint64_t v)
-{
-    *(volatile uint64_t *)p = v;
-}
 
 /* Device-scope fetch-and-add on device memory (never on host memory). */
 DFCCL_F_DEVICE uint32_t dfccl_fetch_add_gpu(uint32_t *p, uint32_t v)
@@ -91,7 +86,6 @@ DFCCL_F_DEVICE void dfccl_fence_sys(void)
 #include <time.h>
 
 #define DFCCL_F_DEVICE   static inline
-#define DFCCL_F_NOINLINE static
 #define DFCCL_SHARED
 #define DFCCL_TID        0
 #define DFCCL_NTHREADS   1
@@ -114,10 +108,6 @@ DFCCL_F_DEVICE uint64_t dfccl_ld_relaxed(const uint64_t *p)
     return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
-DFCCL_F_DEVICE void dfccl_st_relaxed(uint64_t *p, uint64_t v)
-{
-    __atomic_store_n(p, v, __ATOMIC_RELAXED);
-}
 
 DFCCL_F_DEVICE uint32_t dfccl_fetch_add_gpu(uint32_t *p, uint32_t v)
 {

@@ -120,7 +120,6 @@ typedef struct dfccl_seg {
     size_t   used;
     int      linked;    /* shm name still present */
     int      owner;     /* 1: our segment; 0: a peer's mapping */
-    int      peer;
     uint32_t index;
     uint32_t transport;
     char     name[48];
@@ -256,8 +255,6 @@ struct dfccl_group {
     dfccl_pool_t             pool;
     uint64_t                 nreg;   /* registrations so far, same on all ranks */
     int                      ncolls; /* registered collectives on this group */
-    int                      next_device;
-    int                      next_same_host;
     int                     *pids;   /* every member's process id */
     int                     *same_host; /* per rank: 1 if on our host (pids, shm) */
     int                      net;      /* some edge of the ring is net: staging everywhere */

@@ -185,7 +185,6 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
         g->pids[i] = all[i].pid;
     }
     if (nranks > 1) {
-        const dfccl_boot_info_t *nx = &all[(rank + 1) % nranks];
         const dfccl_boot_info_t *pv = &all[(rank + nranks - 1) % nranks];
         int barrier = 0, *bar = all != NULL ? (int *)all : NULL;
 
@@ -193,8 +192,6 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
         if (st != DFCCL_OK) {
             goto err;
         }
-        g->next_device    = nx->device;
-        g->next_same_host = g->same_host[(rank + 1) % nranks];
         (void)pv;
 #ifdef HAVE_CUDART
         /* Our segments are written by the previous rank, or by our proxy

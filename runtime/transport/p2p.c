@@ -53,7 +53,6 @@ dfccl_status_t dfccl_p2p_create(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg, si
     seg->dev_base  = p;
     seg->bytes     = bytes;
     seg->owner     = 1;
-    seg->peer      = -1;
     seg->transport = DFCCL_TRANSPORT_P2P;
     memcpy(seg->ipc, &handle, sizeof(handle));
     return DFCCL_OK;
