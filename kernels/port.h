@@ -15,6 +15,7 @@
 #if defined(__CUDACC__)
 
 #define DFCCL_F_DEVICE   static __device__ __forceinline__
+#define DFCCL_F_NOINLINE static __device__ __noinline__
 #define DFCCL_SHARED     __shared__
 #define DFCCL_TID        ((int)threadIdx.x)
 #define DFCCL_NTHREADS   ((int)blockDim.x)
@@ -86,6 +87,7 @@ DFCCL_F_DEVICE void dfccl_fence_sys(void)
 #include <time.h>
 
 #define DFCCL_F_DEVICE   static inline
+#define DFCCL_F_NOINLINE static
 #define DFCCL_SHARED
 #define DFCCL_TID        0
 #define DFCCL_NTHREADS   1
