@@ -116,6 +116,8 @@ typedef struct {
     uint32_t spin_sticky;           /* DFCCL_SPIN_STICKY: threshold after progress */
     uint32_t quit_us;               /* DFCCL_QUIT_US: idle time before voluntary quit */
     uint32_t relaunch_us;           /* DFCCL_RELAUNCH_US: min gap between stuck relaunches */
+    uint32_t wait_spin_us;          /* DFCCL_WAIT_SPIN_US: dfcclWait polls the completion
+                                     * queue itself this long before it sleeps */
     int      max_colls;             /* DFCCL_MAX_COLLS: registered collectives per context */
     int      sq_entries;            /* DFCCL_SQ_ENTRIES: submission queue size */
     double   timeout_s;             /* DFCCL_TIMEOUT: per-collective timeout, 0 = none */

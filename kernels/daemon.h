@@ -22,20 +22,32 @@
 
 #include "ring.h"
 
+/* Least time between two reads of the abort flag by a block's scheduler. */
+#define DFCCL_ABORT_CHECK_NS 20000ull
+
 enum {
     DFCCL_DAEMON_QUIT  = 1, /* voluntary quit: relaunch when there is work */
     DFCCL_DAEMON_EXIT  = 2, /* exit SQE processed: final */
     DFCCL_DAEMON_ABORT = 3
 };
 
-/* Leader: move published SQEs into the device log while it has room. */
-DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a)
+/*
+ * Leader: move published SQEs into the device log while it has room.
+ * *min_head_p caches the slowest block's log position: positions only grow,
+ * so the blocks' heads are read again only when the cached one says the log
+ * is full (reading them on every pass would cost a round trip per block).
+ */
+DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, uint64_t *min_head_p)
 {
-    uint64_t pos = *a->sq_next, min_head = ~0ull;
+    uint64_t pos = *a->sq_next, min_head = *min_head_p;
     uint32_t fetched = 0;
 
-    for (uint32_t b = 0; b < a->nblocks; b++) {
-        min_head = DFCCL_MIN(min_head, dfccl_ld_acquire_gpu(&a->log_head[b]));
+    if (pos - min_head >= a->log_entries) {
+        min_head = ~0ull;
+        for (uint32_t b = 0; b < a->nblocks; b++) {
+            min_head = DFCCL_MIN(min_head, dfccl_ld_acquire_gpu(&a->log_head[b]));
+        }
+        *min_head_p = min_head;
     }
     while (pos - min_head < a->log_entries) {
         const dfccl_sqe_t *e = &a->sq[pos % a->sq_entries];
@@ -124,14 +136,9 @@ DFCCL_F_DEVICE int dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t 
     uint64_t pos    = a->cq_tail[b];
     uint64_t *ring  = a->cq + (uint64_t)b * a->cq_entries;
 
-    /* Capacity >= registered collectives, each in flight at most once: the
-     * ring cannot be full; the wait is only a guard and can be aborted. */
-    while (pos - dfccl_ld_acquire_sys(&a->cq_ctrl[b].head) >= a->cq_entries) {
-        if (dfccl_ld_relaxed(a->abort_flag)) {
-            return -1;
-        }
-        dfccl_pause();
-    }
+    /* The ring holds more entries than there are collective ids, and the
+     * host runs an id again only after it has taken its CQE: the ring cannot
+     * be full, so the host's head (across PCIe) is never read here. */
     dfccl_st_release_sys(&ring[pos % a->cq_entries], ((pos + 1) << 32) | (uint32_t)coll_id);
     a->cq_tail[b] = pos + 1;
     return 0;
@@ -201,14 +208,19 @@ DFCCL_F_DEVICE void dfccl_daemon_complete(const dfccl_daemon_args_t *a, uint32_t
 
     /* The block's data writes (ordered before thread 0 by the barrier that
      * ended the last primitive) are released before the counter moves, and
-     * the last block acquires them all before it posts the CQE. */
-    dfccl_fence_sys();
-    if (dfccl_fetch_add_gpu(&a->done_count[coll_id], 1) + 1 == nch) {
-        dfccl_fence_sys();
-        a->done_count[coll_id] = 0;
-        if (dfccl_daemon_post_cqe(a, b, coll_id) == 0) {
-            a->stats[b].collectives++;
+     * the last block acquires them all before it posts the CQE, whose
+     * system-scope release carries them to the host. One channel needs no
+     * counter at all. */
+    if (nch > 1) {
+        dfccl_fence_gpu();
+        if (dfccl_fetch_add_gpu(&a->done_count[coll_id], 1) + 1 != nch) {
+            return;
         }
+        dfccl_fence_gpu();
+        a->done_count[coll_id] = 0;
+    }
+    if (dfccl_daemon_post_cqe(a, b, coll_id) == 0) {
+        a->stats[b].collectives++;
     }
 }
 
@@ -218,7 +230,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
     DFCCL_SHARED dfccl_blk_ctl_t ctl_s;
     dfccl_blk_ctl_t *ctl = &ctl_s;
     dfccl_task_t *tasks  = a->tasks + (uint64_t)b * a->max_colls;
-    uint64_t last_active = dfccl_now_ns();
+    uint64_t last_active = dfccl_now_ns(), last_abort_check = 0, min_head = 0;
 
     if (DFCCL_TID == 0) {
         ctl->ntasks  = a->task_count[b];
@@ -232,14 +244,23 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         int rc;
 
         if (DFCCL_TID == 0) {
+            uint64_t now = dfccl_now_ns();
             if (b == 0) {
-                dfccl_daemon_fetch_sq(a);
+                dfccl_daemon_fetch_sq(a, &min_head);
             }
             ctl->active = dfccl_daemon_pull_log(a, b, tasks, ctl);
             ctl->rc     = 0;
-            if (dfccl_ld_relaxed(a->abort_flag)) {
-                ctl->rc = DFCCL_DAEMON_ABORT;
-            } else if (ctl->exiting && ctl->ntasks == 0) {
+            /* The abort flag sits in host memory: every block reading it on
+             * every pass would flood PCIe and delay the leader's SQ polls
+             * and the CQEs. A few microseconds of abort latency cost nothing
+             * (a primitive that waits checks it too). */
+            if (now - last_abort_check > DFCCL_ABORT_CHECK_NS) {
+                last_abort_check = now;
+                if (dfccl_ld_relaxed(a->abort_flag)) {
+                    ctl->rc = DFCCL_DAEMON_ABORT;
+                }
+            }
+            if (ctl->rc == 0 && ctl->exiting && ctl->ntasks == 0) {
                 ctl->rc = DFCCL_DAEMON_EXIT;
             }
         }

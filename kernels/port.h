@@ -80,6 +80,12 @@ DFCCL_F_DEVICE void dfccl_fence_sys(void)
     __threadfence_system();
 }
 
+/* Order this thread's accesses at device scope (blocks of one GPU). */
+DFCCL_F_DEVICE void dfccl_fence_gpu(void)
+{
+    __threadfence();
+}
+
 #else /* host backend */
 
 #include <sched.h>
@@ -137,6 +143,8 @@ DFCCL_F_DEVICE void dfccl_fence_sys(void)
 {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
+
+#define dfccl_fence_gpu dfccl_fence_sys
 
 #endif
 

@@ -125,8 +125,10 @@ DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, 
         x->dyn.recv_seq++;
     }
     if (DFCCL_TID == 0) {
+        /* The barrier above orders every thread's data writes before this
+         * thread's release; a release store is cumulative, so a receiver
+         * that acquires the tail sees the whole slot. */
         if (flags & DFCCL_P_SEND) {
-            dfccl_fence_sys();
             dfccl_st_release_sys(&ch->send_ctrl->tail, x->dyn.send_seq);
         }
         if (flags & DFCCL_P_RECV) {

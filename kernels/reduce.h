@@ -124,8 +124,26 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
  * that loads and (remote) stores are wide; the scalar loop below finishes
  * the tail. BODY computes v_ from x_ and y_, of type T.
  */
-/* More than one vector in flight per thread spills registers. */
-#define DFCCL_VEC_UNROLL 1
+/* Vectors in flight per thread: enough loads outstanding to cover the
+ * latency of a peer's memory across NVLink. */
+#ifndef DFCCL_VEC_UNROLL
+#define DFCCL_VEC_UNROLL 4
+#endif
+#define DFCCL_VEC_ONE(T, BODY, J)                                             \
+    do {                                                                      \
+        union { uint4 v; T e[16 / sizeof(T)]; } a1_, b1_;                     \
+        a1_.v = va_[J];                                                       \
+        b1_.v = vb_[J];                                                       \
+        _Pragma("unroll") for (uint64_t k_ = 0; k_ < per_; k_++) {            \
+            T x_ = a1_.e[k_], y_ = b1_.e[k_], v_;                             \
+            BODY;                                                             \
+            a1_.e[k_] = v_;                                                   \
+        }                                                                     \
+        v0_[J] = a1_.v;                                                       \
+        if (v1_ != NULL) {                                                    \
+            v1_[J] = a1_.v;                                                   \
+        }                                                                     \
+    } while (0)
 #define DFCCL_VEC_LOOP(T, BODY)                                               \
     do {                                                                      \
         const uint64_t per_ = 16 / sizeof(T);                                 \
@@ -135,29 +153,32 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
             uint4 *v0_ = (uint4 *)pd0, *v1_ = (uint4 *)pd1;                   \
             const uint64_t nv_ = n / per_;                                    \
             const uint64_t st_ = (uint64_t)DFCCL_NTHREADS;                    \
-            for (uint64_t j_ = (uint64_t)DFCCL_TID; j_ < nv_;                 \
+            uint64_t j_ = (uint64_t)DFCCL_TID;                                \
+            /* whole rounds: all loads of the round in flight at once */      \
+            for (; j_ + st_ * DFCCL_VEC_UNROLL - (uint64_t)DFCCL_TID <= nv_;  \
                  j_ += st_ * DFCCL_VEC_UNROLL) {                              \
-                union { uint4 v; T e[16 / sizeof(T)]; }                       \
-                    a_[DFCCL_VEC_UNROLL], b_[DFCCL_VEC_UNROLL];               \
+                uint4 a_[DFCCL_VEC_UNROLL], b_[DFCCL_VEC_UNROLL];             \
                 _Pragma("unroll") for (int u_ = 0; u_ < DFCCL_VEC_UNROLL; u_++) { \
-                    if (j_ + u_ * st_ < nv_) {                                \
-                        a_[u_].v = va_[j_ + u_ * st_];                        \
-                        b_[u_].v = vb_[j_ + u_ * st_];                        \
-                    }                                                         \
+                    a_[u_] = va_[j_ + u_ * st_];                              \
+                    b_[u_] = vb_[j_ + u_ * st_];                              \
                 }                                                             \
                 _Pragma("unroll") for (int u_ = 0; u_ < DFCCL_VEC_UNROLL; u_++) { \
-                    if (j_ + u_ * st_ < nv_) {                                \
-                        _Pragma("unroll") for (uint64_t k_ = 0; k_ < per_; k_++) { \
-                            T x_ = a_[u_].e[k_], y_ = b_[u_].e[k_], v_;       \
-                            BODY;                                             \
-                            a_[u_].e[k_] = v_;                                \
-                        }                                                     \
-                        v0_[j_ + u_ * st_] = a_[u_].v;                        \
-                        if (v1_ != NULL) {                                    \
-                            v1_[j_ + u_ * st_] = a_[u_].v;                    \
-                        }                                                     \
+                    union { uint4 v; T e[16 / sizeof(T)]; } x1_, y1_;         \
+                    x1_.v = a_[u_];                                           \
+                    y1_.v = b_[u_];                                           \
+                    _Pragma("unroll") for (uint64_t k_ = 0; k_ < per_; k_++) { \
+                        T x_ = x1_.e[k_], y_ = y1_.e[k_], v_;                 \
+                        BODY;                                                 \
+                        x1_.e[k_] = v_;                                       \
+                    }                                                         \
+                    v0_[j_ + u_ * st_] = x1_.v;                               \
+                    if (v1_ != NULL) {                                        \
+                        v1_[j_ + u_ * st_] = x1_.v;                           \
                     }                                                         \
                 }                                                             \
+            }                                                                 \
+            for (; j_ < nv_; j_ += st_) {                                     \
+                DFCCL_VEC_ONE(T, BODY, j_);                                   \
             }                                                                 \
             done_ = nv_ * per_;                                               \
         }                                                                     \
@@ -269,6 +290,9 @@ DFCCL_DEFINE_RED_HALF(f16, dfccl_half_to_float, dfccl_float_to_half)
 DFCCL_DEFINE_RED_HALF(bf16, dfccl_bf16_to_float, dfccl_float_to_bf16)
 
 /* Copy `bytes` from src to one or two destinations (block-cooperative). */
+#ifndef DFCCL_COPY_UNROLL
+#define DFCCL_COPY_UNROLL 8
+#endif
 DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t bytes)
 {
 #if defined(__CUDACC__)
@@ -278,8 +302,30 @@ DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t byt
     if ((((uintptr_t)s | (uintptr_t)p0 | (uintptr_t)p1) & 15) == 0) {
         const uint4 *vs = (const uint4 *)s;
         uint4 *v0 = (uint4 *)p0, *v1 = (uint4 *)p1;
+        const uint64_t st = (uint64_t)DFCCL_NTHREADS;
+        const uint64_t big = st * DFCCL_COPY_UNROLL;
+        uint64_t i = (uint64_t)DFCCL_TID;
         nvec = bytes / 16;
-        for (uint64_t i = DFCCL_TID; i < nvec; i += DFCCL_NTHREADS) {
+        /* whole rounds: every thread has DFCCL_COPY_UNROLL loads in flight
+         * before its first store */
+        for (; i + big - (uint64_t)DFCCL_TID <= nvec; i += big) {
+            uint4 v[DFCCL_COPY_UNROLL];
+#pragma unroll
+            for (int u = 0; u < DFCCL_COPY_UNROLL; u++) {
+                v[u] = vs[i + u * st];
+            }
+#pragma unroll
+            for (int u = 0; u < DFCCL_COPY_UNROLL; u++) {
+                v0[i + u * st] = v[u];
+            }
+            if (v1 != NULL) {
+#pragma unroll
+                for (int u = 0; u < DFCCL_COPY_UNROLL; u++) {
+                    v1[i + u * st] = v[u];
+                }
+            }
+        }
+        for (; i < nvec; i += st) {
             uint4 v = vs[i];
             v0[i] = v;
             if (v1 != NULL) {

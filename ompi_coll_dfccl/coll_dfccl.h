@@ -72,6 +72,7 @@ typedef struct {
     /* completions reported by dfccl callbacks (any thread), handled in
      * opal_progress on an MPI thread */
     pthread_mutex_t             done_lock;
+    int                         running; /* runs handed to dfccl, not yet done (atomic) */
     struct mca_coll_dfccl_op   *done_head, *done_tail;
     /* staged fallbacks whose previous-module request is pending */
     struct mca_coll_dfccl_req  *staged_head;

@@ -98,6 +98,7 @@ static int dfccl_reg_enum(const char *name, const char *help,
 /* dfccl_config_t fields of type uint32_t are registered through these. */
 static unsigned int dfccl_spin_head, dfccl_spin_min, dfccl_spin_sticky;
 static unsigned int dfccl_quit_us, dfccl_relaunch_us;
+static int dfccl_wait_spin_us; /* -1: backend default */
 
 static int dfccl_register(void)
 {
@@ -127,6 +128,7 @@ static int dfccl_register(void)
     dfccl_spin_sticky = c->spin_sticky;
     dfccl_quit_us     = c->quit_us;
     dfccl_relaunch_us = c->relaunch_us;
+    dfccl_wait_spin_us = c->wait_spin_us == UINT32_MAX ? -1 : (int)c->wait_spin_us;
 
     dfccl_reg("priority", "Priority of the dfccl coll component; it must be above the "
               "components it falls back to (tuned is 30)", MCA_BASE_VAR_TYPE_INT, NULL,
@@ -173,6 +175,10 @@ static int dfccl_register(void)
     dfccl_reg("relaunch_us", "Smallest gap in microseconds between relaunches of a stuck "
               "daemon, 0 = backend default (DFCCL_RELAUNCH_US)",
               MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, &dfccl_relaunch_us);
+    dfccl_reg("wait_spin_us", "While dfccl runs are in flight, MPI's progress loop polls "
+              "dfccl's completion queue itself (> 0) instead of leaving it to the poller "
+              "thread; dfcclWait spins this many microseconds before it sleeps; -1 = backend "
+              "default (DFCCL_WAIT_SPIN_US)", MCA_BASE_VAR_TYPE_INT, NULL, &dfccl_wait_spin_us);
     dfccl_reg("max_colls", "Registered collectives per process (DFCCL_MAX_COLLS)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->max_colls);
     dfccl_reg("sq_entries", "Submission queue entries (DFCCL_SQ_ENTRIES)",
@@ -202,6 +208,7 @@ static int dfccl_open(void)
     c->spin_sticky = dfccl_spin_sticky;
     c->quit_us     = dfccl_quit_us;
     c->relaunch_us = dfccl_relaunch_us;
+    c->wait_spin_us = dfccl_wait_spin_us < 0 ? UINT32_MAX : (uint32_t)dfccl_wait_spin_us;
     if (cm->instances < 1) {
         mca_coll_dfccl_warn("coll_dfccl_instances=%d is below 1; using 1", cm->instances);
         cm->instances = 1;

@@ -408,20 +408,34 @@ static dfccl_status_t dfccl_op_submit(mca_coll_dfccl_module_t *m, mca_coll_dfccl
 {
     int id = op->entry->inst[op->inst].coll_id;
     dfccl_rank_ctx_t ctx = mca_coll_dfccl_component.ctx;
+    dfccl_status_t st;
 
+    /* counted before the run starts: its completion may come first */
+    __atomic_add_fetch(&mca_coll_dfccl_component.running, 1, __ATOMIC_RELAXED);
     switch (op->entry->sig.kind) {
     case MCA_COLL_DFCCL_ALLREDUCE:
-        return dfcclRunAllReduce(op->sbuf, op->rbuf, id, dfccl_done_cb, op, ctx);
+        st = dfcclRunAllReduce(op->sbuf, op->rbuf, id, dfccl_done_cb, op, ctx);
+        break;
     case MCA_COLL_DFCCL_ALLGATHER:
-        return dfcclRunAllGather(op->sbuf, op->rbuf, id, dfccl_done_cb, op, ctx);
+        st = dfcclRunAllGather(op->sbuf, op->rbuf, id, dfccl_done_cb, op, ctx);
+        break;
     case MCA_COLL_DFCCL_REDUCE_SCATTER:
-        return dfcclRunReduceScatter(op->sbuf, op->rbuf, id, dfccl_done_cb, op, ctx);
+        st = dfcclRunReduceScatter(op->sbuf, op->rbuf, id, dfccl_done_cb, op, ctx);
+        break;
     case MCA_COLL_DFCCL_REDUCE:
-        return dfcclRunReduce(op->sbuf, op->rbuf, id, dfccl_done_cb, op, ctx);
+        st = dfcclRunReduce(op->sbuf, op->rbuf, id, dfccl_done_cb, op, ctx);
+        break;
     case MCA_COLL_DFCCL_BCAST:
-        return dfcclRunBroadcast(op->sbuf, op->rbuf, id, dfccl_done_cb, op, ctx);
+        st = dfcclRunBroadcast(op->sbuf, op->rbuf, id, dfccl_done_cb, op, ctx);
+        break;
+    default:
+        st = DFCCL_ERR_INVALID_ARG;
+        break;
     }
-    return DFCCL_ERR_INVALID_ARG;
+    if (st != DFCCL_OK) {
+        __atomic_sub_fetch(&mca_coll_dfccl_component.running, 1, __ATOMIC_RELAXED);
+    }
+    return st;
 }
 
 static void dfccl_run_failed(mca_coll_dfccl_module_t *m, mca_coll_dfccl_op_t *op,
@@ -505,6 +519,8 @@ static void dfccl_op_done(mca_coll_dfccl_op_t *op)
     mca_coll_dfccl_inst_t *inst = &op->entry->inst[op->inst];
     mca_coll_dfccl_op_t *next;
     int rc = op->status == DFCCL_OK ? MPI_SUCCESS : MPI_ERR_INTERN;
+
+    __atomic_sub_fetch(&mca_coll_dfccl_component.running, 1, __ATOMIC_RELAXED);
 
     if (op->status != DFCCL_OK) {
         /* dfccl found the error on its poller thread: its query hands the
@@ -599,7 +615,12 @@ int mca_coll_dfccl_progress(void)
     mca_coll_dfccl_op_t *op;
     int n = 0;
 
-    if (cm->ctx != NULL && cm->cfg.progress == DFCCL_PROGRESS_EXPLICIT) {
+    /* Explicit progress, or runs in flight with wait spinning on: this MPI
+     * thread polls dfccl's completion queue itself (it spins in opal_progress
+     * anyway), which saves waiting for the poller thread to notice. */
+    if (cm->ctx != NULL &&
+        (cm->cfg.progress == DFCCL_PROGRESS_EXPLICIT ||
+         (cm->cfg.wait_spin_us > 0 && __atomic_load_n(&cm->running, __ATOMIC_RELAXED) > 0))) {
         dfcclProgress(cm->ctx, NULL);
     }
     while (cm->done_head != NULL) {

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #define DFCCL_CHUNK_SLICES 4
+#define DFCCL_MIN_PIPE_SLICE (16u << 10)
 
 static const char *const dfccl_run_names[] = {"dfcclRunAllReduce", "dfcclRunAllGather",
                                               "dfcclRunReduceScatter", "dfcclRunReduce",
@@ -72,19 +73,28 @@ static dfccl_status_t dfccl_coll_check_args(dfccl_group_t g, int kind, size_t co
     return DFCCL_OK;
 }
 
-/* Slot size for a collective: the configured size, or less for small
- * collectives, so that 1000s of small ones stay cheap. Same on all ranks. */
+/*
+ * Slot size for a collective: the configured size, or less for small
+ * collectives, so that 1000s of small ones stay cheap. A ring step is cut
+ * into DFCCL_CHUNK_SLICES slices to pipeline it, but not into slices below
+ * DFCCL_MIN_PIPE_SLICE: each slice costs a connector round trip, which
+ * small steps cannot hide. Same on all ranks.
+ */
 static uint32_t dfccl_coll_slot_bytes(const dfccl_config_t *cfg, int kind, size_t count,
                                       int dtype, int nranks, int nch)
 {
     size_t bytes = count * dfccl_dtype_bytes(dtype);
-    size_t step, slot = 256;
+    size_t step, slice, slot = 256;
 
     step = (bytes + (size_t)nch - 1) / (size_t)nch;
     if (kind == DFCCL_COLL_ALLREDUCE) {
         step = (step + (size_t)nranks - 1) / (size_t)nranks;
     }
-    step = (step + DFCCL_CHUNK_SLICES - 1) / DFCCL_CHUNK_SLICES;
+    slice = (step + DFCCL_CHUNK_SLICES - 1) / DFCCL_CHUNK_SLICES;
+    if (slice < DFCCL_MIN_PIPE_SLICE) {
+        slice = step < DFCCL_MIN_PIPE_SLICE ? step : DFCCL_MIN_PIPE_SLICE;
+    }
+    step = slice;
     while (slot < step && slot < cfg->slot_bytes) {
         slot <<= 1;
     }
@@ -716,7 +726,7 @@ dfccl_status_t dfcclQuery(int coll_id, dfccl_rank_ctx_t ctx)
 
 dfccl_status_t dfcclWait(int coll_id, int timeout_ms, dfccl_rank_ctx_t ctx)
 {
-    uint64_t deadline = 0;
+    uint64_t deadline = 0, spin_end;
     dfccl_status_t st;
 
     if (ctx == NULL) {
@@ -725,6 +735,7 @@ dfccl_status_t dfcclWait(int coll_id, int timeout_ms, dfccl_rank_ctx_t ctx)
     if (timeout_ms >= 0) {
         deadline = dfccl_time_ns() + (uint64_t)timeout_ms * 1000000ull;
     }
+    spin_end = dfccl_time_ns() + (uint64_t)ctx->cfg.wait_spin_us * 1000ull;
     for (;;) {
         uint64_t gen = __atomic_load_n(&ctx->kick_gen, __ATOMIC_ACQUIRE);
 
@@ -738,7 +749,9 @@ dfccl_status_t dfcclWait(int coll_id, int timeout_ms, dfccl_rank_ctx_t ctx)
                                dfccl_coll_name(ctx->colls[coll_id].st.kind),
                                ctx->colls[coll_id].group->name, timeout_ms);
         }
-        if (ctx->cfg.progress == DFCCL_PROGRESS_EXPLICIT) {
+        if (ctx->cfg.progress == DFCCL_PROGRESS_EXPLICIT ||
+            (ctx->cfg.wait_spin_us > 0 && dfccl_time_ns() < spin_end)) {
+            /* poll the completion queue on this thread: no wake-up needed */
             if (dfccl_ctx_progress(ctx) == 0) {
                 sched_yield();
             }

@@ -87,6 +87,12 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     if (c->relaunch_us == 0) {
         c->relaunch_us = host ? 200 : 100;
     }
+    /* A waiting thread that polls the completion queue itself saves two
+     * thread wake-ups (poller, then waiter) per collective. Host blocks
+     * are CPU threads that need the cores, so there it sleeps at once. */
+    if (c->wait_spin_us == UINT32_MAX) {
+        c->wait_spin_us = host ? 0 : 2000;
+    }
 }
 
 static dfccl_status_t dfccl_ctx_alloc_mem(struct dfccl_rank_ctx *ctx)
