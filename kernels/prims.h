@@ -126,8 +126,9 @@ DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, 
     }
     if (DFCCL_TID == 0) {
         /* The barrier above orders every thread's data writes before this
-         * thread's release; a release store is cumulative, so a receiver
-         * that acquires the tail sees the whole slot. */
+         * thread's release store of the tail; a release is cumulative, so a
+         * receiver that acquires the tail sees the whole slot. (A full
+         * system fence here cost ~10 us per primitive on H200s.) */
         if (flags & DFCCL_P_SEND) {
             dfccl_st_release_sys(&ch->send_ctrl->tail, x->dyn.send_seq);
         }

@@ -132,8 +132,8 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
 #define DFCCL_VEC_ONE(T, BODY, J)                                             \
     do {                                                                      \
         union { uint4 v; T e[16 / sizeof(T)]; } a1_, b1_;                     \
-        a1_.v = va_[J];                                                       \
-        b1_.v = vb_[J];                                                       \
+        a1_.v = DFCCL_LDV(&va_[J]);                                           \
+        b1_.v = DFCCL_LDV(&vb_[J]);                                           \
         _Pragma("unroll") for (uint64_t k_ = 0; k_ < per_; k_++) {            \
             T x_ = a1_.e[k_], y_ = b1_.e[k_], v_;                             \
             BODY;                                                             \
@@ -147,7 +147,7 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
 #define DFCCL_VEC_LOOP(T, BODY)                                               \
     do {                                                                      \
         const uint64_t per_ = 16 / sizeof(T);                                 \
-        if ((((uintptr_t)pa | (uintptr_t)pb | (uintptr_t)pd0 |               \
+        if ((((uintptr_t)pa | (uintptr_t)pb | (uintptr_t)pd0 |                \
               (uintptr_t)pd1) & 15) == 0) {                                   \
             const uint4 *va_ = (const uint4 *)pa, *vb_ = (const uint4 *)pb;   \
             uint4 *v0_ = (uint4 *)pd0, *v1_ = (uint4 *)pd1;                   \
@@ -159,8 +159,8 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
                  j_ += st_ * DFCCL_VEC_UNROLL) {                              \
                 uint4 a_[DFCCL_VEC_UNROLL], b_[DFCCL_VEC_UNROLL];             \
                 _Pragma("unroll") for (int u_ = 0; u_ < DFCCL_VEC_UNROLL; u_++) { \
-                    a_[u_] = va_[j_ + u_ * st_];                              \
-                    b_[u_] = vb_[j_ + u_ * st_];                              \
+                    a_[u_] = DFCCL_LDV(&va_[j_ + u_ * st_]);                  \
+                    b_[u_] = DFCCL_LDV(&vb_[j_ + u_ * st_]);                  \
                 }                                                             \
                 _Pragma("unroll") for (int u_ = 0; u_ < DFCCL_VEC_UNROLL; u_++) { \
                     union { uint4 v; T e[16 / sizeof(T)]; } x1_, y1_;         \
@@ -194,7 +194,7 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
         DFCCL_VEC_LOOP(T, v_ = (EXPR));                                       \
         for (uint64_t i_ = done_ + (uint64_t)DFCCL_TID; i_ < n;               \
              i_ += (uint64_t)DFCCL_NTHREADS) {                                \
-            T x_ = pa[i_], y_ = pb[i_], v_;                                   \
+            T x_ = DFCCL_LD1(T, pa, i_), y_ = DFCCL_LD1(T, pb, i_), v_;       \
             v_ = (EXPR);                                                      \
             pd0[i_] = v_;                                                     \
             if (pd1 != NULL) {                                                \
@@ -205,7 +205,7 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
 
 /* Integer types: T the type, U its unsigned twin (for wrapping arithmetic). */
 #define DFCCL_DEFINE_RED_INT(NAME, T, U)                                      \
-    DFCCL_F_RED void dfccl_red_##NAME(int op, const void *a, const void *b, \
+    DFCCL_F_RED void dfccl_red_##NAME(int op, const void *a, const void *b,   \
                                          void *d0, void *d1, uint64_t n)      \
     {                                                                         \
         const T *pa = (const T *)a, *pb = (const T *)b;                       \
@@ -228,7 +228,7 @@ DFCCL_DEFINE_RED_INT(u64, uint64_t, uint64_t)
 
 /* Native floating types. `div` > 0 divides the result (final step of AVG). */
 #define DFCCL_DEFINE_RED_FLOAT(NAME, T)                                       \
-    DFCCL_F_RED void dfccl_red_##NAME(int op, const void *a, const void *b, \
+    DFCCL_F_RED void dfccl_red_##NAME(int op, const void *a, const void *b,   \
                                          void *d0, void *d1, uint64_t n,      \
                                          uint32_t div)                        \
     {                                                                         \
@@ -267,7 +267,7 @@ DFCCL_F_DEVICE float dfccl_red_f32_op(int op, uint32_t div, float x, float y)
 
 /* 16-bit floating types, computed in float32. */
 #define DFCCL_DEFINE_RED_HALF(NAME, TO_F, FROM_F)                             \
-    DFCCL_F_RED void dfccl_red_##NAME(int op, const void *a, const void *b, \
+    DFCCL_F_RED void dfccl_red_##NAME(int op, const void *a, const void *b,   \
                                          void *d0, void *d1, uint64_t n,      \
                                          uint32_t div)                        \
     {                                                                         \
@@ -277,7 +277,8 @@ DFCCL_F_DEVICE float dfccl_red_f32_op(int op, uint32_t div, float x, float y)
         DFCCL_VEC_LOOP(uint16_t, v_ = FROM_F(dfccl_red_f32_op(op, div, TO_F(x_), TO_F(y_)))); \
         for (uint64_t i_ = done_ + (uint64_t)DFCCL_TID; i_ < n;               \
              i_ += (uint64_t)DFCCL_NTHREADS) {                                \
-            float v_ = dfccl_red_f32_op(op, div, TO_F(pa[i_]), TO_F(pb[i_])); \
+            float v_ = dfccl_red_f32_op(op, div, TO_F(DFCCL_LD1(uint16_t, pa, i_)), \
+                                         TO_F(DFCCL_LD1(uint16_t, pb, i_)));  \
             uint16_t h_ = FROM_F(v_);                                         \
             pd0[i_] = h_;                                                     \
             if (pd1 != NULL) {                                                \
@@ -312,7 +313,7 @@ DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t byt
             uint4 v[DFCCL_COPY_UNROLL];
 #pragma unroll
             for (int u = 0; u < DFCCL_COPY_UNROLL; u++) {
-                v[u] = vs[i + u * st];
+                v[u] = DFCCL_LDV(&vs[i + u * st]);
             }
 #pragma unroll
             for (int u = 0; u < DFCCL_COPY_UNROLL; u++) {
@@ -326,7 +327,7 @@ DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t byt
             }
         }
         for (; i < nvec; i += st) {
-            uint4 v = vs[i];
+            uint4 v = DFCCL_LDV(&vs[i]);
             v0[i] = v;
             if (v1 != NULL) {
                 v1[i] = v;
@@ -334,7 +335,7 @@ DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t byt
         }
     }
     for (uint64_t i = nvec * 16 + DFCCL_TID; i < bytes; i += DFCCL_NTHREADS) {
-        char v = s[i];
+        char v = DFCCL_LD1(char, s, i);
         p0[i] = v;
         if (p1 != NULL) {
             p1[i] = v;

@@ -77,7 +77,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->threads_per_block = 512;
     c->max_channels      = 0;     /* 0: = max_blocks */
     c->min_channel_bytes = 256 << 10;
-    c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 128 KiB) */
+    c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 512 KiB) */
     c->nslots            = 8;
     c->spin_head         = 0;     /* 0: backend defaults */
     c->spin_min          = 0;

@@ -53,13 +53,13 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     int host          = ctx->backend == DFCCL_BACKEND_HOST;
 
     if (c->max_blocks <= 0) {
-        c->max_blocks = host ? 2 : 8;
+        c->max_blocks = host ? 2 : 16;
     }
     if (c->max_channels <= 0 || c->max_channels > c->max_blocks) {
         c->max_channels = c->max_blocks;
     }
     if (c->slot_bytes == 0) {
-        c->slot_bytes = host ? (64 << 10) : (128 << 10);
+        c->slot_bytes = host ? (64 << 10) : (512 << 10);
     }
     c->slot_bytes &= ~(size_t)15;
     if (c->slot_bytes < 256) {
