@@ -64,7 +64,10 @@ static void copy(void *dst, const void *src, size_t bytes)
 {
 #ifdef HAVE_CUDART
     if (on_gpu) {
+        /* cudaMemcpy from pageable memory may return before the data has
+         * landed; dfccl's daemon is not ordered after it: wait for it */
         cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+        cudaStreamSynchronize(cudaStreamLegacy);
         return;
     }
 #endif

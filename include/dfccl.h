@@ -237,6 +237,14 @@ DFCCL_API dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx);
  * until completion. sendbuff == recvbuff (or, for allgather, sendbuff at
  * recvbuff + rank * count) runs in place. Running an id that is still in
  * flight returns DFCCL_ERR_BUSY.
+ *
+ * On the CUDA backend the daemon reads sendbuff at any time after the call,
+ * on its own stream, which is not ordered with the caller's streams: every
+ * GPU write to sendbuff must be complete before the call (synchronize the
+ * stream that wrote it; note that cudaMemcpy from pageable host memory may
+ * return before its data lands, so wait for the default stream after it).
+ * Likewise, results are in recvbuff when the collective completes, and
+ * nothing in any stream waits for that by itself.
  */
 DFCCL_API dfccl_status_t dfcclRunAllReduce(const void *sendbuff, void *recvbuff, int coll_id,
                                            dfccl_callback_t callback, void *callback_args,

@@ -55,6 +55,8 @@ typedef struct {
     int    progress;   /* dfccl_progress_t */
     int    transport;  /* dfccl_transport_t */
     int    instances;  /* registrations per signature and communicator */
+    int    sync_default_stream; /* settle the legacy default stream before a
+                                 * device collective starts */
     dfccl_config_t cfg; /* dfcclConfigInit defaults (env applied), then MCA values */
     int    cfg_ok;     /* dfcclConfigInit succeeded */
 
@@ -233,6 +235,7 @@ void *mca_coll_dfccl_inst_tmp(mca_coll_dfccl_module_t *m, mca_coll_dfccl_inst_t 
 /* Memory of the kind dfccl takes: copies, allocation, detection. */
 int mca_coll_dfccl_is_device(const void *ptr);
 int mca_coll_dfccl_copy(void *dst, const void *src, size_t bytes);
+int mca_coll_dfccl_settle_default_stream(void);
 mca_coll_dfccl_req_t *mca_coll_dfccl_req_new(struct ompi_communicator_t *comm,
                                              bool persistent);
 void mca_coll_dfccl_req_finish(mca_coll_dfccl_req_t *req, int status);

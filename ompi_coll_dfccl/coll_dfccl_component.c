@@ -43,6 +43,7 @@ mca_coll_dfccl_component_t mca_coll_dfccl_component = {
     .priority  = 40,
     .verbose   = 0,
     .instances = 2,
+    .sync_default_stream = 1,
     .lock      = PTHREAD_MUTEX_INITIALIZER,
     .done_lock = PTHREAD_MUTEX_INITIALIZER,
 };
@@ -149,6 +150,13 @@ static int dfccl_register(void)
               "k-th call with one signature runs on instance k mod this, so up to this "
               "many identical nonblocking collectives run at once; later ones are chained",
               MCA_BASE_VAR_TYPE_INT, NULL, &cm->instances);
+    dfccl_reg("sync_default_stream", "1: before a collective on device buffers starts, wait "
+              "for the work queued on CUDA's legacy default stream, which includes a "
+              "cudaMemcpy from pageable host memory that returned before its data reached "
+              "the device (dfccl's daemon reads buffers on its own stream, unordered with the "
+              "caller's streams); 0: the application synchronizes every stream that wrote "
+              "the buffers before the MPI call", MCA_BASE_VAR_TYPE_INT, NULL,
+              &cm->sync_default_stream);
     dfccl_reg("max_blocks", "Daemon blocks, 0 = backend default (DFCCL_MAX_BLOCKS)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->max_blocks);
     dfccl_reg("threads", "CUDA threads per daemon block (DFCCL_THREADS)",

@@ -77,7 +77,27 @@ int mca_coll_dfccl_is_device(const void *ptr)
 #endif
 }
 
-/* Copy between any two buffers (host or device). */
+/*
+ * Wait for the work queued on CUDA's legacy default stream: a cudaMemcpy
+ * from pageable host memory (or between device buffers) may return before
+ * its data has landed, and the daemon, on its own non-blocking stream, is
+ * not ordered after it. dfccl's daemon never runs on that stream, so this
+ * never waits for a collective.
+ */
+int mca_coll_dfccl_settle_default_stream(void)
+{
+#ifdef DFCCL_HAVE_CUDART
+    cudaError_t e = cudaStreamSynchronize(cudaStreamLegacy);
+    if (e != cudaSuccess) {
+        mca_coll_dfccl_warn("waiting for CUDA's default stream failed: %s",
+                            cudaGetErrorString(e));
+        return OMPI_ERROR;
+    }
+#endif
+    return OMPI_SUCCESS;
+}
+
+/* Copy between any two buffers (host or device); complete on return. */
 int mca_coll_dfccl_copy(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0 || dst == src) {
@@ -85,7 +105,8 @@ int mca_coll_dfccl_copy(void *dst, const void *src, size_t bytes)
     }
 #ifdef DFCCL_HAVE_CUDART
     if (mca_coll_dfccl_is_device(dst) || mca_coll_dfccl_is_device(src)) {
-        if (cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) != cudaSuccess) {
+        if (cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) != cudaSuccess ||
+            cudaStreamSynchronize(cudaStreamLegacy) != cudaSuccess) {
             mca_coll_dfccl_warn("cudaMemcpy of %zu bytes failed: %s", bytes,
                                 cudaGetErrorString(cudaGetLastError()));
             return OMPI_ERROR;
@@ -453,6 +474,12 @@ int mca_coll_dfccl_op_start(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_sig
     mca_coll_dfccl_inst_t *inst;
     dfccl_status_t st = DFCCL_OK;
 
+    /* the buffers hold their data now, as MPI promises the call */
+    if (mca_coll_dfccl_component.mode == MCA_COLL_DFCCL_MODE_CUDA &&
+        mca_coll_dfccl_component.sync_default_stream &&
+        mca_coll_dfccl_settle_default_stream() != OMPI_SUCCESS) {
+        return OMPI_ERROR;
+    }
     req->completed = 0;
     op->module     = m;
     op->req        = req;

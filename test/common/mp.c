@@ -163,7 +163,14 @@ void dfccl_test_put(dfccl_rank_ctx_t ctx, void *dst, const void *src, size_t byt
 {
 #ifdef HAVE_CUDART
     if (dfcclGetBackend(ctx) == DFCCL_BACKEND_CUDA) {
-        cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+        /* A cudaMemcpy from pageable memory returns once the data is staged,
+         * maybe before it lands; dfccl's daemon, on its own stream, is not
+         * ordered after it: wait for the default stream before any run. */
+        if (cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+            cudaStreamSynchronize(cudaStreamLegacy) != cudaSuccess) {
+            fprintf(stderr, "cudaMemcpy(%zu bytes) to the device failed\n", bytes);
+            exit(2);
+        }
         return;
     }
 #endif

@@ -46,8 +46,10 @@ static int run_allreduce_f32(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, in
         for (size_t i = 0; i < n; i++) {
             h[i] = (float)((rank + 1) * (int)((i + (size_t)it) % 13));
         }
+        /* the copy from pageable memory may return before it lands */
         if (check_cuda(cudaMemcpy(d_in, h, n * sizeof(float), cudaMemcpyHostToDevice),
-                       "cudaMemcpy", rank)) {
+                       "cudaMemcpy", rank) ||
+            check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "sync", rank)) {
             return 1;
         }
         if (in_place) {
@@ -92,7 +94,8 @@ static int run_allreduce_i32_max(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank
     }
     if (check_cuda(cudaMalloc((void **)&d, n * sizeof(int32_t)), "cudaMalloc", rank) ||
         check_cuda(cudaMemcpy(d, h, n * sizeof(int32_t), cudaMemcpyHostToDevice), "memcpy",
-                   rank)) {
+                   rank) ||
+        check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "sync", rank)) {
         return 1;
     }
     DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
@@ -138,7 +141,8 @@ static int run_allgather_bcast(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, 
     if (check_cuda(cudaMalloc((void **)&d_in, n * sizeof(float)), "cudaMalloc", rank) ||
         check_cuda(cudaMalloc((void **)&d_out, total * sizeof(float)), "cudaMalloc", rank) ||
         check_cuda(cudaMemcpy(d_in, h, n * sizeof(float), cudaMemcpyHostToDevice), "memcpy",
-                   rank)) {
+                   rank) ||
+        check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "sync", rank)) {
         return 1;
     }
     DFCCL_TEST_CHECK(dfcclRunAllGather(d_in, d_out, ag, NULL, NULL, ctx) == DFCCL_OK, "run");
