@@ -26,13 +26,16 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "bench_plot.h"
 #include "dfccl.h"
 #include "reduce.h"
 
@@ -57,6 +60,8 @@ typedef struct {
     int    warmup, iters;
     int    check;
     int    nccl;
+    int    cold_us; /* > 0: idle this long before every timed call */
+    const char *plot; /* --plot FILE.svg, rank 0 writes it */
 } bench_opts_t;
 
 typedef struct {
@@ -68,9 +73,11 @@ typedef struct {
     void            *host;         /* staging for fill and check */
     int              ids[128];     /* registered collectives */
     int              nids;
+    bench_plot_t    *plot;         /* rank 0 with --plot */
 #ifdef DFCCL_BENCH_NCCL
     ncclComm_t       comm;
     cudaStream_t     stream;
+    double           nccl_last_us; /* NCCL's time of the last size */
 #endif
 } bench_t;
 
@@ -211,7 +218,10 @@ static void bench_copy(bench_t *b, void *dst, const void *src, size_t bytes)
 {
 #ifdef HAVE_CUDART
     if (b->on_gpu) {
-        if (cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) != cudaSuccess) {
+        /* complete on return: a cudaMemcpy from pageable memory may return
+         * before its data lands, and the daemon is not ordered after it */
+        if (cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) != cudaSuccess ||
+            cudaStreamSynchronize(cudaStreamLegacy) != cudaSuccess) {
             bench_die("cudaMemcpy failed%s", "");
         }
         return;
@@ -440,6 +450,19 @@ static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
             _call;                                                             \
         }                                                                      \
         bench_barrier();                                                       \
+        if ((_o)->cold_us > 0) {                                               \
+            /* each call after an idle gap: the daemon has quit */             \
+            double _sum = 0;                                                   \
+            for (int _i = 0; _i < (_o)->iters; _i++) {                         \
+                bench_barrier();                                               \
+                usleep((useconds_t)(_o)->cold_us);                             \
+                _t0 = bench_now_us();                                          \
+                _call;                                                         \
+                _sum += bench_now_us() - _t0;                                  \
+            }                                                                  \
+            *(_t_p) = bench_max(_sum / (_o)->iters);                           \
+            break;                                                             \
+        }                                                                      \
         _t0 = bench_now_us();                                                  \
         for (int _i = 0; _i < (_o)->iters; _i++) {                             \
             _call;                                                             \
@@ -499,11 +522,22 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         if (b->rank == 0) {
             printf("  %10.1f %8.2f %8.2f %7ld %7.2f", tn, gb / tn, gb / tn * f, wn, tn / t);
         }
+        b->nccl_last_us = tn;
     }
 #endif
     if (b->rank == 0) {
         printf("\n");
         fflush(stdout);
+    }
+    if (b->plot != NULL) {
+        double tn = -1.0;
+#ifdef DFCCL_BENCH_NCCL
+        if (o->nccl) {
+            tn = b->nccl_last_us;
+        }
+#endif
+        bench_plot_add(b->plot, (double)(count * esz), t, gb / t * f, tn,
+                       tn > 0 ? gb / tn * f : -1.0);
     }
 }
 
@@ -522,7 +556,12 @@ static void bench_usage(void)
            "  -n, --iters N        timed calls per size (20)\n"
            "  -r, --root N         root of reduce and broadcast (0)\n"
            "  -k, --check 0|1      count wrong elements after the timing (1)\n"
-           "      --compare nccl   run NCCL on the same buffers too\n");
+           "      --compare nccl   run NCCL on the same buffers too\n"
+           "      --cold US        idle US microseconds before every timed call (longer\n"
+           "                       than DFCCL_QUIT_US: the daemon has quit, and each call\n"
+           "                       includes its relaunch); times are per call\n"
+           "      --plot FILE.svg  draw busbw and time against size (dfccl, and NCCL with\n"
+           "                       --compare nccl) into FILE.svg\n");
 }
 
 int main(int argc, char **argv)
@@ -532,6 +571,7 @@ int main(int argc, char **argv)
         {"minbytes", 1, NULL, 'b'}, {"maxbytes", 1, NULL, 'e'},   {"stepfactor", 1, NULL, 'f'},
         {"warmup", 1, NULL, 'w'},   {"iters", 1, NULL, 'n'},      {"root", 1, NULL, 'r'},
         {"check", 1, NULL, 'k'},    {"compare", 1, NULL, 'C'},    {"help", 0, NULL, 'h'},
+        {"cold", 1, NULL, 'Q'},     {"plot", 1, NULL, 'P'},
         {NULL, 0, NULL, 0}};
     bench_opts_t o = {.coll = 0, .dtype = DFCCL_FLOAT32, .op = DFCCL_SUM, .min_bytes = 8,
                       .factor = 2.0, .warmup = 5, .iters = 20, .check = 1};
@@ -561,6 +601,8 @@ int main(int argc, char **argv)
         case 'n': o.iters = atoi(optarg); break;
         case 'r': o.root = atoi(optarg); break;
         case 'k': o.check = atoi(optarg); break;
+        case 'Q': o.cold_us = atoi(optarg); break;
+        case 'P': o.plot = optarg; break;
         case 'C':
             if (strcmp(optarg, "nccl") != 0) {
                 bench_die("--compare takes 'nccl', not %s", optarg);
@@ -643,6 +685,9 @@ int main(int argc, char **argv)
                coll_names[o.coll], type_names[o.dtype], op_names[o.op], b.nranks,
                b.on_gpu ? "cuda" : "host", o.warmup, o.iters);
         printf("# time: mean us per call (run + wait), slowest rank; bandwidths in GB/s\n");
+        if (o.cold_us > 0) {
+            printf("# cold: every timed call follows %d us of idling\n", o.cold_us);
+        }
         printf("#%11s %12s %8s %6s %10s %8s %8s %7s", "size", "count", "type", "redop",
                "time", "algbw", "busbw", "#wrong");
         if (o.nccl) {
@@ -651,10 +696,27 @@ int main(int argc, char **argv)
         }
         printf("\n");
     }
+    if (o.plot != NULL && b.rank == 0) {
+        char title[160];
+        snprintf(title, sizeof(title), "%s, %s, %s, %d rank(s), %s backend", coll_names[o.coll],
+                 type_names[o.dtype], o.coll == 1 || o.coll == 4 ? "no op" : op_names[o.op],
+                 b.nranks, b.on_gpu ? "cuda" : "host");
+        b.plot = bench_plot_new(title);
+        if (b.plot == NULL) {
+            bench_die("--plot: out of memory%s", "");
+        }
+    }
     for (bytes = o.min_bytes; bytes <= o.max_bytes && b.nids < 128;) {
         size_t next = (size_t)((double)bytes * o.factor);
         bench_size(&b, &o, bytes);
         bytes = next > bytes ? next : bytes + 1;
+    }
+    if (b.plot != NULL) {
+        if (bench_plot_write(b.plot, o.plot) != 0) {
+            fprintf(stderr, "dfccl-bench: cannot write the plot %s: %s\n", o.plot,
+                    strerror(errno));
+        }
+        bench_plot_free(b.plot);
     }
     dfcclGetStats(b.ctx, &stats);
     if (b.rank == 0) {
