@@ -1,0 +1,86 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# Run the OSU Micro-Benchmarks' collectives on device buffers through the
+# dfccl coll component, with validation.
+#
+# usage: scripts/osu-cuda.sh -o OMB_SRC -b BUILDDIR [-n "2 4"] [-m 8:1048576]
+#
+#   -o OMB_SRC    an OSU Micro-Benchmarks 7.x source tree (not part of dfccl);
+#                 it is configured with --enable-cuda=basic and built in place
+#   -b BUILDDIR   a dfccl build directory (configured with CUDA and Open MPI)
+#   -n "N ..."    rank counts (default "2"), one GPU per rank
+#   -m MIN:MAX    message sizes (default 8:1048576)
+#
+# For each rank count: osu_allreduce, osu_iallreduce, osu_allgather,
+# osu_reduce_scatter, osu_reduce and osu_bcast with -d cuda -c, for the
+# default type (MPI_CHAR) and -T mpi_float, then osu_allreduce without
+# validation (warm-daemon latency). Exits non-zero if a run fails or any
+# line reports a validation failure. NVLink multicast stays off.
+set -u
+
+omb=
+build=
+ranks=2
+sizes=8:1048576
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -o) omb=$2; shift 2 ;;
+    -b) build=$2; shift 2 ;;
+    -n) ranks=$2; shift 2 ;;
+    -m) sizes=$2; shift 2 ;;
+    -h|--help) sed -n '3,20p' "$0"; exit 0 ;;
+    *) echo "osu-cuda: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+if [ -z "$omb" ] || [ -z "$build" ]; then
+    echo "osu-cuda: -o OMB_SRC and -b BUILDDIR are required (see --help)" >&2
+    exit 2
+fi
+comp="$build/ompi_coll_dfccl/.libs"
+if [ ! -f "$comp/mca_coll_dfccl.so" ]; then
+    echo "osu-cuda: $comp/mca_coll_dfccl.so not found: build dfccl with Open MPI first" >&2
+    exit 2
+fi
+export NCCL_NVLS_ENABLE=0
+cuda=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
+
+if [ ! -x "$omb/c/mpi/collective/blocking/osu_allreduce" ]; then
+    (cd "$omb" && ./configure CC=mpicc CXX=mpicxx --enable-cuda=basic --with-cuda="$cuda") \
+        >"$omb/dfccl-configure.log" 2>&1 ||
+        { echo "osu-cuda: OMB configure failed, see $omb/dfccl-configure.log" >&2; exit 1; }
+    # the utilities first (some optional parts may fail), then the collectives
+    make -C "$omb/c/util" -j"$(nproc)" >"$omb/dfccl-make.log" 2>&1
+    make -C "$omb/c/mpi/collective" -j"$(nproc)" >>"$omb/dfccl-make.log" 2>&1
+    if [ ! -x "$omb/c/mpi/collective/blocking/osu_allreduce" ]; then
+        echo "osu-cuda: OMB build failed, see $omb/dfccl-make.log" >&2
+        exit 1
+    fi
+fi
+
+sysdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+oc="$omb/c/mpi/collective"
+rc=0
+for n in $ranks; do
+    mr=(mpirun --oversubscribe --bind-to none -np "$n" -x NCCL_NVLS_ENABLE=0
+        --mca mca_base_component_path "$comp${sysdir:+:$sysdir}"
+        --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1)
+    for b in blocking/osu_allreduce non_blocking/osu_iallreduce blocking/osu_allgather \
+             blocking/osu_reduce_scatter blocking/osu_reduce blocking/osu_bcast; do
+        for t in "" "-T mpi_float"; do
+            echo "### $n ranks: $(basename "$b") -d cuda -c -m $sizes $t"
+            # shellcheck disable=SC2086
+            out=$(timeout 300 "${mr[@]}" "$oc/$b" -d cuda -c -m "$sizes" -i 100 -x 10 $t 2>&1)
+            st=$?
+            echo "$out"
+            if [ $st -ne 0 ] || echo "$out" | grep -qi 'fail'; then
+                echo "### FAILED (exit $st)"
+                rc=1
+            fi
+        done
+    done
+    echo "### $n ranks: osu_allreduce -d cuda (no validation: warm daemon)"
+    timeout 300 "${mr[@]}" "$oc/blocking/osu_allreduce" -d cuda -m 8:65536 -i 2000 -x 200 ||
+        rc=1
+done
+exit $rc
