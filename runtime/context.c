@@ -631,6 +631,13 @@ dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_t *ctx_p)
         return st;
     }
     ctx->uid = ((uint64_t)getpid() << 32) ^ dfccl_time_ns();
+    {
+        /* once per process: segments of jobs that died as a whole */
+        static int swept;
+        if (!__atomic_exchange_n(&swept, 1, __ATOMIC_ACQ_REL)) {
+            dfccl_shm_sweep();
+        }
+    }
     pthread_mutex_init(&ctx->lock, NULL);
     pthread_mutex_init(&ctx->cq_lock, NULL);
     pthread_cond_init(&ctx->cond, NULL);

@@ -109,7 +109,7 @@ typedef struct {
     uint32_t seg;       /* segment index in the owner's pool */
     uint64_t off;       /* offset in the segment */
     uint64_t seg_bytes;
-    char     name[48];  /* shm: segment name */
+    char     name[64];  /* shm: segment name */
     uint8_t  ipc[64];   /* p2p: cudaIpcMemHandle_t */
 } dfccl_conn_desc_t;
 
@@ -122,7 +122,7 @@ typedef struct dfccl_seg {
     int      owner;     /* 1: our segment; 0: a peer's mapping */
     uint32_t index;
     uint32_t transport;
-    char     name[48];
+    char     name[64];
     uint8_t  ipc[64];
 } dfccl_seg_t;
 
@@ -204,6 +204,12 @@ dfccl_status_t dfccl_shm_create(dfccl_seg_t *seg, const char *name, size_t bytes
 dfccl_status_t dfccl_shm_attach(dfccl_seg_t *seg, const char *name, size_t bytes);
 void dfccl_shm_unlink(dfccl_seg_t *seg);
 void dfccl_shm_release(dfccl_seg_t *seg);
+/* Name of a new segment: /dfccl-<pid>-<pid namespace>-<tag> (tag: printf). */
+void dfccl_shm_name(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Unlink the segments left by dead processes of this pid namespace;
+ * returns how many. */
+int dfccl_shm_sweep(void);
 
 #ifdef HAVE_CUDART
 /* transport/p2p.c: device-memory segments shared through CUDA IPC. create

@@ -24,7 +24,7 @@ typedef struct {
     int32_t  device;
     int32_t  pad;
     char     host[64];
-    char     dir[48];  /* name of this rank's connector directory */
+    char     dir[64];  /* name of this rank's connector directory */
     char     host_id[DFCCL_HOST_ID_MAX]; /* hostname/boot id, or DFCCL_HOST_ID */
     int32_t  gid;      /* this rank's group id: the tag of net messages to it */
     int32_t  net;      /* DFCCL_NET=1 on this rank: net on every edge */

@@ -31,7 +31,7 @@ static dfccl_status_t dfccl_seg_create(struct dfccl_group *g, dfccl_seg_t *seg, 
                                        size_t bytes)
 {
     struct dfccl_rank_ctx *ctx = g->ctx;
-    char name[48];
+    char name[64];
 
     memset(seg, 0, sizeof(*seg));
 #ifdef HAVE_CUDART
@@ -43,8 +43,8 @@ static dfccl_status_t dfccl_seg_create(struct dfccl_group *g, dfccl_seg_t *seg, 
         return DFCCL_OK;
     }
 #endif
-    snprintf(name, sizeof(name), "/dfccl-%d-%x-g%d-s%u", (int)getpid(),
-             (unsigned)(ctx->uid & 0xffffffffu), g->id, index);
+    dfccl_shm_name(name, sizeof(name), "%x-g%d-s%u", (unsigned)(ctx->uid & 0xffffffffu),
+                   g->id, index);
     DFCCL_CHECK(dfccl_shm_create(seg, name, bytes));
     if (ctx->be->host_register != NULL) {
         dfccl_status_t st = ctx->be->host_register(ctx, seg->base, bytes, &seg->dev_base);
@@ -110,8 +110,7 @@ dfccl_status_t dfccl_pool_init(struct dfccl_group *g, char *dir_name, size_t len
     memset(pool, 0, sizeof(*pool));
     pool->transport = DFCCL_TRANSPORT_SHM;
     pool->seg_bytes = g->ctx->backend == DFCCL_BACKEND_HOST ? (8ul << 20) : (64ul << 20);
-    snprintf(dir_name, len, "/dfccl-%d-%x-g%d-dir", (int)getpid(),
-             (unsigned)(g->ctx->uid & 0xffffffffu), g->id);
+    dfccl_shm_name(dir_name, len, "%x-g%d-dir", (unsigned)(g->ctx->uid & 0xffffffffu), g->id);
     DFCCL_CHECK(dfccl_shm_create(&pool->dir_seg, dir_name, sizeof(dfccl_dir_t)));
     pool->dir        = pool->dir_seg.base;
     pool->dir->magic = DFCCL_DIR_MAGIC;

@@ -8,12 +8,82 @@
  */
 #include "../dfccl_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The inode of this process's pid namespace, 0 if it cannot be read. */
+static unsigned long dfccl_shm_pidns(void)
+{
+    struct stat st;
+
+    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
+void dfccl_shm_name(char *buf, size_t len, const char *fmt, ...)
+{
+    int n = snprintf(buf, len, "/dfccl-%d-%lx-", (int)getpid(), dfccl_shm_pidns());
+    va_list ap;
+
+    if (n > 0 && (size_t)n < len) {
+        va_start(ap, fmt);
+        vsnprintf(buf + n, len - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+}
+
+/*
+ * A job that died as a whole (every rank killed before the segments were
+ * unlinked) leaves /dev/shm/dfccl-<pid>-<pidns>-... behind. Segments whose
+ * creator no longer exists are unlinked here. Only names from this pid
+ * namespace count: a pid from another namespace (a container sharing
+ * /dev/shm) cannot be checked, so its segments are left alone. A pid that
+ * was reused by a live process keeps its segments: safe, at worst late.
+ */
+int dfccl_shm_sweep(void)
+{
+    unsigned long ns = dfccl_shm_pidns();
+    struct dirent *e;
+    DIR *d;
+    int n = 0;
+
+    if (ns == 0 || (d = opendir("/dev/shm")) == NULL) {
+        return 0;
+    }
+    while ((e = readdir(d)) != NULL) {
+        char *end, path[300];
+        long pid;
+        unsigned long ens;
+
+        if (strncmp(e->d_name, "dfccl-", 6) != 0) {
+            continue;
+        }
+        pid = strtol(e->d_name + 6, &end, 10);
+        if (end == e->d_name + 6 || *end != '-' || pid <= 0) {
+            continue;
+        }
+        ens = strtoul(end + 1, &end, 16);
+        if (*end != '-' || ens != ns || (pid_t)pid == getpid()) {
+            continue;
+        }
+        if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+            snprintf(path, sizeof(path), "/%s", e->d_name);
+            if (shm_unlink(path) == 0) {
+                dfccl_info("removed %s, left by process %ld, which has exited", path, pid);
+                n++;
+            }
+        }
+    }
+    closedir(d);
+    return n;
+}
 
 dfccl_status_t dfccl_shm_create(dfccl_seg_t *seg, const char *name, size_t bytes)
 {

@@ -12,22 +12,26 @@
  *    DFCCL_ERR_TIMEOUT and they exit (dfcclDestroy would refuse with
  *    DFCCL_ERR_BUSY while the collective is in flight), or, where the
  *    context detects the dead rank itself, DFCCL_ERR_ABORTED, and they
- *    destroy the context. Then the segments
- *    left in /dev/shm by the killed rank and by the survivors are listed,
- *    and removed so that the test leaves nothing behind. Leftovers are
- *    reported, not failed, unless DFCCL_SHM_STRICT=1 (dfccl does not clean
- *    up after a dead process yet).
+ *    destroy the context. Then the segments left in /dev/shm by the killed
+ *    rank and by the survivors are listed;
+ *    once every process of the job has exited, a dfcclInit in a new
+ *    process must remove them all;
+ *  - the sweep itself: of segments named for a dead process of this pid
+ *    namespace, for the same pid in another namespace and for a live
+ *    process, dfcclInit removes only the first.
  */
 #define _GNU_SOURCE
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +61,31 @@ static int shm_owner(const char *name, const int *pids, int n)
         }
     }
     return -1;
+}
+
+/* dfcclInit and dfcclDestroy (host backend) in a new process, as the next
+ * job on this host would: 0 if both succeeded. */
+static int fresh_init(void)
+{
+    int status = 0;
+    pid_t pid  = fork();
+
+    if (pid == 0) {
+        dfccl_config_t cfg;
+        dfccl_rank_ctx_t ctx;
+        if (dfcclConfigInit(&cfg) != DFCCL_OK) {
+            _exit(2);
+        }
+        cfg.backend = DFCCL_BACKEND_HOST;
+        if (dfcclInit(&cfg, &ctx) != DFCCL_OK || dfcclDestroy(ctx) != DFCCL_OK) {
+            _exit(3);
+        }
+        _exit(0);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+        return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 typedef struct {
@@ -320,14 +349,60 @@ START_TEST(test_killed_rank)
 
     vpid   = shm_shared->pids[KILL_VICTIM];
     victim = shm_scan(&vpid, 1, "left by the killed rank", 1, 0);
-    left   = shm_scan(shm_shared->pids, KILL_RANKS, "left in all", 0, 1);
+    left   = shm_scan(shm_shared->pids, KILL_RANKS, "left in all", 0, 0);
     printf("killed rank: %d segment(s) of the killed rank (pid %d) and %d of the survivors "
-           "were left in %s (removed by this test)\n", victim.found, vpid,
-           left.found - victim.found, SHM_DIR);
-    if (getenv("DFCCL_SHM_STRICT") != NULL && atoi(getenv("DFCCL_SHM_STRICT")) != 0) {
-        ck_assert_msg(left.found == 0, "%d segment(s) left after the processes died",
-                      left.found);
+           "were left in %s\n", victim.found, vpid, left.found - victim.found, SHM_DIR);
+    /* every process of the job has exited: the next dfcclInit on this host
+     * (in this pid namespace) removes what they left */
+    ck_assert_int_eq(fresh_init(), 0);
+    left = shm_scan(shm_shared->pids, KILL_RANKS, "left after the next dfcclInit", 1, 1);
+    ck_assert_msg(left.found == 0, "%d segment(s) of the dead job were still in %s after "
+                  "the next dfcclInit", left.found, SHM_DIR);
+    printf("killed rank: the next dfcclInit removed them all\n");
+}
+END_TEST
+
+/* Segments named for dead processes are swept at dfcclInit, but only those
+ * of this pid namespace, never a live process's. */
+START_TEST(test_sweep)
+{
+    struct stat st;
+    char dead_ours[128], dead_other[128], live[128], path[160];
+    const char *names[3] = {dead_ours, dead_other, live};
+    unsigned long ns;
+    pid_t dead = fork();
+
+    if (dead == 0) {
+        _exit(0);
     }
+    ck_assert_int_gt(dead, 0);
+    waitpid(dead, NULL, 0);
+    if (stat("/proc/self/ns/pid", &st) != 0) {
+        printf("sweep: /proc/self/ns/pid is not readable: dfccl cannot tell its pid namespace "
+               "and sweeps nothing; skipped\n");
+        return;
+    }
+    ns = (unsigned long)st.st_ino;
+    snprintf(dead_ours, sizeof(dead_ours), "/dfccl-%d-%lx-test-dead", (int)dead, ns);
+    snprintf(dead_other, sizeof(dead_other), "/dfccl-%d-%lx-test-otherns", (int)dead, ns + 1);
+    snprintf(live, sizeof(live), "/dfccl-%d-%lx-test-live", (int)getpid(), ns);
+    for (int i = 0; i < 3; i++) {
+        int fd = shm_open(names[i], O_CREAT | O_EXCL | O_RDWR, 0600);
+        ck_assert_msg(fd >= 0, "shm_open(%s): %s", names[i], strerror(errno));
+        close(fd);
+    }
+    ck_assert_int_eq(fresh_init(), 0);
+    snprintf(path, sizeof(path), "%s%s", SHM_DIR, dead_ours);
+    ck_assert_msg(access(path, F_OK) != 0, "%s (a dead process of this pid namespace) was not "
+                  "removed by dfcclInit", path);
+    for (int i = 1; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s%s", SHM_DIR, names[i]);
+        ck_assert_msg(access(path, F_OK) == 0, "%s was removed, but %s", path,
+                      i == 1 ? "its pid belongs to another namespace" : "its process lives");
+        shm_unlink(names[i]);
+    }
+    printf("sweep: dfcclInit removed the dead process's segment and kept the live one and "
+           "the other namespace's\n");
 }
 END_TEST
 
@@ -352,6 +427,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_modes);
     tcase_add_test(tc, test_killed_rank);
+    tcase_add_test(tc, test_sweep);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_VERBOSE);
