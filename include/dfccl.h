@@ -156,7 +156,9 @@ typedef struct {
     size_t   device_bytes;  /* device (or host-backend) memory held by the context */
     size_t   connector_bytes; /* of which connector buffers */
     int      registered;    /* collectives currently registered */
-    int      blocks;        /* daemon blocks (grid size) */
+    int      blocks;        /* daemon blocks (grid) of the last launch: the most
+                             * channels of a registered collective, at most
+                             * max_blocks; the SMs it holds while it runs */
     int      running;       /* 1 while the daemon runs */
 } dfccl_stats_t;
 

@@ -109,6 +109,11 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, uint
         got++;
         if (e->kind == DFCCL_SQE_EXIT) {
             ctl->exiting = 1;
+        } else if (e->kind == DFCCL_SQE_RESIZE) {
+            /* a stale request (this grid is large enough) is ignored */
+            if (e->nchannels > a->nblocks) {
+                ctl->resize = 1;
+            }
         } else if (e->kind == DFCCL_SQE_RUN && (uint32_t)e->coll_id < a->max_colls) {
             dfccl_task_t task;
             if (b >= e->nchannels || ctl->ntasks >= a->max_colls) {
@@ -236,6 +241,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         ctl->ntasks  = a->task_count[b];
         ctl->exiting = 0;
         ctl->quit    = 0;
+        ctl->resize  = 0;
     }
     dfccl_block_sync();
 
@@ -315,6 +321,12 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
             ctl->quit = !active && now - last_active > a->quit_ns;
             if (b != 0 && ctl->quit) {
                 ctl->quit = dfccl_ld_acquire_gpu(a->quit_epoch) == a->launch_epoch;
+            }
+            /* the host needs a larger grid: every block reads the request
+             * from the log and quits at the end of its pass (contexts of
+             * preempted collectives are saved already) */
+            if (ctl->resize) {
+                ctl->quit = 1;
             }
             if (b == 0 && ctl->quit) {
                 dfccl_st_release_gpu(a->quit_epoch, a->launch_epoch);

@@ -33,7 +33,9 @@ enum {
 /* SQE kinds. */
 enum {
     DFCCL_SQE_RUN  = 1,
-    DFCCL_SQE_EXIT = 2
+    DFCCL_SQE_EXIT = 2,
+    DFCCL_SQE_RESIZE = 3  /* quit, if this launch has fewer blocks than
+                           * nchannels: the host relaunches a larger grid */
 };
 
 /*

@@ -37,7 +37,8 @@ typedef struct {
     uint32_t quit;    /* scheduler: quit decision of this pass */
     uint32_t rc;      /* scheduler: return code decided at the top of a pass */
     uint32_t active;  /* scheduler: SQEs pulled at the top of a pass */
-    uint32_t pad[2];
+    uint32_t resize;  /* scheduler: a RESIZE SQE asked this launch to quit */
+    uint32_t pad[1];
 } dfccl_blk_ctl_t;
 
 /* The collective being executed by a block: the "active context slot". */

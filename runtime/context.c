@@ -201,6 +201,41 @@ void dfccl_ctx_kick(struct dfccl_rank_ctx *ctx)
     pthread_mutex_unlock(&ctx->cq_lock);
 }
 
+/*
+ * The grid of the next launch: as many blocks as the registered collective
+ * with the most channels needs (at least one), so a daemon serving small
+ * collectives holds one SM, not DFCCL_MAX_BLOCKS. Blocks that did not run in
+ * the last launch start from the current end of the SQE log: every SQE
+ * logged meanwhile was for fewer channels (dfccl_ctx_drain_pending holds
+ * back larger ones while a smaller grid runs), and a log position read after
+ * the ring wrapped would be wrong. The daemon is not running. ctx->lock held.
+ */
+static dfccl_status_t dfccl_ctx_size_grid(struct dfccl_rank_ctx *ctx)
+{
+    uint32_t grid = 1, prev = ctx->args.nblocks;
+
+    for (int id = 0; id < ctx->cfg.max_colls; id++) {
+        if (ctx->colls[id].state != DFCCL_COLL_FREE &&
+            (uint32_t)ctx->colls[id].st.nchannels > grid) {
+            grid = (uint32_t)ctx->colls[id].st.nchannels;
+        }
+    }
+    if (grid > (uint32_t)ctx->cfg.max_blocks) {
+        grid = (uint32_t)ctx->cfg.max_blocks;
+    }
+    if (grid > prev && ctx->launched_ever) {
+        uint64_t heads[DFCCL_MAX_CHANNELS];
+        uint64_t tail = __atomic_load_n(&ctx->sq_ctrl->head, __ATOMIC_ACQUIRE);
+        for (uint32_t b = prev; b < grid; b++) {
+            heads[b - prev] = tail;
+        }
+        DFCCL_CHECK(ctx->be->memcpy_h2d(ctx, &ctx->args.log_head[prev], heads,
+                                        (grid - prev) * sizeof(uint64_t)));
+    }
+    ctx->args.nblocks = grid;
+    return DFCCL_OK;
+}
+
 /* Launch the daemon if it is not running and has work. ctx->lock held. */
 static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int force)
 {
@@ -234,6 +269,7 @@ static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int for
             ctx->stuck_relaunches = 0;
         }
     }
+    DFCCL_CHECK(dfccl_ctx_size_grid(ctx));
     ctx->launched_tail  = ctx->sq_tail;
     ctx->last_launch_ns = now;
     ctx->launches++;
@@ -260,6 +296,22 @@ static void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx)
     while (ctx->pend_head != NULL && ctx->sq_tail - head < cap) {
         struct dfccl_pending *p = ctx->pend_head;
         dfccl_sqe_t *e          = &ctx->sq[ctx->sq_tail % cap];
+
+        if (p->sqe.kind == DFCCL_SQE_RUN && p->sqe.nchannels > ctx->args.nblocks &&
+            ctx->launched_ever && ctx->be->running(ctx)) {
+            /* The running grid is too small for this collective: it (and,
+             * in order, everything after it) waits, and the daemon is asked
+             * to quit so that the next launch is large enough. */
+            if (ctx->resize_epoch != ctx->launches) {
+                ctx->resize_epoch = ctx->launches;
+                memset(e, 0, sizeof(*e));
+                e->kind      = DFCCL_SQE_RESIZE;
+                e->coll_id   = -1;
+                e->nchannels = p->sqe.nchannels;
+                ctx->sq_tail++;
+            }
+            break;
+        }
 
         e->kind      = p->sqe.kind;
         e->coll_id   = p->sqe.coll_id;
@@ -704,7 +756,7 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
     for (int tries = 0; st == DFCCL_OK && ctx->launched_ever && !ctx->aborted; tries++) {
         int exited = 1;
         ctx->be->wait_idle(ctx);
-        for (int b = 0; b < ctx->cfg.max_blocks; b++) {
+        for (uint32_t b = 0; b < ctx->args.nblocks; b++) {
             if (!__atomic_load_n(&ctx->stats[b].exited, __ATOMIC_ACQUIRE)) {
                 exited = 0;
             }
@@ -852,8 +904,8 @@ dfccl_status_t dfcclGetStats(dfccl_rank_ctx_t ctx, dfccl_stats_t *s)
         }
     }
     s->device_bytes += s->connector_bytes;
+    s->blocks = ctx->launched_ever ? (int)ctx->args.nblocks : 0;
     pthread_mutex_unlock(&ctx->lock);
-    s->blocks  = ctx->cfg.max_blocks;
     s->running = ctx->be->running(ctx);
     return DFCCL_OK;
 }

@@ -341,6 +341,7 @@ struct dfccl_rank_ctx {
     uint64_t              inflight;
     uint64_t              submitted;
     uint64_t              launches;
+    uint64_t              resize_epoch; /* launch asked to quit for a larger grid */
     int                   sync_pending;
     int                   exit_posted;
     int                   aborted;

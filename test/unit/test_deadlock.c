@@ -467,6 +467,110 @@ START_TEST(test_priority)
 }
 END_TEST
 
+/* ---- grid size ------------------------------------------------------------ */
+
+/* Run `id` on d (count floats, rank r's input r + 1 + i % 7 + it) and check. */
+static int grid_run(dfccl_rank_ctx_t ctx, int id, float *d, float *h, size_t count, int rank,
+                    int n, int it)
+{
+    for (size_t i = 0; i < count; i++) {
+        h[i] = (float)(rank + 1 + (int)(i % 7) + it);
+    }
+    dfccl_test_put(ctx, d, h, count * sizeof(float));
+    DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run: %s",
+                     dfcclGetLastErrorMessage());
+    return 0;
+}
+
+static int grid_check(dfccl_rank_ctx_t ctx, int id, float *d, float *h, size_t count, int n,
+                      int it)
+{
+    DFCCL_TEST_CHECK(dfcclWait(id, 60000, ctx) == DFCCL_OK, "wait: %s",
+                     dfcclGetLastErrorMessage());
+    dfccl_test_get(ctx, h, d, count * sizeof(float));
+    for (size_t i = 0; i < count; i++) {
+        float want = (float)(n * (n + 1) / 2 + n * ((int)(i % 7) + it));
+        DFCCL_TEST_CHECK(h[i] == want, "collective %d iteration %d: [%zu] = %g, expected %g",
+                         id, it, i, h[i], want);
+    }
+    return 0;
+}
+
+/*
+ * The daemon's grid is the most channels of a registered collective: one
+ * block while only a small collective is registered; a larger collective
+ * registered and run while that one-block daemon runs makes it quit and
+ * come back with four blocks (its SQE waits meanwhile); after the large
+ * one is deregistered, the next launch is one block again.
+ */
+static int grid_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    const size_t small = 16, big = 16384; /* 64 B: 1 channel; 64 KiB: 4 */
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    dfccl_stats_t s;
+    int a, b;
+    float *da, *db, *h;
+
+    setenv("DFCCL_MAX_BLOCKS", "4", 1);
+    setenv("DFCCL_CHANNEL_BYTES", "4096", 1);
+    setenv("DFCCL_QUIT_US", "300000", 1); /* the daemon stays up between runs */
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(small, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &a) ==
+                     DFCCL_OK, "register");
+    da = dfccl_test_malloc(ctx, small * sizeof(float));
+    db = dfccl_test_malloc(ctx, big * sizeof(float));
+    h  = malloc(big * sizeof(float));
+    DFCCL_TEST_CHECK(h != NULL, "malloc");
+
+    if (grid_run(ctx, a, da, h, small, rank, n, 0) || grid_check(ctx, a, da, h, small, n, 0)) {
+        return 1;
+    }
+    dfcclGetStats(ctx, &s);
+    DFCCL_TEST_CHECK(s.blocks == 1, "one 1-channel collective registered: %d blocks", s.blocks);
+
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(big, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &b) ==
+                     DFCCL_OK, "register");
+    for (int it = 1; it <= 4; it++) {
+        /* the small one first: the one-block daemon is running when the
+         * large one arrives (in the first iteration) */
+        if (grid_run(ctx, a, da, h, small, rank, n, it) ||
+            grid_run(ctx, b, db, h, big, rank, n, it) ||
+            grid_check(ctx, a, da, h, small, n, it) || grid_check(ctx, b, db, h, big, n, it)) {
+            return 1;
+        }
+    }
+    dfcclGetStats(ctx, &s);
+    DFCCL_TEST_CHECK(s.blocks == 4, "a 4-channel collective registered: %d blocks", s.blocks);
+    if (rank == 0) {
+        printf("grid: 1 block for a 1-channel collective, 4 once a 4-channel one was "
+               "registered and run while the small daemon ran (%llu launches, %llu quits)\n",
+               (unsigned long long)s.launches, (unsigned long long)s.quits);
+    }
+
+    DFCCL_TEST_CHECK(dfcclDeregister(b, ctx) == DFCCL_OK, "deregister");
+    dfccl_test_barrier(oob);
+    usleep(700000); /* past the quit time: the daemon has quit */
+    if (grid_run(ctx, a, da, h, small, rank, n, 9) || grid_check(ctx, a, da, h, small, n, 9)) {
+        return 1;
+    }
+    dfcclGetStats(ctx, &s);
+    DFCCL_TEST_CHECK(s.blocks == 1, "large collective deregistered: %d blocks", s.blocks);
+    dfcclDeregister(a, ctx);
+    dfccl_test_free(ctx, da);
+    dfccl_test_free(ctx, db);
+    free(h);
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_grid)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, grid_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 120, grid_body, NULL), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s  = suite_create("deadlock");
@@ -483,6 +587,7 @@ int main(void)
     tcase_add_test(tc, test_many_collectives);
     tcase_add_test(tc, test_late_joiner);
     tcase_add_test(tc, test_priority);
+    tcase_add_test(tc, test_grid);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_VERBOSE);
