@@ -69,26 +69,17 @@ DFCCL_F_DEVICE void dfccl_pause(void)
     __nanosleep(64);
 }
 
-
 DFCCL_F_DEVICE void dfccl_block_sync(void)
 {
     __syncthreads();
 }
 
 /*
- * Loads of the data a primitive moves bypass L1 (cached in L2 only): slots
- * are rewritten by peers between uses and data is read once, so L1 holds
- * nothing worth keeping and a line left there from an earlier use of a slot
- * must never be served.
+ * Loads of the data a primitive moves bypass L1 (cached in L2 only): each
+ * byte is read once, so L1 would hold nothing worth keeping.
  */
 #define DFCCL_LDV(p) __ldcg(p)
 #define DFCCL_LD1(T, p, i) (*(const volatile T *)&(p)[i])
-
-/* Make this block's writes (data) visible system-wide before a publish. */
-DFCCL_F_DEVICE void dfccl_fence_sys(void)
-{
-    __threadfence_system();
-}
 
 /* Order this thread's accesses at device scope (blocks of one GPU). */
 DFCCL_F_DEVICE void dfccl_fence_gpu(void)
@@ -145,7 +136,6 @@ DFCCL_F_DEVICE void dfccl_pause(void)
     sched_yield();
 }
 
-
 DFCCL_F_DEVICE void dfccl_block_sync(void)
 {
 }
@@ -153,12 +143,10 @@ DFCCL_F_DEVICE void dfccl_block_sync(void)
 #define DFCCL_LDV(p) (*(p))
 #define DFCCL_LD1(T, p, i) ((p)[i])
 
-DFCCL_F_DEVICE void dfccl_fence_sys(void)
+DFCCL_F_DEVICE void dfccl_fence_gpu(void)
 {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
-
-#define dfccl_fence_gpu dfccl_fence_sys
 
 #endif
 

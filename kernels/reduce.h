@@ -124,8 +124,8 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
  * that loads and (remote) stores are wide; the scalar loop below finishes
  * the tail. BODY computes v_ from x_ and y_, of type T.
  */
-/* Vectors in flight per thread: enough loads outstanding to cover the
- * latency of a peer's memory across NVLink. */
+/* Vectors in flight per thread: enough loads outstanding to cover memory
+ * latency while the stores (often to a peer across NVLink) drain. */
 #ifndef DFCCL_VEC_UNROLL
 #define DFCCL_VEC_UNROLL 4
 #endif

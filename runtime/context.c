@@ -223,6 +223,11 @@ static dfccl_status_t dfccl_ctx_size_grid(struct dfccl_rank_ctx *ctx)
     if (grid > (uint32_t)ctx->cfg.max_blocks) {
         grid = (uint32_t)ctx->cfg.max_blocks;
     }
+    if (ctx->exit_posted && grid > prev) {
+        /* relaunched only so that blocks read the exit SQE: a block added
+         * now would start past it and never exit */
+        grid = prev;
+    }
     if (grid > prev && ctx->launched_ever) {
         uint64_t heads[DFCCL_MAX_CHANNELS];
         uint64_t tail = __atomic_load_n(&ctx->sq_ctrl->head, __ATOMIC_ACQUIRE);

@@ -501,7 +501,8 @@ static int grid_check(dfccl_rank_ctx_t ctx, int id, float *d, float *h, size_t c
  * block while only a small collective is registered; a larger collective
  * registered and run while that one-block daemon runs makes it quit and
  * come back with four blocks (its SQE waits meanwhile); after the large
- * one is deregistered, the next launch is one block again.
+ * one is deregistered, the next launch is one block again; and the context
+ * is destroyed with a large collective registered that never ran.
  */
 static int grid_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 {
@@ -556,7 +557,10 @@ static int grid_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     }
     dfcclGetStats(ctx, &s);
     DFCCL_TEST_CHECK(s.blocks == 1, "large collective deregistered: %d blocks", s.blocks);
-    dfcclDeregister(a, ctx);
+    /* a large collective registered but never run when the context goes:
+     * the exit must still reach every block (dfcclDestroy returns) */
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(big, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &b) ==
+                     DFCCL_OK, "register");
     dfccl_test_free(ctx, da);
     dfccl_test_free(ctx, db);
     free(h);
