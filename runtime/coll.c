@@ -418,7 +418,10 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     return DFCCL_OK;
 
 err:
-    dfccl_net_coll_remove(ctx, id);
+    /* nothing ran: whatever is not flushed at once is dropped */
+    if (dfccl_net_coll_remove(ctx, id, dfccl_time_ns()) != DFCCL_OK) {
+        c->region = 0; /* its memory stays with the abandoned channels */
+    }
     for (int ch = 0; c->region != 0 && ch < nch && c->chans != NULL; ch++) {
         if (c->chans[ch].recv_ctrl != NULL) {
             dfccl_pool_free(g, c->conn_seg[ch], c->conn_off[ch], c->region);
@@ -473,7 +476,7 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
 {
     dfccl_coll_t *c;
     dfccl_coll_static_t zero;
-    dfccl_status_t st;
+    dfccl_status_t st, nst;
 
     if (ctx == NULL) {
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclDeregister: ctx is NULL");
@@ -486,11 +489,13 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
                            "registered on this rank context", coll_id);
     }
     c = &ctx->colls[coll_id];
-    if (c->state == DFCCL_COLL_INFLIGHT) {
+    if (c->state == DFCCL_COLL_INFLIGHT || c->state == DFCCL_COLL_CLOSING) {
         pthread_mutex_unlock(&ctx->lock);
         return dfccl_error(DFCCL_ERR_BUSY, "dfcclDeregister: collective %d (%s on group %s) is "
-                           "in flight; wait for it first", coll_id, dfccl_coll_name(c->st.kind),
-                           c->group->name);
+                           "%s", coll_id, dfccl_coll_name(c->st.kind), c->group->name,
+                           c->state == DFCCL_COLL_CLOSING ?
+                               "being deregistered by another thread" :
+                               "in flight; wait for it first");
     }
     memset(&zero, 0, sizeof(zero));
     st = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.colls[coll_id], &zero, sizeof(zero));
@@ -499,8 +504,24 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
         ctx->ndeferred--;
     }
     /* net: the proxy ships what the daemon published before the staging
-     * region goes */
-    dfccl_net_coll_remove(ctx, coll_id);
+     * region goes. That can take as long as the next rank takes to run the
+     * collective, so the wait holds no context lock: the poller's health
+     * checks and dfcclAbort still work meanwhile. */
+    c->state = DFCCL_COLL_CLOSING;
+    pthread_mutex_unlock(&ctx->lock);
+    nst = dfccl_net_coll_remove(ctx, coll_id,
+                                ctx->cfg.timeout_s > 0 ?
+                                    dfccl_time_ns() + (uint64_t)(ctx->cfg.timeout_s * 1e9) : 0);
+    pthread_mutex_lock(&ctx->lock);
+    if (nst != DFCCL_OK) {
+        /* the proxy may still read the regions: they stay allocated */
+        st = dfccl_error(nst, "dfcclDeregister: collective %d (%s on group %s): its last data "
+                         "did not reach the next rank within %.0f s (DFCCL_TIMEOUT); it is "
+                         "deregistered, but its connector memory stays allocated until the "
+                         "context is destroyed", coll_id, dfccl_coll_name(c->st.kind),
+                         c->group->name, ctx->cfg.timeout_s);
+        c->region = 0;
+    }
     for (int ch = 0; c->region != 0 && ch < c->st.nchannels; ch++) {
         dfccl_status_t fst = dfccl_pool_free(c->group, c->conn_seg[ch], c->conn_off[ch],
                                              c->region);
@@ -563,6 +584,12 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
                            "or register a second one", fn, coll_id, dfccl_coll_name(kind),
                            (unsigned long long)c->st.count, dfccl_dtype_name(c->st.dtype),
                            c->group->name);
+    }
+    if (c->state == DFCCL_COLL_CLOSING) {
+        pthread_mutex_unlock(&ctx->lock);
+        return dfccl_error(DFCCL_ERR_BUSY, "%s: collective %d (%s on group %s) is being "
+                           "deregistered by another thread", fn, coll_id,
+                           dfccl_coll_name(kind), c->group->name);
     }
     need_send = c->st.count > 0 &&
                 !(kind == DFCCL_COLL_BROADCAST && c->st.rank != c->st.root);

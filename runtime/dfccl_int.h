@@ -242,7 +242,12 @@ dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, in
                                   void *host_ctrl, const dfccl_coll_static_t *st,
                                   const uint64_t sig[8]);
 /* flush and forget the channels of a collective (before freeing them) */
-void dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id);
+/* Flush and drop the net channels of a collective. Waits (without the
+ * context lock) until the proxy shipped what the daemon published, the
+ * context aborts or `deadline_ns` (0: none) passes; then the channels are
+ * abandoned and DFCCL_ERR_TIMEOUT returned (their memory must stay). */
+dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
+                                     uint64_t deadline_ns);
 void dfccl_net_stop(struct dfccl_rank_ctx *ctx);
 /* 1 (and the collective, status, message) once the transport failed */
 int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *status_p,
@@ -275,6 +280,7 @@ enum {
     DFCCL_COLL_FREE = 0,
     DFCCL_COLL_IDLE,     /* registered, not running */
     DFCCL_COLL_INFLIGHT, /* submitted, CQE not seen yet */
+    DFCCL_COLL_CLOSING,  /* being deregistered: its net channels flush */
 };
 
 typedef struct {

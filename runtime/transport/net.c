@@ -80,7 +80,11 @@ dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, in
     return DFCCL_ERR_UNSUPPORTED;
 }
 
-void dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id) {}
+dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
+                                     uint64_t deadline_ns)
+{
+    return DFCCL_OK;
+}
 void dfccl_net_stop(struct dfccl_rank_ctx *ctx) {}
 int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *status_p,
                      char *msg, size_t len)
@@ -145,6 +149,7 @@ typedef struct dfccl_net_chan {
     uint32_t           slot_bytes;
     uint64_t           sig[8];
     int                closing;
+    int                abandoned; /* closing gave up waiting: drop it as it is */
     char               group[64];
     /* send side */
     int                hello;   /* 0 not sent, 1 posted, 2 done */
@@ -576,7 +581,8 @@ static int dfccl_net_progress(struct dfccl_net *net)
         if (!net->peers[c->peer]->failed) {
             moved += c->send ? dfccl_net_drive_send(net, c) : dfccl_net_drive_recv(net, c);
         }
-        if (c->closing && (dfccl_net_flushed(c) || net->peers[c->peer]->failed || net->stop)) {
+        if (c->closing && (dfccl_net_flushed(c) || net->peers[c->peer]->failed || net->stop ||
+                           c->abandoned)) {
             *pp = c->next;
             free(c);
             pthread_cond_broadcast(&net->cond);
@@ -791,13 +797,15 @@ dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, in
  * the proxy first sends what the daemon published (the sender completes a
  * collective before the data has left) and waits for its credits to go.
  */
-void dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id)
+dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
+                                     uint64_t deadline_ns)
 {
     struct dfccl_net *net = ctx->net;
     uint64_t start        = dfccl_time_ns(), warned = 0;
+    dfccl_status_t st     = DFCCL_OK;
 
     if (net == NULL) {
-        return;
+        return DFCCL_OK;
     }
     pthread_mutex_lock(&net->lock);
     for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
@@ -815,6 +823,15 @@ void dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id)
             __atomic_load_n(&ctx->aborted, __ATOMIC_ACQUIRE)) {
             break; /* an aborted context flushes nothing more */
         }
+        if (deadline_ns != 0 && dfccl_time_ns() > deadline_ns) {
+            for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
+                if (c->coll_id == coll_id && c->closing) {
+                    c->abandoned = 1;
+                }
+            }
+            st = DFCCL_ERR_TIMEOUT;
+            break;
+        }
         if (dfccl_time_ns() - start > 10000000000ull * (warned + 1)) {
             warned++;
             dfccl_info("net transport: collective %d waits for %d channel(s) to flush to the "
@@ -829,6 +846,7 @@ void dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id)
         pthread_cond_timedwait(&net->cond, &net->lock, &ts);
     }
     pthread_mutex_unlock(&net->lock);
+    return st;
 }
 
 static void dfccl_net_drop(struct dfccl_net *net, ucp_tag_message_h msg,
@@ -840,6 +858,12 @@ static void dfccl_net_drop(struct dfccl_net *net, ucp_tag_message_h msg,
         dfccl_net_recv_now(net, buf, info->length, msg);
         free(buf);
     }
+}
+
+/* When a flush gives up: after the collective timeout, if one is set. */
+static uint64_t dfccl_net_deadline(const struct dfccl_rank_ctx *ctx)
+{
+    return ctx->cfg.timeout_s > 0 ? dfccl_time_ns() + (uint64_t)(ctx->cfg.timeout_s * 1e9) : 0;
 }
 
 /* Flush every channel, stop the proxy, close endpoints, free UCX. */
@@ -859,7 +883,7 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
         }
         pthread_mutex_unlock(&net->lock);
         if (has) {
-            dfccl_net_coll_remove(ctx, id);
+            dfccl_net_coll_remove(ctx, id, dfccl_net_deadline(ctx));
         }
     }
     pthread_mutex_lock(&net->lock);

@@ -12,6 +12,8 @@
  * checks.
  */
 #include "config.h"
+#include <signal.h>
+#include <time.h>
 
 #pragma GCC diagnostic ignored "-Wunused-function"
 
@@ -189,6 +191,72 @@ START_TEST(test_net_mismatch)
 }
 END_TEST
 
+/*
+ * The next rank dies between two broadcasts of its root. The root's second
+ * broadcast completes locally, but its data may never leave the proxy:
+ * dfcclDeregister then waits for the flush without the context lock and
+ * gives up after DFCCL_TIMEOUT, and dfcclDestroy returns too. (Whether UCX
+ * reports the dead peer first depends on the transport it picked.)
+ */
+static int net_dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    const size_t count = 16;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    struct timespec t0, t1;
+    dfccl_status_t st;
+    float *d;
+    double secs;
+    int id;
+
+    net_env(rank, NET_FORCED);
+    setenv("DFCCL_TIMEOUT", "3", 1);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterBroadcast(count, DFCCL_FLOAT32, 0, g, 0, &id) == DFCCL_OK,
+                     "register");
+    d = dfccl_test_malloc(ctx, count * sizeof(float));
+    DFCCL_TEST_CHECK(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    DFCCL_TEST_CHECK(dfcclWait(id, 60000, ctx) == DFCCL_OK, "the first broadcast failed");
+    dfccl_test_barrier(oob);
+    if (rank == 1) {
+        kill(getpid(), SIGKILL);
+    }
+    usleep(200000);
+    st = dfcclRunBroadcast(d, d, id, NULL, NULL, ctx);
+    if (st == DFCCL_OK) {
+        st = dfcclWait(id, 20000, ctx);
+    }
+    printf("net dead peer: the root's broadcast after rank 1 died: %s\n",
+           dfcclGetErrorString(st));
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    st = dfcclDeregister(id, ctx);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("net dead peer: dfcclDeregister returned %s after %.1f s%s%s\n",
+           dfcclGetErrorString(st), secs, st != DFCCL_OK ? ": " : "",
+           st != DFCCL_OK ? dfcclGetLastErrorMessage() : "");
+    DFCCL_TEST_CHECK(secs < 15.0, "dfcclDeregister took %.1f s (DFCCL_TIMEOUT is 3 s)", secs);
+    DFCCL_TEST_CHECK(st == DFCCL_OK || st == DFCCL_ERR_TIMEOUT || st == DFCCL_ERR_BUSY,
+                     "dfcclDeregister returned %s", dfcclGetErrorString(st));
+    if (st == DFCCL_ERR_BUSY) {
+        return 0; /* still in flight (aborted context): the harness ends it */
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    st = dfcclDestroy(ctx);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("net dead peer: dfcclDestroy returned %s after %.1f s\n", dfcclGetErrorString(st),
+           secs);
+    DFCCL_TEST_CHECK(secs < 15.0, "dfcclDestroy took %.1f s", secs);
+    return 0;
+}
+
+START_TEST(test_net_dead_peer)
+{
+    ck_assert_int_eq(dfccl_test_mp_run_killed(2, 60, net_dead_body, NULL, 1), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s  = suite_create("net");
@@ -207,6 +275,7 @@ int main(void)
     tcase_add_test(tc, test_net_disorder_groups_explicit);
     tcase_add_test(tc, test_net_synchronize);
     tcase_add_test(tc, test_net_mismatch);
+    tcase_add_test(tc, test_net_dead_peer);
     tcase_add_test(tc, test_net_two_hosts_matrix);
     tcase_add_test(tc, test_net_two_hosts_disorder);
     suite_add_tcase(s, tc);
