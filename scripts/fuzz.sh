@@ -118,35 +118,50 @@ la_deps() {
 failed=0
 run_target() { # name corpus-dir
     local name=$1 seeds=$2 work="$build/corpus-$1" out="$build/$1.log" rc=0
-    local tmo=${FUZZ_INPUT_TIMEOUT:-30}
+    local tmo=${FUZZ_INPUT_TIMEOUT:-30} t0 left part="$build/$1.part.log" execs=0 n
     mkdir -p "$work"
+    : >"$out"
+    t0=$(date +%s)
+    left=$secs
     log "running $name for $secs s (log: $out)"
-    # -timeout: one input running that long (30 s) is a hang; -rss_limit_mb:
-    # a leak or an allocation run wild.
-    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
-    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-    "$build/$name" -max_total_time="$secs" -timeout="$tmo" -rss_limit_mb=3072 \
-        -print_final_stats=1 -artifact_prefix="$build/crashes/$name-" \
-        "$work" "$seeds" >"$out" 2>&1 || rc=$?
-    grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::new_units_added|^stat::peak_rss_mb' \
-        "$out" | sed "s/^/fuzz.sh: $name: /" || true
-    # A "timeout" on a loaded machine may be the scheduler's doing: run the
-    # input again alone, and fail only if it still takes that long.
-    if [ "$rc" != 0 ] && grep -q 'ERROR: libFuzzer: timeout' "$out"; then
-        local unit
-        unit=$(sed -n 's/.*Test unit written to \(.*timeout-[0-9a-f]*\).*/\1/p' "$out" | tail -n1)
-        if [ -n "$unit" ] && "$build/$name" -timeout="$tmo" "$unit" >>"$out" 2>&1; then
-            log "$name: the timeout did not reproduce when run alone (a loaded machine); not a failure"
-            rm -f "$unit"
-            rc=0
+    # A session that stops early on a timeout that does not reproduce goes on
+    # from the grown corpus with the time that is left.
+    while [ "$left" -gt 0 ]; do
+        rc=0
+        # -timeout: one input running that long (30 s) is a hang;
+        # -rss_limit_mb: a leak or an allocation run wild.
+        ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+        UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+        "$build/$name" -max_total_time="$left" -timeout="$tmo" -rss_limit_mb=3072 \
+            -print_final_stats=1 -artifact_prefix="$build/crashes/$name-" \
+            "$work" "$seeds" >"$part" 2>&1 || rc=$?
+        cat "$part" >>"$out"
+        grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::new_units_added|^stat::peak_rss_mb' \
+            "$part" | sed "s/^/fuzz.sh: $name: /" || true
+        n=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$part" | tail -n1)
+        execs=$((execs + ${n:-0}))
+        # A "timeout" on a loaded machine may be the scheduler's doing: run
+        # the input again alone, and fail only if it still takes that long.
+        if [ "$rc" != 0 ] && grep -q 'ERROR: libFuzzer: timeout' "$part"; then
+            local unit
+            unit=$(sed -n 's/.*Test unit written to \(.*timeout-[0-9a-f]*\).*/\1/p' "$part" | tail -n1)
+            if [ -n "$unit" ] && "$build/$name" -timeout="$tmo" "$unit" >>"$out" 2>&1; then
+                log "$name: the timeout did not reproduce when run alone (a loaded machine); not a failure"
+                rm -f "$unit"
+                rc=0
+                left=$((secs - ($(date +%s) - t0)))
+                continue
+            fi
         fi
-    fi
+        break
+    done
+    rm -f "$part"
     if [ "$rc" != 0 ]; then
         log "$name FAILED (exit $rc); the input is in $build/crashes; the end of its log:"
         tail -n 40 "$out"
         failed=1
     else
-        log "$name: no crash in $secs s"
+        log "$name: no crash in $(($(date +%s) - t0)) s ($execs inputs)"
     fi
 }
 
