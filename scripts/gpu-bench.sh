@@ -1,0 +1,75 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# The performance tables of docs/performance.md: dfccl-bench against NCCL for
+# every collective, on each rank count (one GPU per rank), with plots.
+#
+# usage: scripts/gpu-bench.sh -b BUILDDIR [-n "2 4"] [-o OUTDIR] [-c "allreduce ..."]
+#
+#   -b BUILDDIR   a dfccl build directory configured with CUDA, NCCL and MPI
+#   -n "N ..."    rank counts (default "2 4")
+#   -o OUTDIR     tables (.txt) and plots (.svg) go here (default $OUT or .)
+#   -c "C ..."    collectives (default: all five)
+#
+# For each rank count and collective: 8 B to 64 KiB (factor 8, 200 timed
+# calls: latency) and 256 KiB to 1 GiB (factor 4, 10 timed calls:
+# bandwidth), both with --compare nccl and --plot. Then, for allreduce: the
+# cold latency (--cold 3000) and, on 2 ranks, the net transport forced
+# (DFCCL_NET=1) next to P2P. Exits non-zero if a run fails or reports wrong
+# elements. NVLink multicast stays off.
+set -u
+
+build=
+ranks="2 4"
+out=${OUT:-.}
+colls="allreduce allgather reducescatter reduce broadcast"
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -b) build=$2; shift 2 ;;
+    -n) ranks=$2; shift 2 ;;
+    -o) out=$2; shift 2 ;;
+    -c) colls=$2; shift 2 ;;
+    -h|--help) sed -n '3,19p' "$0"; exit 0 ;;
+    *) echo "gpu-bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+bench="$build/tools/bench/dfccl-bench"
+if [ -z "$build" ] || [ ! -x "$bench" ]; then
+    echo "gpu-bench: -b BUILDDIR with tools/bench/dfccl-bench is required (see --help)" >&2
+    exit 2
+fi
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0
+rc=0
+
+# run NAME ARGS...: one dfccl-bench run, its table in $out/NAME.txt
+run() {
+    local name=$1 st
+    shift
+    echo "### $name: $*" | tee "$out/$name.txt"
+    timeout 600 "$@" 2>&1 | tee -a "$out/$name.txt"
+    st=${PIPESTATUS[0]}
+    # column 8 is dfccl's #wrong, column 12 NCCL's
+    if [ "$st" != 0 ] || awk '$1 ~ /^[0-9]+$/ && NF >= 8 && ($8 != 0 || (NF >= 12 && $12 != 0)) {bad=1}
+                               END {exit !bad}' "$out/$name.txt"; then
+        echo "### $name FAILED (exit $st, or wrong elements)" | tee -a "$out/$name.txt"
+        rc=1
+    fi
+}
+
+for n in $ranks; do
+    mr=(mpirun --oversubscribe --bind-to none -np "$n" -x NCCL_NVLS_ENABLE=0)
+    for c in $colls; do
+        run "$c-small-${n}gpu" "${mr[@]}" "$bench" -c "$c" -b 8 -e 64K -f 8 -w 20 -n 200 \
+            --compare nccl --plot "$out/$c-small-${n}gpu.svg"
+        run "$c-${n}gpu" "${mr[@]}" "$bench" -c "$c" -b 256K -e 1G -f 4 -w 3 -n 10 \
+            --compare nccl --plot "$out/$c-${n}gpu.svg"
+    done
+    run "allreduce-cold-${n}gpu" "${mr[@]}" "$bench" -c allreduce -b 8 -e 64K -f 8 -w 5 \
+        -n 50 --cold 3000 --compare nccl
+    if [ "$n" = 2 ]; then
+        run "allreduce-net-2gpu" "${mr[@]}" -x DFCCL_NET=1 "$bench" -c allreduce -b 256K \
+            -e 1G -f 4 -w 3 -n 10
+    fi
+done
+exit $rc
