@@ -124,7 +124,7 @@ run_target() { # name corpus-dir
     t0=$(date +%s)
     left=$secs
     log "running $name for $secs s (log: $out)"
-    # A session that stops early on a timeout that does not reproduce goes on
+    # A libFuzzer run that stops early on a timeout that does not reproduce goes on
     # from the grown corpus with the time that is left.
     while [ "$left" -gt 0 ]; do
         rc=0
