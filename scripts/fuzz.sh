@@ -124,8 +124,8 @@ run_target() { # name corpus-dir
     t0=$(date +%s)
     left=$secs
     log "running $name for $secs s (log: $out)"
-    # A libFuzzer run that stops early on a timeout that does not reproduce goes on
-    # from the grown corpus with the time that is left.
+    # A libFuzzer run that stops early on a timeout that does not reproduce
+    # goes on from the grown corpus with the time that is left.
     while [ "$left" -gt 0 ]; do
         rc=0
         # -timeout: one input running that long (30 s) is a hang;
