@@ -129,19 +129,21 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
 #ifndef DFCCL_VEC_UNROLL
 #define DFCCL_VEC_UNROLL 4
 #endif
-#define DFCCL_VEC_ONE(T, BODY, J)                                             \
+/* Combine the vectors A and B (loaded already) with BODY and store the
+ * result at vector index J of the destinations. */
+#define DFCCL_VEC_STORE(T, BODY, A, B, J)                                     \
     do {                                                                      \
-        union { uint4 v; T e[16 / sizeof(T)]; } a1_, b1_;                     \
-        a1_.v = DFCCL_LDV(&va_[J]);                                           \
-        b1_.v = DFCCL_LDV(&vb_[J]);                                           \
+        union { uint4 v; T e[16 / sizeof(T)]; } x1_, y1_;                     \
+        x1_.v = (A);                                                          \
+        y1_.v = (B);                                                          \
         _Pragma("unroll") for (uint64_t k_ = 0; k_ < per_; k_++) {            \
-            T x_ = a1_.e[k_], y_ = b1_.e[k_], v_;                             \
+            T x_ = x1_.e[k_], y_ = y1_.e[k_], v_;                             \
             BODY;                                                             \
-            a1_.e[k_] = v_;                                                   \
+            x1_.e[k_] = v_;                                                   \
         }                                                                     \
-        v0_[J] = a1_.v;                                                       \
+        v0_[J] = x1_.v;                                                       \
         if (v1_ != NULL) {                                                    \
-            v1_[J] = a1_.v;                                                   \
+            v1_[J] = x1_.v;                                                   \
         }                                                                     \
     } while (0)
 #define DFCCL_VEC_LOOP(T, BODY)                                               \
@@ -163,22 +165,11 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
                     b_[u_] = DFCCL_LDV(&vb_[j_ + u_ * st_]);                  \
                 }                                                             \
                 _Pragma("unroll") for (int u_ = 0; u_ < DFCCL_VEC_UNROLL; u_++) { \
-                    union { uint4 v; T e[16 / sizeof(T)]; } x1_, y1_;         \
-                    x1_.v = a_[u_];                                           \
-                    y1_.v = b_[u_];                                           \
-                    _Pragma("unroll") for (uint64_t k_ = 0; k_ < per_; k_++) { \
-                        T x_ = x1_.e[k_], y_ = y1_.e[k_], v_;                 \
-                        BODY;                                                 \
-                        x1_.e[k_] = v_;                                       \
-                    }                                                         \
-                    v0_[j_ + u_ * st_] = x1_.v;                               \
-                    if (v1_ != NULL) {                                        \
-                        v1_[j_ + u_ * st_] = x1_.v;                           \
-                    }                                                         \
+                    DFCCL_VEC_STORE(T, BODY, a_[u_], b_[u_], j_ + u_ * st_);  \
                 }                                                             \
             }                                                                 \
             for (; j_ < nv_; j_ += st_) {                                     \
-                DFCCL_VEC_ONE(T, BODY, j_);                                   \
+                DFCCL_VEC_STORE(T, BODY, DFCCL_LDV(&va_[j_]), DFCCL_LDV(&vb_[j_]), j_); \
             }                                                                 \
             done_ = nv_ * per_;                                               \
         }                                                                     \

@@ -105,13 +105,13 @@ int mca_coll_dfccl_copy(void *dst, const void *src, size_t bytes)
     }
 #ifdef DFCCL_HAVE_CUDART
     if (mca_coll_dfccl_is_device(dst) || mca_coll_dfccl_is_device(src)) {
-        if (cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) != cudaSuccess ||
-            cudaStreamSynchronize(cudaStreamLegacy) != cudaSuccess) {
+        if (cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) != cudaSuccess) {
             mca_coll_dfccl_warn("cudaMemcpy of %zu bytes failed: %s", bytes,
                                 cudaGetErrorString(cudaGetLastError()));
             return OMPI_ERROR;
         }
-        return OMPI_SUCCESS;
+        /* the copy is on the legacy stream and may not have landed yet */
+        return mca_coll_dfccl_settle_default_stream();
     }
 #endif
     memcpy(dst, src, bytes);

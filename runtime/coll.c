@@ -509,9 +509,7 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
      * checks and dfcclAbort still work meanwhile. */
     c->state = DFCCL_COLL_CLOSING;
     pthread_mutex_unlock(&ctx->lock);
-    nst = dfccl_net_coll_remove(ctx, coll_id,
-                                ctx->cfg.timeout_s > 0 ?
-                                    dfccl_time_ns() + (uint64_t)(ctx->cfg.timeout_s * 1e9) : 0);
+    nst = dfccl_net_coll_remove(ctx, coll_id, dfccl_net_deadline(ctx));
     pthread_mutex_lock(&ctx->lock);
     if (nst != DFCCL_OK) {
         /* the proxy may still read the regions: they stay allocated */

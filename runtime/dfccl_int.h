@@ -242,6 +242,8 @@ dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, in
                                   void *host_ctrl, const dfccl_coll_static_t *st,
                                   const uint64_t sig[8]);
 /* flush and forget the channels of a collective (before freeing them) */
+/* When a flush gives up: DFCCL_TIMEOUT from now, or 0 (never) if unset. */
+uint64_t dfccl_net_deadline(const struct dfccl_rank_ctx *ctx);
 /* Flush and drop the net channels of a collective. Waits (without the
  * context lock) until the proxy shipped what the daemon published, the
  * context aborts or `deadline_ns` (0: none) passes; then the channels are

@@ -53,6 +53,11 @@ void dfccl_net_host_id(char *buf, size_t len)
     snprintf(buf, len, "%s/%s", host, boot);
 }
 
+uint64_t dfccl_net_deadline(const struct dfccl_rank_ctx *ctx)
+{
+    return ctx->cfg.timeout_s > 0 ? dfccl_time_ns() + (uint64_t)(ctx->cfg.timeout_s * 1e9) : 0;
+}
+
 #ifndef HAVE_UCX
 
 dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
@@ -858,12 +863,6 @@ static void dfccl_net_drop(struct dfccl_net *net, ucp_tag_message_h msg,
         dfccl_net_recv_now(net, buf, info->length, msg);
         free(buf);
     }
-}
-
-/* When a flush gives up: after the collective timeout, if one is set. */
-static uint64_t dfccl_net_deadline(const struct dfccl_rank_ctx *ctx)
-{
-    return ctx->cfg.timeout_s > 0 ? dfccl_time_ns() + (uint64_t)(ctx->cfg.timeout_s * 1e9) : 0;
 }
 
 /* Flush every channel, stop the proxy, close endpoints, free UCX. */

@@ -46,12 +46,7 @@ static int run_allreduce_f32(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, in
         for (size_t i = 0; i < n; i++) {
             h[i] = (float)((rank + 1) * (int)((i + (size_t)it) % 13));
         }
-        /* the copy from pageable memory may return before it lands */
-        if (check_cuda(cudaMemcpy(d_in, h, n * sizeof(float), cudaMemcpyHostToDevice),
-                       "cudaMemcpy", rank) ||
-            check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "sync", rank)) {
-            return 1;
-        }
+        dfccl_test_put(ctx, d_in, h, n * sizeof(float)); /* landed on return */
         if (in_place) {
             DFCCL_TEST_CHECK(dfcclRunAllReduce(d_in, d_in, id, NULL, NULL, ctx) == DFCCL_OK,
                              "run: %s", dfcclGetLastErrorMessage());
@@ -92,12 +87,10 @@ static int run_allreduce_i32_max(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank
     for (size_t i = 0; i < n; i++) {
         h[i] = (int32_t)((i * 7 + (size_t)rank * 3) % 101) - 50;
     }
-    if (check_cuda(cudaMalloc((void **)&d, n * sizeof(int32_t)), "cudaMalloc", rank) ||
-        check_cuda(cudaMemcpy(d, h, n * sizeof(int32_t), cudaMemcpyHostToDevice), "memcpy",
-                   rank) ||
-        check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "sync", rank)) {
+    if (check_cuda(cudaMalloc((void **)&d, n * sizeof(int32_t)), "cudaMalloc", rank)) {
         return 1;
     }
+    dfccl_test_put(ctx, d, h, n * sizeof(int32_t));
     DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
     DFCCL_TEST_CHECK(dfcclWait(id, WAIT_MS, ctx) == DFCCL_OK, "int32 max did not complete");
     if (check_cuda(cudaMemcpy(h, d, n * sizeof(int32_t), cudaMemcpyDeviceToHost), "memcpy",
@@ -139,12 +132,10 @@ static int run_allgather_bcast(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, 
         h[i] = (float)(rank * 1000 + (int)(i % 997));
     }
     if (check_cuda(cudaMalloc((void **)&d_in, n * sizeof(float)), "cudaMalloc", rank) ||
-        check_cuda(cudaMalloc((void **)&d_out, total * sizeof(float)), "cudaMalloc", rank) ||
-        check_cuda(cudaMemcpy(d_in, h, n * sizeof(float), cudaMemcpyHostToDevice), "memcpy",
-                   rank) ||
-        check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "sync", rank)) {
+        check_cuda(cudaMalloc((void **)&d_out, total * sizeof(float)), "cudaMalloc", rank)) {
         return 1;
     }
+    dfccl_test_put(ctx, d_in, h, n * sizeof(float));
     DFCCL_TEST_CHECK(dfcclRunAllGather(d_in, d_out, ag, NULL, NULL, ctx) == DFCCL_OK, "run");
     DFCCL_TEST_CHECK(dfcclWait(ag, WAIT_MS, ctx) == DFCCL_OK, "allgather did not complete");
     if (check_cuda(cudaMemcpy(h, d_out, total * sizeof(float), cudaMemcpyDeviceToHost),

@@ -59,10 +59,7 @@ static int rank_main(int rank, int nranks, dfccl_test_oob_t *oob, void *arg)
             for (size_t i = 0; i < N; i++) {
                 h[i] = (float)((k + 1) * (rank + 1));
             }
-            DFCCL_TEST_CHECK(cudaMemcpy(d[k], h, N * sizeof(float), cudaMemcpyHostToDevice) ==
-                                 cudaSuccess, "cudaMemcpy");
-            /* a copy from pageable memory may return before it lands */
-            DFCCL_TEST_CHECK(cudaStreamSynchronize(cudaStreamLegacy) == cudaSuccess, "sync");
+            dfccl_test_put(ctx, d[k], h, N * sizeof(float)); /* landed on return */
         }
         dfccl_test_barrier(oob);
         DFCCL_TEST_CHECK(dfcclRunAllReduce(d[first], d[first], ids[first], NULL, NULL, ctx) ==

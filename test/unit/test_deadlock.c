@@ -469,31 +469,25 @@ END_TEST
 
 /* ---- grid size ------------------------------------------------------------ */
 
-/* Run `id` on d (count floats, rank r's input r + 1 + i % 7 + it) and check. */
-static int grid_run(dfccl_rank_ctx_t ctx, int id, float *d, float *h, size_t count, int rank,
-                    int n, int it)
+/* Start allreduce `id` in place on d, with input `fill` of collective c. */
+static int grid_run(dfccl_rank_ctx_t ctx, int id, int c, float *d, float *h, size_t count,
+                    int rank, int it)
 {
-    for (size_t i = 0; i < count; i++) {
-        h[i] = (float)(rank + 1 + (int)(i % 7) + it);
-    }
+    fill(h, count, rank, c, it);
     dfccl_test_put(ctx, d, h, count * sizeof(float));
     DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run: %s",
                      dfcclGetLastErrorMessage());
     return 0;
 }
 
-static int grid_check(dfccl_rank_ctx_t ctx, int id, float *d, float *h, size_t count, int n,
-                      int it)
+/* Wait for it and check the sum. */
+static int grid_check(dfccl_rank_ctx_t ctx, int id, int c, float *d, float *h, size_t count,
+                      int n, int it)
 {
     DFCCL_TEST_CHECK(dfcclWait(id, 60000, ctx) == DFCCL_OK, "wait: %s",
                      dfcclGetLastErrorMessage());
     dfccl_test_get(ctx, h, d, count * sizeof(float));
-    for (size_t i = 0; i < count; i++) {
-        float want = (float)(n * (n + 1) / 2 + n * ((int)(i % 7) + it));
-        DFCCL_TEST_CHECK(h[i] == want, "collective %d iteration %d: [%zu] = %g, expected %g",
-                         id, it, i, h[i], want);
-    }
-    return 0;
+    return check_sum(h, count, n, c, it);
 }
 
 /*
@@ -524,7 +518,7 @@ static int grid_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     h  = malloc(big * sizeof(float));
     DFCCL_TEST_CHECK(h != NULL, "malloc");
 
-    if (grid_run(ctx, a, da, h, small, rank, n, 0) || grid_check(ctx, a, da, h, small, n, 0)) {
+    if (grid_run(ctx, a, 0, da, h, small, rank, 0) || grid_check(ctx, a, 0, da, h, small, n, 0)) {
         return 1;
     }
     dfcclGetStats(ctx, &s);
@@ -535,9 +529,10 @@ static int grid_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     for (int it = 1; it <= 4; it++) {
         /* the small one first: the one-block daemon is running when the
          * large one arrives (in the first iteration) */
-        if (grid_run(ctx, a, da, h, small, rank, n, it) ||
-            grid_run(ctx, b, db, h, big, rank, n, it) ||
-            grid_check(ctx, a, da, h, small, n, it) || grid_check(ctx, b, db, h, big, n, it)) {
+        if (grid_run(ctx, a, 0, da, h, small, rank, it) ||
+            grid_run(ctx, b, 1, db, h, big, rank, it) ||
+            grid_check(ctx, a, 0, da, h, small, n, it) ||
+            grid_check(ctx, b, 1, db, h, big, n, it)) {
             return 1;
         }
     }
@@ -552,7 +547,7 @@ static int grid_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     DFCCL_TEST_CHECK(dfcclDeregister(b, ctx) == DFCCL_OK, "deregister");
     dfccl_test_barrier(oob);
     usleep(700000); /* past the quit time: the daemon has quit */
-    if (grid_run(ctx, a, da, h, small, rank, n, 9) || grid_check(ctx, a, da, h, small, n, 9)) {
+    if (grid_run(ctx, a, 0, da, h, small, rank, 9) || grid_check(ctx, a, 0, da, h, small, n, 9)) {
         return 1;
     }
     dfcclGetStats(ctx, &s);

@@ -77,7 +77,6 @@ typedef struct {
 #ifdef DFCCL_BENCH_NCCL
     ncclComm_t       comm;
     cudaStream_t     stream;
-    double           nccl_last_us; /* NCCL's time of the last size */
 #endif
 } bench_t;
 
@@ -482,7 +481,7 @@ static double bench_busbw_factor(const bench_opts_t *o, int n)
 static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
 {
     size_t count, reg, in, out, esz = dfccl_dtype_size(o->dtype);
-    double t, f = bench_busbw_factor(o, b->nranks), gb;
+    double t, tn = -1.0, f = bench_busbw_factor(o, b->nranks), gb; /* tn: NCCL's time */
     long wrong = 0;
     int id;
 
@@ -510,7 +509,6 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     }
 #ifdef DFCCL_BENCH_NCCL
     if (o->nccl) {
-        double tn;
         long wn = 0;
         BENCH_TIME(b, o, bench_nccl_run(b, o, reg), &tn);
         if (o->check) {
@@ -522,7 +520,6 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         if (b->rank == 0) {
             printf("  %10.1f %8.2f %8.2f %7ld %7.2f", tn, gb / tn, gb / tn * f, wn, tn / t);
         }
-        b->nccl_last_us = tn;
     }
 #endif
     if (b->rank == 0) {
@@ -530,12 +527,6 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         fflush(stdout);
     }
     if (b->plot != NULL) {
-        double tn = -1.0;
-#ifdef DFCCL_BENCH_NCCL
-        if (o->nccl) {
-            tn = b->nccl_last_us;
-        }
-#endif
         bench_plot_add(b->plot, (double)(count * esz), t, gb / t * f, tn,
                        tn > 0 ? gb / tn * f : -1.0);
     }
