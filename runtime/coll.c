@@ -259,13 +259,32 @@ static void dfccl_coll_free_host(dfccl_coll_t *c)
     free(c->chans);
     free(c->conn_seg);
     free(c->conn_off);
-    free(c->stage_seg);
-    free(c->stage_off);
-    c->chans     = NULL;
-    c->conn_seg  = NULL;
-    c->conn_off  = NULL;
-    c->stage_seg = NULL;
-    c->stage_off = NULL;
+    free(c->stage);
+    c->chans    = NULL;
+    c->conn_seg = NULL;
+    c->conn_off = NULL;
+    c->stage    = NULL;
+}
+
+/*
+ * The proxy may still read the staging regions of abandoned net channels:
+ * they go to the context, which frees them after stopping the proxy. If the
+ * list cannot grow, they stay allocated until the process ends.
+ */
+static void dfccl_coll_keep_stage(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c, int nch)
+{
+    for (int ch = 0; c->stage != NULL && ch < nch; ch++) {
+        void **grown;
+        if (c->stage[ch] == NULL) {
+            continue;
+        }
+        grown = realloc(ctx->orphans, (size_t)(ctx->norphans + 1) * sizeof(*grown));
+        if (grown != NULL) {
+            ctx->orphans                   = grown;
+            ctx->orphans[ctx->norphans++] = c->stage[ch];
+        }
+        c->stage[ch] = NULL;
+    }
 }
 
 void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id)
@@ -324,10 +343,8 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     c->chans    = calloc((size_t)nch, sizeof(*c->chans));
     c->conn_seg = calloc((size_t)nch, sizeof(*c->conn_seg));
     c->conn_off = calloc((size_t)nch, sizeof(*c->conn_off));
-    c->stage_seg = calloc((size_t)nch, sizeof(*c->stage_seg));
-    c->stage_off = calloc((size_t)nch, sizeof(*c->stage_off));
-    if (c->chans == NULL || c->conn_seg == NULL || c->conn_off == NULL ||
-        c->stage_seg == NULL || c->stage_off == NULL) {
+    c->stage    = calloc((size_t)nch, sizeof(*c->stage));
+    if (c->chans == NULL || c->conn_seg == NULL || c->conn_off == NULL || c->stage == NULL) {
         rc = dfccl_error(DFCCL_ERR_NO_MEMORY, "%s: out of host memory", fn);
         goto err;
     }
@@ -357,30 +374,30 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
                 }
             }
         }
-        if (g->net && g->nranks > 1) {
+        if (g->next_net && g->nranks > 1 && dfccl_coll_sends(c, ch)) {
             /* The net send connector: a staging region laid out like a
              * connector, which the daemon fills as if it were the next
-             * rank's and the proxy ships. Every rank of a group with a net
-             * edge takes one, used or not, so that the pool's layout (and a
-             * collective's (segment, offset)) stays the same on every rank
-             * for the shm edges. */
-            void *host, *dev;
-            rc = dfccl_pool_alloc(g, region, &host, &dev, &c->stage_seg[ch], &c->stage_off[ch]);
+             * rank's and the proxy ships. It is this rank's own mapped host
+             * memory, outside the group's pool: the pool may be device
+             * memory (p2p from the previous rank), which the proxy cannot
+             * read, and the pool's layout stays the same on every rank. */
+            void *dev;
+            rc = ctx->be->host_alloc(ctx, region, &c->stage[ch]);
             if (rc == DFCCL_OK) {
-                rc = dfccl_coll_write_sig(ctx, host, dev, c->sig); /* resets tail, head */
+                dev = ctx->be->host_dev_ptr(ctx, c->stage[ch]);
+                rc  = dev != NULL ? dfccl_coll_write_sig(ctx, c->stage[ch], dev, c->sig)
+                                  : dfccl_error(DFCCL_ERR_INTERNAL, "%s: no device address "
+                                                "for the net staging memory", fn);
             }
             if (rc != DFCCL_OK) {
                 goto err;
             }
             c->bytes += region;
-            c->staged++;
-            if (g->next_net && dfccl_coll_sends(c, ch)) {
-                c->chans[ch].send_ctrl = dev;
-                c->chans[ch].send_data = (char *)dev + sizeof(dfccl_conn_ctrl_t);
-                rc = dfccl_net_chan_add(g, id, ch, 1, host, &st, c->sig);
-                if (rc != DFCCL_OK) {
-                    goto err;
-                }
+            c->chans[ch].send_ctrl = dev;
+            c->chans[ch].send_data = (char *)dev + sizeof(dfccl_conn_ctrl_t);
+            rc = dfccl_net_chan_add(g, id, ch, 1, c->stage[ch], &st, c->sig);
+            if (rc != DFCCL_OK) {
+                goto err;
             }
         }
     }
@@ -420,14 +437,15 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
 err:
     /* nothing ran: whatever is not flushed at once is dropped */
     if (dfccl_net_coll_remove(ctx, id, dfccl_time_ns()) != DFCCL_OK) {
+        dfccl_coll_keep_stage(ctx, c, nch);
         c->region = 0; /* its memory stays with the abandoned channels */
     }
     for (int ch = 0; c->region != 0 && ch < nch && c->chans != NULL; ch++) {
         if (c->chans[ch].recv_ctrl != NULL) {
             dfccl_pool_free(g, c->conn_seg[ch], c->conn_off[ch], c->region);
         }
-        if (ch < c->staged) {
-            dfccl_pool_free(g, c->stage_seg[ch], c->stage_off[ch], c->region);
+        if (c->stage != NULL) {
+            ctx->be->host_free(ctx, c->stage[ch]);
         }
     }
     dfccl_coll_free_host(c);
@@ -518,6 +536,7 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
                          "deregistered, but its connector memory stays allocated until the "
                          "context is destroyed", coll_id, dfccl_coll_name(c->st.kind),
                          c->group->name, ctx->cfg.timeout_s);
+        dfccl_coll_keep_stage(ctx, c, c->st.nchannels);
         c->region = 0;
     }
     for (int ch = 0; c->region != 0 && ch < c->st.nchannels; ch++) {
@@ -526,12 +545,7 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
         if (st == DFCCL_OK) {
             st = fst;
         }
-        if (ch < c->staged) {
-            fst = dfccl_pool_free(c->group, c->stage_seg[ch], c->stage_off[ch], c->region);
-            if (st == DFCCL_OK) {
-                st = fst;
-            }
-        }
+        ctx->be->host_free(ctx, c->stage[ch]);
     }
     c->group->ncolls--;
     ctx->nregistered--;

@@ -784,6 +784,10 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
     /* the proxy sends what the daemon published last, then stops: before
      * the connector memory goes */
     dfccl_net_stop(ctx);
+    for (int i = 0; i < ctx->norphans; i++) {
+        ctx->be->host_free(ctx, ctx->orphans[i]);
+    }
+    free(ctx->orphans);
     while (ctx->groups != NULL) {
         struct dfccl_group *g = ctx->groups;
         ctx->groups           = g->next;

@@ -297,9 +297,8 @@ typedef struct {
     dfccl_chan_t       *chans;      /* host copy, nchannels */
     uint32_t           *conn_seg;   /* where the connectors are, per channel */
     uint64_t           *conn_off;
-    uint32_t           *stage_seg; /* net: our staging regions, per channel */
-    uint64_t           *stage_off;
-    int                 staged;     /* channels with a staging region */
+    void              **stage;      /* net: our staging regions (mapped host
+                                     * memory), per channel; NULL where none */
     struct dfccl_group *group;
     dfccl_callback_t    callback;
     void               *callback_arg;
@@ -365,6 +364,8 @@ struct dfccl_rank_ctx {
     /* collectives */
     dfccl_coll_t        *colls;
     int                  nregistered;
+    void               **orphans;  /* staging of abandoned net channels */
+    int                  norphans;
     struct dfccl_group  *groups;
     int                  next_group_id;
 

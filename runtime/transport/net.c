@@ -119,6 +119,7 @@ int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *st
  * index (20) | channel (5) | slot sequence (25). The sequence is rebuilt
  * from the receiver's position: at most nslots (<= 64) are in flight. */
 enum { DFCCL_NET_HELLO = 1, DFCCL_NET_DATA = 2, DFCCL_NET_CREDIT = 3 };
+#define DFCCL_NET_DEFAULT_TLS "tcp,sm,self"
 #define DFCCL_NET_SEQ_BITS 25
 #define DFCCL_NET_SEQ_MASK ((1ull << DFCCL_NET_SEQ_BITS) - 1)
 #define DFCCL_NET_IDX_MASK ((1ull << 20) - 1)
@@ -253,6 +254,7 @@ static ucp_ep_h dfccl_net_ep(struct dfccl_net *net, int pi)
     dfccl_net_peer_t *p = net->peers[pi];
     ucp_ep_params_t prm;
     char what[160];
+    uint64_t t0;
 
     if (p->ep != NULL || p->failed) {
         return p->ep;
@@ -270,12 +272,16 @@ static ucp_ep_h dfccl_net_ep(struct dfccl_net *net, int pi)
     prm.err_handler.arg = p;
     p->net              = net;
     snprintf(what, sizeof(what), " (endpoint to rank %d on host %s)", p->rank, p->host);
+    t0 = dfccl_time_ns();
     if (DFCCL_UCX(ucp_ep_create(net->worker, &prm, &p->ep), what) != DFCCL_OK) {
         p->ep     = NULL;
         p->failed = 1;
         dfccl_net_fail(net, -1, DFCCL_ERR_TRANSPORT, "net transport (UCX): cannot connect to "
                        "rank %d on host %s; check that the hosts reach each other (UCX_TLS, "
                        "UCX_NET_DEVICES)", p->rank, p->host);
+    } else {
+        dfccl_debug("net: endpoint to rank %d on host %s in %.1f ms", p->rank, p->host,
+                    (double)(dfccl_time_ns() - t0) / 1e6);
     }
     return p->ep;
 }
@@ -406,6 +412,9 @@ static int dfccl_net_handle(struct dfccl_net *net, ucp_tag_message_h msg,
         char mine[160], theirs[160];
         memset(buf, 0, sizeof(buf));
         DFCCL_CHECK(dfccl_net_recv_now(net, buf, sizeof(buf), msg));
+        dfccl_debug("net: hello for collective %d channel %d on group %s from rank %d: %s",
+                    c->coll_id, c->ch, c->group, net->peers[c->peer]->rank,
+                    memcmp(buf, c->sig, sizeof(buf)) == 0 ? "signatures match" : "mismatch");
         if (memcmp(buf, c->sig, sizeof(buf)) != 0) {
             dfccl_net_describe(c->sig, mine, sizeof(mine));
             dfccl_net_describe(buf, theirs, sizeof(theirs));
@@ -461,6 +470,8 @@ static int dfccl_net_drive_send(struct dfccl_net *net, dfccl_net_chan_t *c)
         }
         c->hello = 1;
         moved    = 1;
+        dfccl_debug("net: hello sent for collective %d channel %d on group %s to rank %d",
+                    c->coll_id, c->ch, c->group, net->peers[c->peer]->rank);
     }
     if (c->hello == 1 && dfccl_net_req_test(&c->hello_req) != 0) {
         c->hello = 2;
@@ -643,10 +654,23 @@ dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
     }
     pthread_mutex_init(&net->lock, NULL);
     pthread_cond_init(&net->cond, NULL);
-    /* UCX_* environment variables apply through ucp_config_read. */
+    /* UCX_* environment variables apply through ucp_config_read. Without
+     * UCX_TLS, the transports are TCP, shared memory and loopback, which
+     * work on any machine: with UCX's default (every transport it finds),
+     * the first connection on a GPU host with InfiniBand adapters and
+     * UCX's CUDA transports took seconds. Set UCX_TLS to use others
+     * (e.g. UCX_TLS=rc,sm,self between InfiniBand hosts). */
     st = DFCCL_UCX(ucp_config_read(NULL, NULL, &config), "");
     if (st != DFCCL_OK) {
         goto err_free;
+    }
+    if (getenv("UCX_TLS") == NULL) {
+        st = DFCCL_UCX(ucp_config_modify(config, "TLS", DFCCL_NET_DEFAULT_TLS),
+                       " (default UCX_TLS=" DFCCL_NET_DEFAULT_TLS ")");
+        if (st != DFCCL_OK) {
+            ucp_config_release(config);
+            goto err_free;
+        }
     }
     memset(&prm, 0, sizeof(prm));
     prm.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;

@@ -259,8 +259,11 @@ END_TEST
 
 int main(void)
 {
-    Suite *s  = suite_create("net");
-    TCase *tc = tcase_create("net");
+    /* cases, for CK_RUN_CASE: forced (matrix, disorder, synchronization),
+     * failure (mismatch, dead peer), two_hosts (DFCCL_HOST_ID) */
+    Suite *s = suite_create("net");
+    TCase *forced = tcase_create("forced"), *fail = tcase_create("failure"),
+          *hosts = tcase_create("two_hosts");
     SRunner *sr;
     int failed;
 
@@ -268,17 +271,21 @@ int main(void)
     printf("the net transport is not built (no UCX): skipped\n");
     return 77;
 #endif
-    tcase_set_timeout(tc, 1000);
-    tcase_add_test(tc, test_net_matrix_2);
-    tcase_add_test(tc, test_net_matrix_4);
-    tcase_add_test(tc, test_net_disorder);
-    tcase_add_test(tc, test_net_disorder_groups_explicit);
-    tcase_add_test(tc, test_net_synchronize);
-    tcase_add_test(tc, test_net_mismatch);
-    tcase_add_test(tc, test_net_dead_peer);
-    tcase_add_test(tc, test_net_two_hosts_matrix);
-    tcase_add_test(tc, test_net_two_hosts_disorder);
-    suite_add_tcase(s, tc);
+    tcase_set_timeout(forced, 1000);
+    tcase_set_timeout(fail, 300);
+    tcase_set_timeout(hosts, 1000);
+    tcase_add_test(forced, test_net_matrix_2);
+    tcase_add_test(forced, test_net_matrix_4);
+    tcase_add_test(forced, test_net_disorder);
+    tcase_add_test(forced, test_net_disorder_groups_explicit);
+    tcase_add_test(forced, test_net_synchronize);
+    tcase_add_test(fail, test_net_mismatch);
+    tcase_add_test(fail, test_net_dead_peer);
+    tcase_add_test(hosts, test_net_two_hosts_matrix);
+    tcase_add_test(hosts, test_net_two_hosts_disorder);
+    suite_add_tcase(s, forced);
+    suite_add_tcase(s, fail);
+    suite_add_tcase(s, hosts);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
