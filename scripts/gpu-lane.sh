@@ -3,11 +3,15 @@
 #
 # GPU test lane: build dfccl with CUDA and run the test suites on GPUs.
 #
-# usage: scripts/gpu-lane.sh [-b BUILDDIR] [-j JOBS] [-r "2 4"] [--no-autoreconf]
+# usage: scripts/gpu-lane.sh [-b BUILDDIR] [-j JOBS] [-r "2 4"] [-s "STEP ..."]
+#                            [--no-autoreconf]
 #
 #   -b BUILDDIR       out-of-tree build directory (default /tmp/dfccl-gpu-lane)
 #   -j JOBS           parallel make jobs (default: all cores)
 #   -r "N ..."        rank counts for the GPU tests (default "2 4")
+#   -s "STEP ..."     run only these steps (default: all, in this order):
+#                     build unit gpu mpi sanitizer reliability soak; a lane
+#                     split over several runs passes the same BUILDDIR
 #   --no-autoreconf   skip autoreconf -fi (the tree already has configure)
 #
 # Steps, each logged to $OUT/<step>.log when OUT is set (else BUILDDIR/logs):
@@ -19,7 +23,11 @@
 #   4. the GPU tests (test/gpu) with each rank count of -r, and the MPI
 #      component's deadlock examples on device buffers;
 #   5. compute-sanitizer memcheck on a 2-rank allreduce, racecheck on a small
-#      one (sizes capped by DFCCL_TEST_MAX_COUNT).
+#      one (sizes capped by DFCCL_TEST_MAX_COUNT), and memcheck with the leak
+#      check on test/reliability's small 2-rank run;
+#   6. test/reliability's make check on the CUDA backend (soak scaled down,
+#      shared memory, small run);
+#   7. the full soak: DFCCL_SOAK_COUNT=1000000 collectives per rank.
 # Prints a summary and exits non-zero if any step failed. Run it on a GPU
 # machine from any directory; NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 # DFCCL_LANE_STEP_TIMEOUT (seconds, default 1800) bounds every step.
@@ -29,14 +37,16 @@ src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=/tmp/dfccl-gpu-lane
 jobs=$(nproc 2>/dev/null || echo 4)
 ranks="2 4"
+steps="build unit gpu mpi sanitizer reliability soak"
 reconf=1
 while [ $# -gt 0 ]; do
     case "$1" in
     -b) build=$2; shift 2 ;;
     -j) jobs=$2; shift 2 ;;
     -r) ranks=$2; shift 2 ;;
+    -s) steps=$2; shift 2 ;;
     --no-autoreconf) reconf=0; shift ;;
-    -h|--help) sed -n '3,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,32p' "$0"; exit 0 ;;
     *) echo "gpu-lane: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -87,44 +97,77 @@ fi
 nvidia-smi -L >"$logs/gpus.txt" 2>&1
 nvidia-smi topo -m >>"$logs/gpus.txt" 2>&1
 
-if [ $reconf = 1 ]; then
-    step autoreconf bash -c "cd '$src' && autoreconf -fi" || finish
+want() {
+    case " $steps " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+
+if want build; then
+    if [ $reconf = 1 ]; then
+        step autoreconf bash -c "cd '$src' && autoreconf -fi" || finish
+    fi
+    step configure "$src/configure" || finish
+    if ! grep -q 'CUDA kernels (nvcc) : yes' "$logs/configure.log"; then
+        echo "gpu-lane: configure did not enable the CUDA kernels" >&2
+        failed+=(configure-cuda)
+        finish
+    fi
+    step make make -j"$jobs" || finish
+elif [ ! -f "$build/Makefile" ]; then
+    echo "gpu-lane: $build is not built; run the build step first" >&2
+    exit 1
 fi
-step configure "$src/configure" || finish
-if ! grep -q 'CUDA kernels (nvcc) : yes' "$logs/configure.log"; then
-    echo "gpu-lane: configure did not enable the CUDA kernels" >&2
-    failed+=(configure-cuda)
-    finish
-fi
-step make make -j"$jobs" || finish
 
 # one test program at a time: they share the GPUs
-step check-cuda env DFCCL_BACKEND=cuda make -C test/unit check
-for n in $ranks; do
-    step "gpu-tests-${n}ranks" env DFCCL_TEST_NRANKS="$n" make -C test/gpu check
-done
-# the MPI component on device buffers: the three deadlock examples
-comp="$build/ompi_coll_dfccl/.libs"
-sysdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
-for n in $ranks; do
-    for ex in mpi_disorder mpi_threads mpi_devsync; do
-        step "mpi-${ex}-${n}ranks" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-            mpirun --oversubscribe --bind-to none -np "$n" \
-            --mca mca_base_component_path "$comp${sysdir:+:$sysdir}" \
-            --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1 "examples/$ex"
+if want unit; then
+    step check-cuda env DFCCL_BACKEND=cuda make -C test/unit check
+fi
+if want gpu; then
+    for n in $ranks; do
+        step "gpu-tests-${n}ranks" env DFCCL_TEST_NRANKS="$n" make -C test/gpu check
     done
-done
+fi
+# the MPI component on device buffers: the three deadlock examples
+if want mpi; then
+    comp="$build/ompi_coll_dfccl/.libs"
+    sysdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+    for n in $ranks; do
+        for ex in mpi_disorder mpi_threads mpi_devsync; do
+            step "mpi-${ex}-${n}ranks" env OMPI_ALLOW_RUN_AS_ROOT=1 \
+                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+                mpirun --oversubscribe --bind-to none -np "$n" \
+                --mca mca_base_component_path "$comp${sysdir:+:$sysdir}" \
+                --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1 "examples/$ex"
+        done
+    done
+fi
 
-san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-if [ -x "$san" ]; then
-    step memcheck-allreduce-2ranks env DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=70000 \
-        "$san" --tool memcheck --target-processes all --error-exitcode 1 \
-        test/gpu/test_gpu_allreduce
-    step racecheck-allreduce-2ranks env DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=4096 \
-        DFCCL_MAX_BLOCKS=2 "$san" --tool racecheck --target-processes all \
-        --error-exitcode 1 test/gpu/test_gpu_allreduce
-else
-    echo "gpu-lane: compute-sanitizer not found" >&2
-    failed+=(compute-sanitizer)
+if want sanitizer; then
+    san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    if [ -x "$san" ]; then
+        step memcheck-allreduce-2ranks env DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=70000 \
+            "$san" --tool memcheck --target-processes all --error-exitcode 1 \
+            test/gpu/test_gpu_allreduce
+        step racecheck-allreduce-2ranks env DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=4096 \
+            DFCCL_MAX_BLOCKS=2 "$san" --tool racecheck --target-processes all \
+            --error-exitcode 1 test/gpu/test_gpu_allreduce
+        # device memory leaks: every rank destroys its context and frees
+        # its buffers before it exits
+        make -C "$build/test/reliability" test_small >/dev/null 2>&1
+        step memcheck-leaks-small env DFCCL_BACKEND=cuda "$san" --tool memcheck \
+            --leak-check full --target-processes all --error-exitcode 1 \
+            test/reliability/test_small
+    else
+        echo "gpu-lane: compute-sanitizer not found" >&2
+        failed+=(compute-sanitizer)
+    fi
+fi
+if want reliability; then
+    step reliability-cuda env DFCCL_BACKEND=cuda make -C test/reliability check
+fi
+if want soak; then
+    make -C "$build/test/reliability" test_soak >/dev/null 2>&1
+    step soak-1000000 env DFCCL_BACKEND=cuda DFCCL_SOAK_COUNT=1000000 \
+        CK_DEFAULT_TIMEOUT=3000 test/reliability/test_soak
 fi
 finish

@@ -304,6 +304,20 @@ static int dfccl_net_req_test(void **req_p)
     return s == UCS_OK ? 1 : DFCCL_ERR_TRANSPORT;
 }
 
+/*
+ * Every buffer the proxy hands to UCX is host memory (staging, connectors
+ * in shm, its own variables). Saying so keeps UCX from detecting the memory
+ * type, which with a CUDA-enabled UCX is a CUDA driver call on the proxy
+ * thread: that call waited while the daemon kernel ran, so the proxy stalled
+ * until the daemon quit.
+ */
+static void dfccl_net_host_param(ucp_request_param_t *prm)
+{
+    memset(prm, 0, sizeof(*prm));
+    prm->op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    prm->memory_type  = UCS_MEMORY_TYPE_HOST;
+}
+
 /* Post a tagged send; *req_p is NULL when it completed at once. */
 static dfccl_status_t dfccl_net_send(struct dfccl_net *net, dfccl_net_chan_t *c, const void *buf,
                                      size_t len, ucp_tag_t tag, void **req_p)
@@ -315,7 +329,7 @@ static dfccl_status_t dfccl_net_send(struct dfccl_net *net, dfccl_net_chan_t *c,
     if (ep == NULL) {
         return DFCCL_ERR_TRANSPORT;
     }
-    memset(&prm, 0, sizeof(prm));
+    dfccl_net_host_param(&prm);
     r = ucp_tag_send_nbx(ep, buf, len, tag, &prm);
     if (UCS_PTR_IS_ERR(r)) {
         dfccl_net_fail(net, c->coll_id, DFCCL_ERR_TRANSPORT, "net transport (UCX): "
@@ -334,7 +348,7 @@ static dfccl_status_t dfccl_net_recv(struct dfccl_net *net, void *buf, size_t le
     ucp_request_param_t prm;
     ucs_status_ptr_t r;
 
-    memset(&prm, 0, sizeof(prm));
+    dfccl_net_host_param(&prm);
     r = ucp_tag_msg_recv_nbx(net->worker, buf, len, msg, &prm);
     if (UCS_PTR_IS_ERR(r)) {
         dfccl_net_fail(net, -1, DFCCL_ERR_TRANSPORT, "net transport (UCX): "
@@ -663,6 +677,14 @@ dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
     st = DFCCL_UCX(ucp_config_read(NULL, NULL, &config), "");
     if (st != DFCCL_OK) {
         goto err_free;
+    }
+    /* Nothing dfccl hands to UCX is device memory (every request says
+     * so): without UCX_MEMTYPE_CACHE, UCX keeps no cache of CUDA
+     * allocations, which it would maintain from hooks on the
+     * application's CUDA calls. */
+    if (getenv("UCX_MEMTYPE_CACHE") == NULL &&
+        ucp_config_modify(config, "MEMTYPE_CACHE", "n") != UCS_OK) {
+        dfccl_debug("net transport: this UCX has no MEMTYPE_CACHE setting");
     }
     if (getenv("UCX_TLS") == NULL) {
         st = DFCCL_UCX(ucp_config_modify(config, "TLS", DFCCL_NET_DEFAULT_TLS),

@@ -174,6 +174,9 @@ static int net_mismatch_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     d = dfccl_test_malloc(ctx, 1001 * sizeof(float));
     DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
     st = dfcclWait(id, 60000, ctx);
+    /* neither rank exits before both have their answer: an exited peer is
+     * reported as such, and could come first */
+    dfccl_test_barrier(oob);
     if (rank == 1) {
         DFCCL_TEST_CHECK(st == DFCCL_ERR_MISMATCH, "got %s", dfcclGetErrorString(st));
         DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "registered") != NULL, "message %s",
