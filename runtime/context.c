@@ -266,7 +266,7 @@ static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int for
         if (!new_sqe) {
             uint32_t k   = ctx->stuck_relaunches < 7 ? ctx->stuck_relaunches : 7;
             uint64_t gap = ((uint64_t)ctx->cfg.relaunch_us * 1000ull) << k;
-            if (now - ctx->last_launch_ns < gap) {
+            if (dfccl_since(now, ctx->last_launch_ns) < gap) {
                 return DFCCL_OK;
             }
             ctx->stuck_relaunches++;
@@ -496,11 +496,14 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
     int culprit = -1;
     dfccl_status_t status = DFCCL_OK;
 
-    if (now - ctx->last_check_ns < 10000000ull) {
+    if (dfccl_since(now, ctx->last_check_ns) < 10000000ull) {
         return;
     }
     ctx->last_check_ns = now;
     pthread_mutex_lock(&ctx->lock);
+    /* Now, not before the lock: a collective started by another thread
+     * while we waited for it is younger than a time read before. */
+    now = dfccl_time_ns();
     /* unlink our segments that the ring predecessor has attached by now */
     for (struct dfccl_group *g = ctx->groups; g != NULL; g = g->next) {
         dfccl_pool_reap(g);
@@ -515,7 +518,7 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
         if (c->state != DFCCL_COLL_INFLIGHT) {
             continue;
         }
-        if (limit > 0 && now - c->start_ns > limit) {
+        if (limit > 0 && dfccl_since(now, c->start_ns) > limit) {
             dfccl_ctx_joined(g, c, 1, yes, sizeof(yes));
             dfccl_ctx_joined(g, c, 0, no, sizeof(no));
             snprintf(msg, sizeof(msg), "collective %d (%s of %llu %s, op %s) on group %s (rank "
@@ -530,7 +533,8 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
             break;
         }
         /* a dead peer: nothing can complete once what it sent is used up */
-        for (int r = 0; r < g->nranks && now - ctx->last_done_ns > 500000000ull; r++) {
+        for (int r = 0; r < g->nranks && dfccl_since(now, ctx->last_done_ns) > 500000000ull;
+             r++) {
             /* a process id means something only on our host */
             if (r != g->rank && g->same_host[r] && kill(g->pids[r], 0) != 0 &&
                 errno == ESRCH) {

@@ -53,6 +53,12 @@ void dfccl_set_last_error(const char *msg);
     } while (0)
 
 uint64_t dfccl_time_ns(void);
+/* Nanoseconds from `then` to `now`, 0 when `then` is later: times read by
+ * different threads need not be ordered. */
+static inline uint64_t dfccl_since(uint64_t now, uint64_t then)
+{
+    return now > then ? now - then : 0;
+}
 const char *dfccl_dtype_name(int dtype);
 const char *dfccl_op_name(int op);
 const char *dfccl_coll_name(int kind);

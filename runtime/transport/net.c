@@ -118,7 +118,8 @@ int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *st
 /* Tag: type (2 bits) | group id of the destination (12) | registration
  * index (20) | channel (5) | slot sequence (25). The sequence is rebuilt
  * from the receiver's position: at most nslots (<= 64) are in flight. */
-enum { DFCCL_NET_HELLO = 1, DFCCL_NET_DATA = 2, DFCCL_NET_CREDIT = 3 };
+enum { DFCCL_NET_CONNECT = 0, DFCCL_NET_HELLO = 1, DFCCL_NET_DATA = 2, DFCCL_NET_CREDIT = 3 };
+#define DFCCL_NET_CONNECT_S 120 /* connection wait without DFCCL_TIMEOUT */
 #define DFCCL_NET_DEFAULT_TLS "tcp,sm,self"
 #define DFCCL_NET_SEQ_BITS 25
 #define DFCCL_NET_SEQ_MASK ((1ull << DFCCL_NET_SEQ_BITS) - 1)
@@ -192,6 +193,7 @@ struct dfccl_net {
     int               npeers;
     dfccl_net_chan_t *chans;
     dfccl_net_pend_t *pend;
+    uint8_t           connected[4096]; /* a CONNECT arrived for this group id */
     /* first failure, reported by the context's health check */
     int               failed;
     int               fail_coll;
@@ -409,6 +411,12 @@ static int dfccl_net_handle(struct dfccl_net *net, ucp_tag_message_h msg,
     dfccl_net_chan_t *c;
     uint64_t buf[8];
 
+    if (type == DFCCL_NET_CONNECT) {
+        uint64_t v = 0;
+        DFCCL_CHECK(dfccl_net_recv_now(net, &v, sizeof(v), msg));
+        net->connected[gid] = 1;
+        return 1;
+    }
     if (type == DFCCL_NET_CREDIT) {
         uint64_t v = 0;
         c          = dfccl_net_find(net, 1, gid, idx, ch);
@@ -786,19 +794,32 @@ static int dfccl_net_peer_add(struct dfccl_net *net, const void *slot, int rank,
     return net->npeers++;
 }
 
-/* Record the next and previous ranks' workers; endpoints come lazily. */
+/*
+ * Record the next and previous ranks' workers and connect: each rank sends a
+ * CONNECT message to its next rank over the net and waits until the one from
+ * its previous rank has arrived, within DFCCL_TIMEOUT (120 s without it).
+ * UCX's connection setup (endpoint, wireup) is paid here, where the group's
+ * bootstrap is synchronous anyway, not in its first collective, and a
+ * connection that cannot be made fails the group's creation with the peer's
+ * name instead of timing out a collective.
+ */
 dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs, size_t stride,
                                        const char *hosts, size_t hstride)
 {
     struct dfccl_net *net = g->ctx->net;
     int nx = (g->rank + 1) % g->nranks, pv = (g->rank + g->nranks - 1) % g->nranks;
-    int rc;
+    const char *nxhost = hosts + (size_t)nx * hstride;
+    static const uint64_t word = 0x6466636e6e6563ull; /* the message: read by UCX only */
+    uint64_t t0 = dfccl_time_ns(), wait_s;
+    void *req = NULL;
+    int rc, sent = 1, got = 0;
 
+    wait_s = g->ctx->cfg.timeout_s > 0 ? (uint64_t)g->ctx->cfg.timeout_s : DFCCL_NET_CONNECT_S;
     pthread_mutex_lock(&net->lock);
     g->net_next_peer = -1;
     g->net_prev_peer = -1;
     rc = g->next_net ? dfccl_net_peer_add(net, (const char *)addrs + (size_t)nx * stride, nx,
-                                          hosts + (size_t)nx * hstride) : 0;
+                                          nxhost) : 0;
     if (rc >= 0 && g->next_net) {
         g->net_next_peer = rc;
     }
@@ -809,8 +830,71 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
             g->net_prev_peer = rc;
         }
     }
+    if (rc >= 0 && g->next_net) {
+        ucp_ep_h ep = dfccl_net_ep(net, g->net_next_peer);
+        ucp_request_param_t prm;
+        ucs_status_ptr_t r = UCS_STATUS_PTR(UCS_ERR_UNREACHABLE);
+
+        dfccl_net_host_param(&prm);
+        if (ep != NULL) {
+            r = ucp_tag_send_nbx(ep, &word, sizeof(word),
+                                 dfccl_net_tag(DFCCL_NET_CONNECT, g->net_next_gid, 0, 0, 0),
+                                 &prm);
+        }
+        if (UCS_PTR_IS_ERR(r)) {
+            rc = dfccl_error(DFCCL_ERR_TRANSPORT, "dfcclGroupCreate(%s): net transport (UCX): "
+                             "cannot send to rank %d on host %s: %s; check that the hosts "
+                             "reach each other (UCX_TLS, UCX_NET_DEVICES)", g->name, nx,
+                             nxhost, ucs_status_string(UCS_PTR_STATUS(r)));
+        } else {
+            req  = r;
+            sent = 0;
+        }
+    }
     pthread_mutex_unlock(&net->lock);
-    return rc < 0 ? (dfccl_status_t)rc : DFCCL_OK;
+    if (rc < 0) {
+        return (dfccl_status_t)rc;
+    }
+    /* the proxy progresses the worker */
+    for (;;) {
+        struct timespec ts = {0, 50000};
+        int late;
+        pthread_mutex_lock(&net->lock);
+        if (!sent) {
+            rc   = dfccl_net_req_test(&req);
+            sent = rc != 0;
+        }
+        got  = !g->prev_net || net->connected[g->id & 0xfff];
+        late = (!sent || !got) && dfccl_time_ns() - t0 > wait_s * 1000000000ull;
+        if (late && req != NULL) {
+            ucp_request_free(req); /* UCX releases it when it is done */
+            req = NULL;
+        }
+        pthread_mutex_unlock(&net->lock);
+        if (rc < 0) {
+            return dfccl_error(DFCCL_ERR_TRANSPORT, "dfcclGroupCreate(%s): net transport "
+                               "(UCX): the connection to rank %d on host %s failed; check "
+                               "that the hosts reach each other (UCX_TLS, UCX_NET_DEVICES)",
+                               g->name, nx, nxhost);
+        }
+        if (late) {
+            return dfccl_error(DFCCL_ERR_TIMEOUT, "dfcclGroupCreate(%s): net transport (UCX): "
+                               "%s within %llu s; check that every rank creates the group "
+                               "and that the hosts reach each other (UCX_TLS, "
+                               "UCX_NET_DEVICES), or raise DFCCL_TIMEOUT", g->name,
+                               !sent ? "the connection to the next rank was not made"
+                                     : "nothing arrived from the previous rank",
+                               (unsigned long long)wait_s);
+        }
+        if (sent && got) {
+            break;
+        }
+        nanosleep(&ts, NULL);
+    }
+    dfccl_debug("net: group %s connected (next rank %d: %s, previous rank %d: %s) in %.1f ms",
+                g->name, nx, g->next_net ? "net" : "local", pv, g->prev_net ? "net" : "local",
+                (double)(dfccl_time_ns() - t0) / 1e6);
+    return DFCCL_OK;
 }
 
 dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, int send,

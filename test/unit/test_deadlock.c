@@ -177,6 +177,9 @@ static int sync_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     float *d[2], *h[2];
     unsigned long long quits;
 
+    /* A generous timeout, which must never fire here: the poller thread's
+     * health check runs beside collectives started by this one. */
+    setenv("DFCCL_TIMEOUT", "60", 0);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     for (int c = 0; c < 2; c++) {
         DFCCL_TEST_CHECK(dfcclRegisterAllReduce(count, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id[c]) ==

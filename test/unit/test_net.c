@@ -7,15 +7,29 @@
  * and synchronization scenarios, and a registration mismatch reported over
  * the net; then with DFCCL_HOST_ID making ranks 0,1 one host and 2,3
  * another (only the edges 1->2 and 3->0 are net), the matrix and disorder.
- * The bodies of the shm tests are reused: test_coll.c and test_deadlock.c
- * are included with their main renamed, so both transports run the same
- * checks.
+ * Built as test_net_ns (NET_NS_ONLY), two hosts of one rank each are two
+ * network namespaces joined by a veth pair that the test makes itself, and
+ * UCX may use TCP only, so both edges of the ring cross a real (virtual)
+ * link: the matrix, disorder and synchronization. It skips (exit 77) where
+ * namespaces cannot be made (not root, no iproute2, no CAP_NET_ADMIN and
+ * CAP_SYS_ADMIN). The bodies of the shm tests are reused: test_coll.c and
+ * test_deadlock.c are included with their main renamed, so every transport
+ * runs the same checks.
  */
 #include "config.h"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/mount.h>
 #include <time.h>
+#include <unistd.h>
 
 #pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-variable"
 
 #define main dfccl_test_coll_main
 #include "test_coll.c"
@@ -24,17 +38,51 @@
 #include "test_deadlock.c"
 #undef main
 
-/* Net everywhere, or two "hosts" of two ranks each (set in the rank). */
-typedef enum { NET_FORCED, NET_TWO_HOSTS } net_mode_t;
+/* Net everywhere, or two "hosts" of two ranks each (set in the rank), or
+ * the two hosts in two network namespaces. */
+typedef enum { NET_FORCED, NET_TWO_HOSTS, NET_NETNS } net_mode_t;
 
-static void net_env(int rank, net_mode_t mode)
+static const char *const net_mode_names[] = {"forced", "two hosts", "two netns"};
+
+/* the namespaces and their veth ends: made by netns_setup (test_net_ns) */
+static char netns_name[2][32], netns_dev[2][16];
+
+static void net_env(int rank, int n, net_mode_t mode)
 {
+    /* every net test runs under a timeout that must not fire (the tests of
+     * failures set their own) */
+    setenv("DFCCL_TIMEOUT", "120", 0);
     if (mode == NET_FORCED) {
         setenv("DFCCL_NET", "1", 1);
         unsetenv("DFCCL_HOST_ID");
-    } else {
-        unsetenv("DFCCL_NET");
-        setenv("DFCCL_HOST_ID", rank < 2 ? "dfccl-test-host-a" : "dfccl-test-host-b", 1);
+        return;
+    }
+    unsetenv("DFCCL_NET");
+    /* the first half of the ranks on host a, the rest on host b */
+    setenv("DFCCL_HOST_ID", rank < n / 2 ? "dfccl-test-host-a" : "dfccl-test-host-b", 1);
+    if (mode == NET_NETNS) {
+        int h = rank < n / 2 ? 0 : 1, fd;
+        char path[96];
+        snprintf(path, sizeof(path), "/var/run/netns/%s", netns_name[h]);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+            fprintf(stderr, "rank %d: cannot enter network namespace %s: %s\n", rank,
+                    netns_name[h], strerror(errno));
+            exit(1);
+        }
+        close(fd);
+        /* What `ip netns exec` does: a private /sys of the new namespace,
+         * where UCX looks for network devices (/dev/shm stays shared) */
+        if (unshare(CLONE_NEWNS) != 0 || mount("", "/", NULL, MS_SLAVE | MS_REC, NULL) != 0 ||
+            umount2("/sys", MNT_DETACH) != 0 || mount(netns_name[h], "/sys", "sysfs", 0,
+                                                     NULL) != 0) {
+            fprintf(stderr, "rank %d: cannot mount /sys of network namespace %s: %s\n", rank,
+                    netns_name[h], strerror(errno));
+            exit(1);
+        }
+        /* TCP over the veth: shared memory would bypass the link */
+        setenv("UCX_TLS", "tcp,self", 1);
+        setenv("UCX_NET_DEVICES", netns_dev[h], 1);
     }
 }
 
@@ -54,7 +102,7 @@ static int net_matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
 
-    net_env(rank, a->mode);
+    net_env(rank, n, a->mode);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     for (int ti = 0; ti < (int)(sizeof(types) / sizeof(types[0])); ti++) {
         int t = types[ti];
@@ -83,7 +131,7 @@ static int net_matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
     if (rank == 0) {
         printf("net (%s) %s on %d ranks: %d cases, %d failures\n",
-               a->mode == NET_FORCED ? "forced" : "two hosts", dfccl_coll_name_for_test(kind),
+               net_mode_names[a->mode], dfccl_coll_name_for_test(kind),
                n, cases, failures);
     }
     return failures;
@@ -114,16 +162,21 @@ static int net_disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     net_disorder_arg_t *a = varg;
 
-    net_env(rank, a->mode);
+    net_env(rank, n, a->mode);
     return disorder_body(rank, n, oob, &a->d);
+}
+
+/* the disorder scenario of 8 sizes on one group, on n ranks */
+static void net_disorder(net_mode_t mode, int n)
+{
+    net_disorder_arg_t a = {mode, {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0}};
+    ck_assert_int_eq(dfccl_test_mp_run(n, 300, net_disorder_body, &a), 0);
 }
 
 START_TEST(test_net_disorder)
 {
-    net_disorder_arg_t a = {NET_FORCED,
-                            {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0}};
-    ck_assert_int_eq(dfccl_test_mp_run(2, 300, net_disorder_body, &a), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, net_disorder_body, &a), 0);
+    net_disorder(NET_FORCED, 2);
+    net_disorder(NET_FORCED, 4);
 }
 END_TEST
 
@@ -135,24 +188,20 @@ START_TEST(test_net_disorder_groups_explicit)
 }
 END_TEST
 
-START_TEST(test_net_two_hosts_disorder)
-{
-    net_disorder_arg_t a = {NET_TWO_HOSTS,
-                            {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0}};
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, net_disorder_body, &a), 0);
-}
+START_TEST(test_net_two_hosts_disorder) { net_disorder(NET_TWO_HOSTS, 4); }
 END_TEST
 
 static int net_sync_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 {
-    net_env(rank, NET_FORCED);
-    return sync_body(rank, n, oob, arg);
+    net_env(rank, n, *(const net_mode_t *)arg);
+    return sync_body(rank, n, oob, NULL);
 }
 
 START_TEST(test_net_synchronize)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 120, net_sync_body, NULL), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(4, 120, net_sync_body, NULL), 0);
+    net_mode_t mode = NET_FORCED;
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, net_sync_body, &mode), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 120, net_sync_body, &mode), 0);
 }
 END_TEST
 
@@ -166,7 +215,7 @@ static int net_mismatch_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     int id;
     dfccl_status_t st;
 
-    net_env(rank, NET_FORCED);
+    net_env(rank, n, NET_FORCED);
     setenv("DFCCL_TIMEOUT", "20", 1);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     DFCCL_TEST_CHECK(dfcclRegisterAllReduce(rank == 1 ? 1000 : 1001, DFCCL_FLOAT32, DFCCL_SUM,
@@ -212,7 +261,7 @@ static int net_dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     double secs;
     int id;
 
-    net_env(rank, NET_FORCED);
+    net_env(rank, n, NET_FORCED);
     setenv("DFCCL_TIMEOUT", "3", 1);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     DFCCL_TEST_CHECK(dfcclRegisterBroadcast(count, DFCCL_FLOAT32, 0, g, 0, &id) == DFCCL_OK,
@@ -260,6 +309,127 @@ START_TEST(test_net_dead_peer)
 }
 END_TEST
 
+/* one rank in each namespace: both edges of the ring cross the link */
+START_TEST(test_net_netns_matrix) { net_matrix(NET_NETNS, 2); }
+END_TEST
+
+START_TEST(test_net_netns_disorder) { net_disorder(NET_NETNS, 2); }
+END_TEST
+
+START_TEST(test_net_netns_synchronize)
+{
+    net_mode_t mode = NET_NETNS;
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, net_sync_body, &mode), 0);
+}
+END_TEST
+
+/* system() of a formatted command; 0 when it exited 0 */
+static int netns_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int netns_sh(const char *fmt, ...)
+{
+    char cmd[512];
+    va_list ap;
+    int rc;
+
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    rc = system(cmd);
+    return rc == 0 ? 0 : -1;
+}
+
+static void netns_teardown(void)
+{
+    for (int h = 0; h < 2; h++) {
+        if (netns_name[h][0] != '\0') {
+            netns_sh("ip netns del %s >/dev/null 2>&1", netns_name[h]);
+        }
+    }
+}
+
+/* Two namespaces joined by a veth pair, 10.231.0.1 and .2; NULL, or why
+ * they cannot be made here. */
+static const char *netns_setup(void)
+{
+    int pid = (int)getpid();
+
+    if (geteuid() != 0) {
+        return "not root";
+    }
+    if (netns_sh("command -v ip >/dev/null 2>&1") != 0) {
+        return "no ip command (install iproute2)";
+    }
+    for (int h = 0; h < 2; h++) {
+        snprintf(netns_name[h], sizeof(netns_name[h]), "dfccl-%c-%d", 'a' + h, pid);
+        snprintf(netns_dev[h], sizeof(netns_dev[h]), "dfv%c%d", 'a' + h, pid % 10000000);
+        if (netns_sh("ip netns add %s 2>/dev/null", netns_name[h]) != 0) {
+            netns_name[h][0] = '\0';
+            netns_teardown();
+            return "ip netns add failed (needs CAP_SYS_ADMIN and CAP_NET_ADMIN)";
+        }
+    }
+    if (netns_sh("ip link add %s netns %s type veth peer name %s netns %s 2>/dev/null",
+                 netns_dev[0], netns_name[0], netns_dev[1], netns_name[1]) != 0) {
+        netns_teardown();
+        return "ip link add ... type veth failed (no veth support)";
+    }
+    for (int h = 0; h < 2; h++) {
+        if (netns_sh("ip -n %s addr add 10.231.0.%d/24 dev %s && ip -n %s link set %s up && "
+                     "ip -n %s link set lo up", netns_name[h], h + 1, netns_dev[h],
+                     netns_name[h], netns_dev[h], netns_name[h]) != 0) {
+            netns_teardown();
+            return "configuring the veth pair failed";
+        }
+    }
+    /* UCX takes only links that are running: wait for the carrier */
+    for (int tries = 0;; tries++) {
+        if (netns_sh("ip -n %s link show %s | grep -q 'state UP' && "
+                     "ip -n %s link show %s | grep -q 'state UP'", netns_name[0], netns_dev[0],
+                     netns_name[1], netns_dev[1]) == 0) {
+            break;
+        }
+        if (tries == 100) {
+            netns_teardown();
+            return "the veth pair did not come up within 5 s";
+        }
+        usleep(50000);
+    }
+    return NULL;
+}
+
+#ifdef NET_NS_ONLY
+int main(void)
+{
+    Suite *s  = suite_create("net_ns");
+    TCase *tc = tcase_create("netns");
+    const char *why;
+    SRunner *sr;
+    int failed;
+
+#ifndef HAVE_UCX
+    printf("the net transport is not built (no UCX): skipped\n");
+    return 77;
+#endif
+    why = netns_setup();
+    if (why != NULL) {
+        printf("network namespaces cannot be made here (%s): skipped\n", why);
+        return 77;
+    }
+    printf("network namespaces %s (%s, 10.231.0.1) and %s (%s, 10.231.0.2); UCX_TLS=tcp,self\n",
+           netns_name[0], netns_dev[0], netns_name[1], netns_dev[1]);
+    tcase_set_timeout(tc, 1000);
+    tcase_add_test(tc, test_net_netns_matrix);
+    tcase_add_test(tc, test_net_netns_disorder);
+    tcase_add_test(tc, test_net_netns_synchronize);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    netns_teardown();
+    return failed == 0 ? 0 : 1;
+}
+#else
 int main(void)
 {
     /* cases, for CK_RUN_CASE: forced (matrix, disorder, synchronization),
@@ -295,3 +465,4 @@ int main(void)
     srunner_free(sr);
     return failed == 0 ? 0 : 1;
 }
+#endif
