@@ -308,10 +308,9 @@ static int dfccl_net_req_test(void **req_p)
 
 /*
  * Every buffer the proxy hands to UCX is host memory (staging, connectors
- * in shm, its own variables). Saying so keeps UCX from detecting the memory
- * type, which with a CUDA-enabled UCX is a CUDA driver call on the proxy
- * thread: that call waited while the daemon kernel ran, so the proxy stalled
- * until the daemon quit.
+ * in shm, its own variables). Saying so spares UCX the detection of the
+ * memory type, which with a CUDA-enabled UCX is a CUDA driver call on the
+ * proxy thread, made while the daemon kernel runs on the same device.
  */
 static void dfccl_net_host_param(ucp_request_param_t *prm)
 {
@@ -678,10 +677,10 @@ dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
     pthread_cond_init(&net->cond, NULL);
     /* UCX_* environment variables apply through ucp_config_read. Without
      * UCX_TLS, the transports are TCP, shared memory and loopback, which
-     * work on any machine: with UCX's default (every transport it finds),
-     * the first connection on a GPU host with InfiniBand adapters and
-     * UCX's CUDA transports took seconds. Set UCX_TLS to use others
-     * (e.g. UCX_TLS=rc,sm,self between InfiniBand hosts). */
+     * work on any machine, rather than every transport UCX finds (on a GPU
+     * host that includes its CUDA transports, which dfccl never needs: the
+     * proxy moves host memory only). Set UCX_TLS to use others (e.g.
+     * UCX_TLS=rc,sm,self between InfiniBand hosts). */
     st = DFCCL_UCX(ucp_config_read(NULL, NULL, &config), "");
     if (st != DFCCL_OK) {
         goto err_free;
