@@ -15,8 +15,11 @@
 # calls: latency) and 256 KiB to 1 GiB (factor 4, 10 timed calls:
 # bandwidth), both with --compare nccl and --plot. Then, for allreduce: the
 # cold latency (--cold 3000) and, on 2 ranks, the net transport forced
-# (DFCCL_NET=1) next to P2P. Exits non-zero if a run fails or reports wrong
-# elements. NVLink multicast stays off.
+# (DFCCL_NET=1) next to P2P; 8 allreduces per round in one order against a
+# random order per rank (--disorder 8); the device memory of 1,000
+# registered allreduces and the daemon's SMs, active and idle (--registered
+# 1000, sizes 8 B to 1 MiB, then 1 MiB to 64 MiB). Exits non-zero if a run
+# fails or reports wrong elements. NVLink multicast stays off.
 set -u
 
 build=
@@ -43,6 +46,8 @@ export NCCL_NVLS_ENABLE=0
 rc=0
 
 # run NAME ARGS...: one dfccl-bench run, its table in $out/NAME.txt
+# (wcol: the column of dfccl's #wrong)
+wcol=8
 run() {
     local name=$1 st
     shift
@@ -50,7 +55,8 @@ run() {
     timeout 600 "$@" 2>&1 | tee -a "$out/$name.txt"
     st=${PIPESTATUS[0]}
     # column 8 is dfccl's #wrong, column 12 NCCL's
-    if [ "$st" != 0 ] || awk '$1 ~ /^[0-9]+$/ && NF >= 8 && ($8 != 0 || (NF >= 12 && $12 != 0)) {bad=1}
+    if [ "$st" != 0 ] || awk -v w=$wcol '$1 ~ /^[0-9]+$/ && NF >= 8 && ($w != 0 ||
+                               (w == 8 && NF >= 12 && $12 != 0)) {bad=1}
                                END {exit !bad}' "$out/$name.txt"; then
         echo "### $name FAILED (exit $st, or wrong elements)" | tee -a "$out/$name.txt"
         rc=1
@@ -71,5 +77,14 @@ for n in $ranks; do
         run "allreduce-net-2gpu" "${mr[@]}" -x DFCCL_NET=1 "$bench" -c allreduce -b 256K \
             -e 1G -f 4 -w 3 -n 10
     fi
+    wcol=7
+    run "allreduce-disorder-${n}gpu" "${mr[@]}" "$bench" -c allreduce --disorder 8 -b 1K \
+        -e 1G -f 8 -w 3 -n 20
+    wcol=8
+    # the registered runs print "#wrong N" in a sentence; dfccl-bench exits 1 if N > 0
+    run "allreduce-registered-small-${n}gpu" "${mr[@]}" "$bench" --registered 1000 -b 8 \
+        -e 1M
+    run "allreduce-registered-large-${n}gpu" "${mr[@]}" "$bench" --registered 1000 -b 1M \
+        -e 64M
 done
 exit $rc

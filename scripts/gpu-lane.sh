@@ -4,7 +4,7 @@
 # GPU test lane: build dfccl with CUDA and run the test suites on GPUs.
 #
 # usage: scripts/gpu-lane.sh [-b BUILDDIR] [-j JOBS] [-r "2 4"] [-s "STEP ..."]
-#                            [--no-autoreconf]
+#                            [-u "TEST ..."] [--no-autoreconf]
 #
 #   -b BUILDDIR       out-of-tree build directory (default /tmp/dfccl-gpu-lane)
 #   -j JOBS           parallel make jobs (default: all cores)
@@ -12,6 +12,8 @@
 #   -s "STEP ..."     run only these steps (default: all, in this order):
 #                     build unit gpu mpi sanitizer reliability soak; a lane
 #                     split over several runs passes the same BUILDDIR
+#   -u "TEST ..."     the unit step runs only these programs of test/unit
+#                     (default: all of them)
 #   --no-autoreconf   skip autoreconf -fi (the tree already has configure)
 #
 # Steps, each logged to $OUT/<step>.log when OUT is set (else BUILDDIR/logs):
@@ -39,14 +41,16 @@ jobs=$(nproc 2>/dev/null || echo 4)
 ranks="2 4"
 steps="build unit gpu mpi sanitizer reliability soak"
 reconf=1
+unit=
 while [ $# -gt 0 ]; do
     case "$1" in
     -b) build=$2; shift 2 ;;
     -j) jobs=$2; shift 2 ;;
     -r) ranks=$2; shift 2 ;;
     -s) steps=$2; shift 2 ;;
+    -u) unit=$2; shift 2 ;;
     --no-autoreconf) reconf=0; shift ;;
-    -h|--help) sed -n '3,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,34p' "$0"; exit 0 ;;
     *) echo "gpu-lane: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -120,7 +124,12 @@ fi
 
 # one test program at a time: they share the GPUs
 if want unit; then
-    step check-cuda env DFCCL_BACKEND=cuda make -C test/unit check
+    if [ -n "$unit" ]; then
+        step "check-cuda-${unit// /-}" env DFCCL_BACKEND=cuda make -C test/unit check \
+            TESTS="$unit"
+    else
+        step check-cuda env DFCCL_BACKEND=cuda make -C test/unit check
+    fi
 fi
 if want gpu; then
     for n in $ranks; do

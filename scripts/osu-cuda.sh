@@ -4,13 +4,16 @@
 # Run the OSU Micro-Benchmarks' collectives on device buffers through the
 # dfccl coll component, with validation.
 #
-# usage: scripts/osu-cuda.sh -o OMB_SRC -b BUILDDIR [-n "2 4"] [-m 8:1048576]
+# usage: scripts/osu-cuda.sh -o OMB_SRC -b BUILDDIR [-n "2 4"] [-m 8:1048576] [--nccl]
 #
 #   -o OMB_SRC    an OSU Micro-Benchmarks 7.x source tree (not part of dfccl);
 #                 it is configured with --enable-cuda=basic and built in place
 #   -b BUILDDIR   a dfccl build directory (configured with CUDA and Open MPI)
 #   -n "N ..."    rank counts (default "2"), one GPU per rank
 #   -m MIN:MAX    message sizes (default 8:1048576)
+#   --nccl        also build OMB's NCCL benchmarks (--enable-ncclomb) and run
+#                 osu_xccl_allreduce beside the warm-daemon latency run: the
+#                 same measure for NCCL (a launch and a stream synchronize)
 #
 # For each rank count: osu_allreduce, osu_iallreduce, osu_allgather,
 # osu_reduce_scatter, osu_reduce and osu_bcast with -d cuda -c, for the
@@ -23,13 +26,15 @@ omb=
 build=
 ranks=2
 sizes=8:1048576
+nccl=0
 while [ $# -gt 0 ]; do
     case "$1" in
     -o) omb=$2; shift 2 ;;
     -b) build=$2; shift 2 ;;
     -n) ranks=$2; shift 2 ;;
     -m) sizes=$2; shift 2 ;;
-    -h|--help) sed -n '3,20p' "$0"; exit 0 ;;
+    --nccl) nccl=1; shift ;;
+    -h|--help) sed -n '3,23p' "$0"; exit 0 ;;
     *) echo "osu-cuda: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -45,13 +50,22 @@ fi
 export NCCL_NVLS_ENABLE=0
 cuda=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
 
-if [ ! -x "$omb/c/mpi/collective/blocking/osu_allreduce" ]; then
-    (cd "$omb" && ./configure CC=mpicc CXX=mpicxx --enable-cuda=basic --with-cuda="$cuda") \
+xflags=
+[ $nccl = 1 ] && xflags=--enable-ncclomb
+if [ ! -x "$omb/c/mpi/collective/blocking/osu_allreduce" ] ||
+   { [ $nccl = 1 ] && [ ! -x "$omb/c/xccl/collective/osu_xccl_allreduce" ]; }; then
+    # shellcheck disable=SC2086
+    (cd "$omb" && ./configure CC=mpicc CXX=mpicxx --enable-cuda=basic --with-cuda="$cuda" \
+        $xflags) \
         >"$omb/dfccl-configure.log" 2>&1 ||
         { echo "osu-cuda: OMB configure failed, see $omb/dfccl-configure.log" >&2; exit 1; }
     # the utilities first (some optional parts may fail), then the collectives
     make -C "$omb/c/util" -j"$(nproc)" >"$omb/dfccl-make.log" 2>&1
     make -C "$omb/c/mpi/collective" -j"$(nproc)" >>"$omb/dfccl-make.log" 2>&1
+    if [ $nccl = 1 ]; then
+        make -C "$omb/c/xccl" -j"$(nproc)" >>"$omb/dfccl-make.log" 2>&1 ||
+            echo "osu-cuda: OMB's NCCL benchmarks did not build, see $omb/dfccl-make.log" >&2
+    fi
     if [ ! -x "$omb/c/mpi/collective/blocking/osu_allreduce" ]; then
         echo "osu-cuda: OMB build failed, see $omb/dfccl-make.log" >&2
         exit 1
@@ -82,5 +96,11 @@ for n in $ranks; do
     echo "### $n ranks: osu_allreduce -d cuda (no validation: warm daemon)"
     timeout 300 "${mr[@]}" "$oc/blocking/osu_allreduce" -d cuda -m 8:65536 -i 2000 -x 200 ||
         rc=1
+    if [ $nccl = 1 ] && [ -x "$omb/c/xccl/collective/osu_xccl_allreduce" ]; then
+        echo "### $n ranks: osu_xccl_allreduce -d cuda (NCCL: launch + stream synchronize)"
+        timeout 300 mpirun --oversubscribe --bind-to none -np "$n" -x NCCL_NVLS_ENABLE=0 \
+            "$omb/c/xccl/collective/osu_xccl_allreduce" -d cuda -m 8:65536 -i 2000 -x 200 ||
+            rc=1
+    fi
 done
 exit $rc

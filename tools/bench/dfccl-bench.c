@@ -19,6 +19,11 @@
  * process (NVLink multicast off), and the table adds NCCL's columns and the
  * ratio of NCCL's time to dfccl's (above 1: dfccl is faster).
  *
+ * --disorder N times rounds of N collectives per size posted in one order on
+ * every rank against rounds in a random order per rank (what deadlocks a
+ * stream-ordered library); --registered N reports the device memory held
+ * by N registered allreduces and the SMs the daemon holds, active and idle.
+ *
  * The backend is DFCCL_BACKEND (default: CUDA when a GPU is visible). On
  * GPUs, rank i of a host uses device i % ndev. Ranks are MPI processes
  * (MPI_Allgather bootstraps the group); built without MPI it runs one rank.
@@ -61,6 +66,8 @@ typedef struct {
     int    check;
     int    nccl;
     int    cold_us; /* > 0: idle this long before every timed call */
+    int    disorder;   /* --disorder N: N collectives per round, in order and shuffled */
+    int    registered; /* --registered N: memory and SMs with N registered allreduces */
     const char *plot; /* --plot FILE.svg, rank 0 writes it */
 } bench_opts_t;
 
@@ -71,7 +78,7 @@ typedef struct {
     int              on_gpu;
     void            *sbuf, *rbuf;  /* max_bytes each */
     void            *host;         /* staging for fill and check */
-    int              ids[128];     /* registered collectives */
+    int              ids[1024];    /* registered collectives */
     int              nids;
     bench_plot_t    *plot;         /* rank 0 with --plot */
 #ifdef DFCCL_BENCH_NCCL
@@ -379,23 +386,34 @@ static long bench_check(bench_t *b, const bench_opts_t *o, size_t reg, size_t ou
 
 /* ---- running ------------------------------------------------------------ */
 
-static void bench_dfccl_run(bench_t *b, const bench_opts_t *o, int id)
+static void bench_dfccl_post(bench_t *b, const bench_opts_t *o, int id, const void *in,
+                             void *out)
 {
     dfccl_status_t st;
 
     switch (o->coll) {
-    case 0: st = dfcclRunAllReduce(b->sbuf, b->rbuf, id, NULL, NULL, b->ctx); break;
-    case 1: st = dfcclRunAllGather(b->sbuf, b->rbuf, id, NULL, NULL, b->ctx); break;
-    case 2: st = dfcclRunReduceScatter(b->sbuf, b->rbuf, id, NULL, NULL, b->ctx); break;
-    case 3: st = dfcclRunReduce(b->sbuf, b->rbuf, id, NULL, NULL, b->ctx); break;
-    default: st = dfcclRunBroadcast(b->sbuf, b->rbuf, id, NULL, NULL, b->ctx); break;
-    }
-    if (st == DFCCL_OK) {
-        st = dfcclWait(id, 120000, b->ctx);
+    case 0: st = dfcclRunAllReduce(in, out, id, NULL, NULL, b->ctx); break;
+    case 1: st = dfcclRunAllGather(in, out, id, NULL, NULL, b->ctx); break;
+    case 2: st = dfcclRunReduceScatter(in, out, id, NULL, NULL, b->ctx); break;
+    case 3: st = dfcclRunReduce(in, out, id, NULL, NULL, b->ctx); break;
+    default: st = dfcclRunBroadcast(in, out, id, NULL, NULL, b->ctx); break;
     }
     if (st != DFCCL_OK) {
         bench_die("dfccl collective failed: %s", dfcclGetLastErrorMessage());
     }
+}
+
+static void bench_dfccl_wait(bench_t *b, int id)
+{
+    if (dfcclWait(id, 120000, b->ctx) != DFCCL_OK) {
+        bench_die("dfccl collective failed: %s", dfcclGetLastErrorMessage());
+    }
+}
+
+static void bench_dfccl_run(bench_t *b, const bench_opts_t *o, int id)
+{
+    bench_dfccl_post(b, o, id, b->sbuf, b->rbuf);
+    bench_dfccl_wait(b, id);
 }
 
 static int bench_dfccl_register(bench_t *b, const bench_opts_t *o, size_t reg)
@@ -532,6 +550,207 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     }
 }
 
+/* ---- --disorder: N collectives per round, in one order and shuffled ----- */
+
+/* One round: post the N collectives in `order`, then wait for them in the
+ * same order. Each writes its own part of rbuf; all read sbuf. */
+static void bench_round(bench_t *b, const bench_opts_t *o, const int *ids, const int *order,
+                        size_t stride)
+{
+    for (int i = 0; i < o->disorder; i++) {
+        int k = order[i];
+        bench_dfccl_post(b, o, ids[k], b->sbuf, (char *)b->rbuf + (size_t)k * stride);
+    }
+    for (int i = 0; i < o->disorder; i++) {
+        bench_dfccl_wait(b, ids[order[i]]);
+    }
+}
+
+/* A permutation of 0..n-1 that differs between ranks and rounds. */
+static void bench_shuffle(int *order, int n, unsigned *seed)
+{
+    for (int i = 0; i < n; i++) {
+        order[i] = i;
+    }
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rand_r(seed) % (unsigned)(i + 1)), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+/* The time of a round with every rank posting the same N collectives in the
+ * same order, against a round where every rank posts them in its own random
+ * order (which deadlocks a stream-ordered library). The ratio is the
+ * shuffled rounds' throughput over the ordered ones'. */
+static void bench_disorder_size(bench_t *b, const bench_opts_t *o, size_t bytes)
+{
+    size_t count, reg, in, out, esz = dfccl_dtype_size(o->dtype), stride;
+    double t_ord, t_shuf, f = bench_busbw_factor(o, b->nranks), gb;
+    int ids[64], order[64], n = o->disorder;
+    unsigned seed = 0x9e3779b9u * (unsigned)(b->rank + 1);
+    long wrong = 0;
+
+    bench_counts(o, b->nranks, bytes, &count, &reg, &in, &out);
+    stride = (out * esz + 255) & ~(size_t)255;
+    if (reg == 0 || stride * (size_t)n > o->max_bytes) {
+        return;
+    }
+    gb = (double)(count * esz) / 1e3;
+    for (int k = 0; k < n; k++) {
+        ids[k] = bench_dfccl_register(b, o, reg);
+        order[k] = k;
+    }
+    bench_fill(b, o, in);
+    BENCH_TIME(b, o, bench_round(b, o, ids, order, stride), &t_ord);
+    BENCH_TIME(b, o, (bench_shuffle(order, n, &seed), bench_round(b, o, ids, order, stride)),
+               &t_shuf);
+    if (o->check) {
+        void *rbuf = b->rbuf;
+        bench_clear(b, b->rbuf, stride * (size_t)n);
+        bench_shuffle(order, n, &seed);
+        bench_round(b, o, ids, order, stride);
+        for (int k = 0; k < n; k++) {
+            b->rbuf = (char *)rbuf + (size_t)k * stride;
+            wrong += bench_check(b, o, reg, out);
+        }
+        b->rbuf = rbuf;
+        wrong = bench_sum(wrong);
+    }
+    for (int k = 0; k < n && b->nids < (int)(sizeof(b->ids) / sizeof(b->ids[0])); k++) {
+        b->ids[b->nids++] = ids[k];
+    }
+    if (b->rank == 0) {
+        printf("%12zu %4d %12.1f %8.2f %12.1f %8.2f %7ld %8.3f\n", count * esz, n, t_ord,
+               gb * n / t_ord * f, t_shuf, gb * n / t_shuf * f, wrong, t_ord / t_shuf);
+        fflush(stdout);
+    }
+}
+
+/* ---- --registered: memory and SMs with many registered allreduces ------- */
+
+static size_t bench_device_used(bench_t *b)
+{
+#ifdef HAVE_CUDART
+    size_t free_b = 0, total_b = 0;
+    if (b->on_gpu && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+        return total_b - free_b;
+    }
+#endif
+    (void)b;
+    return 0;
+}
+
+static int bench_sm_count(bench_t *b)
+{
+    int sms = 0;
+#ifdef HAVE_CUDART
+    int dev = 0;
+    if (b->on_gpu && cudaGetDevice(&dev) == cudaSuccess) {
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    }
+#endif
+    (void)b;
+    return sms;
+}
+
+/* Registers N allreduces of sizes min_bytes, 4 min_bytes, ... (up to
+ * max_bytes, then from min_bytes again), runs each once (the first of each
+ * size checked), and reports the memory they hold, the daemon's blocks while
+ * it runs and after it has quit. Memory is the device's used bytes
+ * (cudaMemGetInfo, one GPU per rank) and dfccl's own count, the largest
+ * over ranks. */
+static int bench_registered(bench_t *b, bench_opts_t *o)
+{
+    int n = o->registered, nsizes = 0, *ids;
+    size_t used0, used1, used2, bytes;
+    dfccl_stats_t s0, s1, s2, s3;
+    long wrong = 0;
+    double t0, t_reg, t_run;
+
+    ids = calloc((size_t)n, sizeof(*ids));
+    if (ids == NULL) {
+        bench_die("out of host memory%s", "");
+    }
+    for (bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= 4) {
+        nsizes++;
+    }
+    o->coll = 0;
+    bench_barrier();
+    used0 = bench_device_used(b);
+    dfcclGetStats(b->ctx, &s0);
+    t0 = bench_now_us();
+    for (int k = 0; k < n; k++) {
+        size_t count, reg, in, out;
+        bench_counts(o, b->nranks, o->min_bytes << (2 * (k % nsizes)), &count, &reg, &in,
+                     &out);
+        ids[k] = bench_dfccl_register(b, o, reg);
+    }
+    t_reg = bench_max(bench_now_us() - t0);
+    bench_barrier();
+    used1 = bench_device_used(b);
+    dfcclGetStats(b->ctx, &s1);
+    t0 = bench_now_us();
+    for (int k = 0; k < n; k++) {
+        size_t count, reg, in, out;
+        bench_counts(o, b->nranks, o->min_bytes << (2 * (k % nsizes)), &count, &reg, &in,
+                     &out);
+        if (k < nsizes) {
+            bench_fill(b, o, in);
+            bench_clear(b, b->rbuf, out * dfccl_dtype_size(o->dtype));
+        }
+        bench_dfccl_run(b, o, ids[k]);
+        if (k < nsizes) {
+            wrong += bench_check(b, o, reg, out);
+        }
+    }
+    t_run = bench_max(bench_now_us() - t0);
+    dfcclGetStats(b->ctx, &s2); /* right after the last completion */
+    used2 = bench_device_used(b);
+    bench_barrier();
+    usleep(200000); /* far longer than DFCCL_QUIT_US: the daemon quits */
+    dfcclGetStats(b->ctx, &s3);
+    wrong = bench_sum(wrong);
+    {
+        double mib = 1048576.0;
+        double reg_dev  = bench_max((double)(used1 - used0) / mib);
+        double run_dev  = bench_max((double)(used2 - used0) / mib);
+        double own      = bench_max((double)(s2.device_bytes - s0.device_bytes) / mib);
+        double conn     = bench_max((double)(s2.connector_bytes - s0.connector_bytes) / mib);
+        double blocks   = bench_max((double)s2.blocks);
+        double idle_run = bench_max((double)s3.running);
+        if (b->rank == 0) {
+            printf("# registered: %d allreduces (%s, %d sizes from %zu B by 4x), %d rank(s), "
+                   "backend %s\n", n, type_names[o->dtype], nsizes, o->min_bytes, b->nranks,
+                   b->on_gpu ? "cuda" : "host");
+            printf("registered %d (now %d in the context) in %.1f ms; ran each once in %.1f ms; "
+                   "#wrong %ld (the first of each size checked)\n", n, s2.registered,
+                   t_reg / 1e3, t_run / 1e3, wrong);
+            if (b->on_gpu) {
+                printf("device memory per GPU, largest rank: %.1f MiB after registering, "
+                       "%.1f MiB after running (cudaMemGetInfo); dfccl's count %.1f MiB, "
+                       "of which connectors %.1f MiB\n", reg_dev, run_dev, own, conn);
+                printf("daemon blocks while active: %.0f of %d SMs (one block per channel of "
+                       "the widest collective); after %d us idle: running %.0f, blocks held "
+                       "%.0f\n", blocks, bench_sm_count(b), 200000, idle_run,
+                       idle_run > 0 ? blocks : 0.0);
+            } else {
+                printf("host memory held by dfccl, largest rank: %.1f MiB, of which "
+                       "connectors %.1f MiB\n", own, conn);
+                printf("daemon threads while active: %.0f; after %d us idle: running %.0f\n",
+                       blocks, 200000, idle_run);
+            }
+            fflush(stdout);
+        }
+    }
+    bench_barrier();
+    for (int k = 0; k < n; k++) {
+        dfcclDeregister(ids[k], b->ctx);
+    }
+    free(ids);
+    return wrong != 0;
+}
+
 static void bench_usage(void)
 {
     printf("usage: [mpirun -np N] dfccl-bench [options]\n"
@@ -552,7 +771,13 @@ static void bench_usage(void)
            "                       than DFCCL_QUIT_US: the daemon has quit, and each call\n"
            "                       includes its relaunch); times are per call\n"
            "      --plot FILE.svg  draw busbw and time against size (dfccl, and NCCL with\n"
-           "                       --compare nccl) into FILE.svg\n");
+           "                       --compare nccl) into FILE.svg\n"
+           "      --disorder N     rounds of N collectives of each size, posted in the same\n"
+           "                       order on every rank, then in a random order per rank\n"
+           "                       and round; prints both and the throughput ratio\n"
+           "      --registered N   register N allreduces (sizes -b, 4x, ... up to -e), run\n"
+           "                       each once, print the device memory they hold and the\n"
+           "                       daemon's blocks while active and after it quit\n");
 }
 
 int main(int argc, char **argv)
@@ -562,7 +787,8 @@ int main(int argc, char **argv)
         {"minbytes", 1, NULL, 'b'}, {"maxbytes", 1, NULL, 'e'},   {"stepfactor", 1, NULL, 'f'},
         {"warmup", 1, NULL, 'w'},   {"iters", 1, NULL, 'n'},      {"root", 1, NULL, 'r'},
         {"check", 1, NULL, 'k'},    {"compare", 1, NULL, 'C'},    {"help", 0, NULL, 'h'},
-        {"cold", 1, NULL, 'Q'},     {"plot", 1, NULL, 'P'},
+        {"cold", 1, NULL, 'Q'},     {"plot", 1, NULL, 'P'},       {"disorder", 1, NULL, 'D'},
+        {"registered", 1, NULL, 'G'},
         {NULL, 0, NULL, 0}};
     bench_opts_t o = {.coll = 0, .dtype = DFCCL_FLOAT32, .op = DFCCL_SUM, .min_bytes = 8,
                       .factor = 2.0, .warmup = 5, .iters = 20, .check = 1};
@@ -594,6 +820,8 @@ int main(int argc, char **argv)
         case 'k': o.check = atoi(optarg); break;
         case 'Q': o.cold_us = atoi(optarg); break;
         case 'P': o.plot = optarg; break;
+        case 'D': o.disorder = atoi(optarg); break;
+        case 'G': o.registered = atoi(optarg); break;
         case 'C':
             if (strcmp(optarg, "nccl") != 0) {
                 bench_die("--compare takes 'nccl', not %s", optarg);
@@ -615,6 +843,12 @@ int main(int argc, char **argv)
     }
     if (o.factor <= 1.0 || o.iters < 1 || o.warmup < 0 || o.root < 0 || o.root >= b.nranks) {
         bench_die("bad option value%s; see --help", "");
+    }
+    if (o.disorder < 0 || o.disorder > 64 || o.registered < 0 || o.registered > 100000 ||
+        (o.disorder > 0 && (o.nccl || o.cold_us > 0 || o.plot != NULL)) ||
+        (o.registered > 0 && (o.disorder > 0 || o.nccl || o.plot != NULL))) {
+        bench_die("--disorder takes 1 to 64 and --registered 1 to 100000, alone (no --compare, "
+                  "--cold or --plot with them)%s; see --help", "");
     }
     /* NCCL's NVLink multicast can take shared GPUs out of service. */
     setenv("NCCL_NVLS_ENABLE", "0", 1);
@@ -671,7 +905,31 @@ int main(int argc, char **argv)
     }
 #endif
 
-    if (b.rank == 0) {
+    if (o.registered > 0) {
+        int bad = bench_registered(&b, &o);
+        bench_barrier();
+        dfcclGroupDestroy(b.group);
+        dfcclDestroy(b.ctx);
+        bench_free(&b, b.sbuf);
+        bench_free(&b, b.rbuf);
+        free(b.host);
+#ifdef DFCCL_BENCH_MPI
+        MPI_Finalize();
+#endif
+        return bad;
+    }
+    if (o.disorder > 0 && b.rank == 0) {
+        printf("# dfccl-bench --disorder %d: %s, %s, %s, %d rank(s), backend %s, warmup %d, "
+               "rounds %d\n", o.disorder, coll_names[o.coll], type_names[o.dtype],
+               op_names[o.op], b.nranks, b.on_gpu ? "cuda" : "host", o.warmup, o.iters);
+        printf("# a round posts %d collectives of `size` each, then waits for all; ordered: "
+               "the same order on every rank; shuffled: a new random order per rank and "
+               "round\n", o.disorder);
+        printf("# time: us per round, slowest rank; busbw: the round's aggregate; ratio: "
+               "shuffled throughput / ordered\n");
+        printf("#%11s %4s %12s %8s %12s %8s %7s %8s\n", "size", "n", "ordered", "busbw",
+               "shuffled", "busbw", "#wrong", "ratio");
+    } else if (b.rank == 0) {
         printf("# dfccl-bench: %s, %s, %s, %d rank(s), backend %s, warmup %d, iterations %d\n",
                coll_names[o.coll], type_names[o.dtype], op_names[o.op], b.nranks,
                b.on_gpu ? "cuda" : "host", o.warmup, o.iters);
@@ -697,9 +955,13 @@ int main(int argc, char **argv)
             bench_die("--plot: out of memory%s", "");
         }
     }
-    for (bytes = o.min_bytes; bytes <= o.max_bytes && b.nids < 128;) {
+    for (bytes = o.min_bytes; bytes <= o.max_bytes && b.nids + 64 <= 1024;) {
         size_t next = (size_t)((double)bytes * o.factor);
-        bench_size(&b, &o, bytes);
+        if (o.disorder > 0) {
+            bench_disorder_size(&b, &o, bytes);
+        } else {
+            bench_size(&b, &o, bytes);
+        }
         bytes = next > bytes ? next : bytes + 1;
     }
     if (b.plot != NULL) {
