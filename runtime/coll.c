@@ -507,7 +507,8 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
                            "registered on this rank context", coll_id);
     }
     c = &ctx->colls[coll_id];
-    if (c->state == DFCCL_COLL_INFLIGHT || c->state == DFCCL_COLL_CLOSING) {
+    if (c->state == DFCCL_COLL_INFLIGHT || c->state == DFCCL_COLL_CLOSING ||
+        c->state == DFCCL_COLL_COMPLETING) {
         pthread_mutex_unlock(&ctx->lock);
         return dfccl_error(DFCCL_ERR_BUSY, "dfcclDeregister: collective %d (%s on group %s) is "
                            "%s", coll_id, dfccl_coll_name(c->st.kind), c->group->name,
@@ -753,8 +754,10 @@ dfccl_status_t dfcclQuery(int coll_id, dfccl_rank_ctx_t ctx)
         return dfccl_error(DFCCL_ERR_NOT_FOUND, "dfcclQuery: collective id %d is not "
                            "registered on this rank context", coll_id);
     }
-    st = ctx->colls[coll_id].state == DFCCL_COLL_INFLIGHT ? DFCCL_INPROGRESS :
-                                                            ctx->colls[coll_id].status;
+    st = ctx->colls[coll_id].state == DFCCL_COLL_INFLIGHT ||
+                 ctx->colls[coll_id].state == DFCCL_COLL_COMPLETING
+             ? DFCCL_INPROGRESS
+             : ctx->colls[coll_id].status;
     if (st < 0 && ctx->colls[coll_id].errmsg != NULL) {
         /* the error was found on the poller thread: tell this thread too */
         dfccl_set_last_error(ctx->colls[coll_id].errmsg);

@@ -68,18 +68,24 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     /* Host blocks yield the core at every poll and share 2 cores with the
      * other ranks in CI: short thresholds converge fastest there (measured
      * with 8 disordered collectives on 4 ranks: head 50 / sticky 200 runs
-     * an iteration in 32 ms, head 2000 / sticky 20000 in 2.1 s). On 4 H200s
-     * a poll of a peer's connector costs about 2 us: head 2000 / sticky
-     * 10000 ran the same iteration in 0.2 s, head 20000 / sticky 100000 in
-     * 1.9 s. */
+     * an iteration in 32 ms, head 2000 / sticky 20000 in 2.1 s). On H200s
+     * a poll of a peer's connector costs about 0.5 to 2 us, and long
+     * thresholds make disorder slow: rounds of 8 allreduces in a random
+     * order per rank (dfccl-bench --disorder 8, 2 GPUs) took 28 to 35 ms
+     * with head/min/sticky 2000/200/10000, 0.7 to 1.8 ms with 100/20/200
+     * and 0.3 to 1.5 ms with 50/10/50 (0.6 to 0.9 of the same rounds in
+     * one order), while one-order allreduces from 256 KiB to 64 MiB ran
+     * at the same speed with all three. A sticky threshold above the head's
+     * only lengthened the waits of disordered collectives, so on GPUs the
+     * two are equal by default. */
     if (c->spin_head == 0) {
-        c->spin_head = host ? 50 : 2000;
+        c->spin_head = 50;
     }
     if (c->spin_min == 0) {
-        c->spin_min = host ? 10 : 200;
+        c->spin_min = 10;
     }
     if (c->spin_sticky == 0) {
-        c->spin_sticky = host ? 200 : 10000;
+        c->spin_sticky = host ? 200 : 50;
     }
     if (c->quit_us == 0) {
         c->quit_us = host ? 10000 : 1000;
@@ -377,7 +383,10 @@ dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_i
 }
 
 /* Completion of one collective seen in a CQ ring: mark it and run its
- * callback (outside every lock). */
+ * callback (outside every lock). While the callback runs the collective is
+ * COMPLETING: a thread that the callback woke (an MPI request completed)
+ * may run it again at once; dfcclWait and dfcclQuery report it finished
+ * only after the callback has returned. */
 void dfccl_ctx_fail(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t status)
 {
     dfccl_ctx_complete(ctx, id, status);
@@ -388,6 +397,7 @@ static void dfccl_ctx_complete(struct dfccl_rank_ctx *ctx, int id, dfccl_status_
     dfccl_coll_t *c = &ctx->colls[id];
     dfccl_callback_t cb;
     void *arg;
+    uint64_t runs;
 
     pthread_mutex_lock(&ctx->lock);
     if (c->state != DFCCL_COLL_INFLIGHT) {
@@ -396,8 +406,11 @@ static void dfccl_ctx_complete(struct dfccl_rank_ctx *ctx, int id, dfccl_status_
                     id);
         return;
     }
-    cb  = c->callback;
-    arg = c->callback_arg;
+    cb        = c->callback;
+    arg       = c->callback_arg;
+    runs      = c->runs;
+    c->status = status;
+    c->state  = DFCCL_COLL_COMPLETING;
     pthread_mutex_unlock(&ctx->lock);
 
     if (cb != NULL) {
@@ -405,8 +418,9 @@ static void dfccl_ctx_complete(struct dfccl_rank_ctx *ctx, int id, dfccl_status_
     }
 
     pthread_mutex_lock(&ctx->lock);
-    c->status = status;
-    c->state  = DFCCL_COLL_IDLE;
+    if (c->state == DFCCL_COLL_COMPLETING && c->runs == runs) {
+        c->state = DFCCL_COLL_IDLE; /* else the callback's wake-up ran it again */
+    }
     ctx->inflight--;
     pthread_mutex_unlock(&ctx->lock);
     dfccl_ctx_kick(ctx);

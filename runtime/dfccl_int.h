@@ -289,6 +289,9 @@ enum {
     DFCCL_COLL_IDLE,     /* registered, not running */
     DFCCL_COLL_INFLIGHT, /* submitted, CQE not seen yet */
     DFCCL_COLL_CLOSING,  /* being deregistered: its net channels flush */
+    DFCCL_COLL_COMPLETING, /* CQE seen, its callback runs: it may be run again, and
+                            * waits and queries see it in progress until the
+                            * callback has returned */
 };
 
 typedef struct {

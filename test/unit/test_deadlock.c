@@ -18,6 +18,7 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -476,6 +477,78 @@ START_TEST(test_priority)
 }
 END_TEST
 
+/* ---- running again as soon as the callback signals -------------------- */
+
+static volatile int rerun_flag;
+
+static void rerun_cb(int id, dfccl_status_t st, void *arg)
+{
+    (void)id;
+    (void)arg;
+    __atomic_store_n(&rerun_flag, st == DFCCL_OK ? 1 : -1, __ATOMIC_RELEASE);
+    usleep(200); /* a callback with more to do: the woken thread runs first */
+}
+
+/*
+ * A completion callback wakes a thread that runs the same collective again
+ * at once, as the MPI component does for back-to-back blocking calls of one
+ * signature: the run must be accepted even while the callback (on the
+ * poller thread) has not returned yet. dfcclWait still returns only after
+ * the callback ran. Every result is checked.
+ */
+static int rerun_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    const size_t count = 256;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    const char *prog = getenv("DFCCL_PROGRESS");
+    int id, busy = 0, explicit = prog != NULL && strcmp(prog, "explicit") == 0;
+    float *d, *h;
+
+    (void)arg;
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(count, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
+                     DFCCL_OK, "register");
+    d = dfccl_test_malloc(ctx, count * sizeof(float));
+    h = malloc(count * sizeof(float));
+    DFCCL_TEST_CHECK(h != NULL, "malloc");
+    for (int it = 0; it < 300; it++) {
+        dfccl_status_t st;
+        fill(h, count, rank, 0, it);
+        dfccl_test_put(ctx, d, h, count * sizeof(float));
+        __atomic_store_n(&rerun_flag, 0, __ATOMIC_RELEASE);
+        st = dfcclRunAllReduce(d, d, id, rerun_cb, NULL, ctx);
+        busy += st == DFCCL_ERR_BUSY;
+        DFCCL_TEST_CHECK(st == DFCCL_OK, "iteration %d: run right after the callback: %s", it,
+                         dfcclGetLastErrorMessage());
+        while (__atomic_load_n(&rerun_flag, __ATOMIC_ACQUIRE) == 0) {
+            if (explicit) {
+                dfcclProgress(ctx, NULL);
+            } else {
+                sched_yield(); /* the poller thread runs the callback */
+            }
+        }
+        DFCCL_TEST_CHECK(rerun_flag == 1, "iteration %d: completed with an error", it);
+        /* the data is complete when the callback runs */
+        dfccl_test_get(ctx, h, d, count * sizeof(float));
+        if (check_sum(h, count, n, 0, it)) {
+            return 1;
+        }
+    }
+    DFCCL_TEST_CHECK(dfcclWait(id, 60000, ctx) == DFCCL_OK, "wait");
+    DFCCL_TEST_CHECK(busy == 0, "%d runs refused as busy", busy);
+    free(h);
+    dfccl_test_free(ctx, d);
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_rerun_after_callback)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, rerun_body, NULL), 0);
+}
+END_TEST
+
 /* ---- grid size ------------------------------------------------------------ */
 
 /* Start allreduce `id` in place on d, with input `fill` of collective c. */
@@ -596,6 +669,10 @@ int main(void)
     tcase_add_test(tc, test_late_joiner);
     tcase_add_test(tc, test_priority);
     tcase_add_test(tc, test_grid);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("rerun");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_rerun_after_callback);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_VERBOSE);
