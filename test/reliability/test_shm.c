@@ -416,6 +416,9 @@ int main(void)
     if (getenv("DFCCL_BACKEND") == NULL) {
         setenv("DFCCL_BACKEND", "host", 1);
     }
+    /* the segments under test are the shm transport's: on GPUs the default
+     * is P2P (device memory shared through CUDA IPC), so ask for shm */
+    setenv("DFCCL_TRANSPORT", "shm", 1);
     shm_shared = mmap(NULL, sizeof(*shm_shared), PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shm_shared == MAP_FAILED) {

@@ -13,7 +13,8 @@
  *
  * DFCCL_SOAK_COUNT sets the collectives run per rank. The default is scaled
  * down so that the test takes well under a minute on a 2-core machine; the
- * full count, for the GPU lane, is 1000000.
+ * full count, for the GPU lane, is 1000000. DFCCL_SOAK_SYNC_EVERY (default
+ * 24) sets how often a rank synchronizes: after 1 in that many runs.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -107,7 +108,8 @@ static void soak_shape(rel_coll_t *c, int g, int j, unsigned version)
 }
 
 typedef struct {
-    long count; /* collectives per rank */
+    long count;      /* collectives per rank */
+    int  sync_every; /* a synchronization after 1 in this many runs (0: none) */
 } soak_arg_t;
 
 typedef struct {
@@ -173,7 +175,7 @@ static int soak_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
             st = rel_coll_run(cc, ctx);
             DFCCL_TEST_CHECK(st == DFCCL_OK, "round %d: run %s: %s", round,
                              rel_kind_name(cc->kind), dfcclGetLastErrorMessage());
-            if (rand_r(&seed) % 24 == 0) {
+            if (a->sync_every > 0 && rand_r(&seed) % (unsigned)a->sync_every == 0) {
                 st = dfcclSynchronize(ctx);
                 DFCCL_TEST_CHECK(st == DFCCL_OK, "synchronize: %s", dfcclGetLastErrorMessage());
                 r.syncs++;
@@ -269,6 +271,8 @@ int main(void)
     int failed;
 
     soak_arg.count = env != NULL ? atol(env) : SOAK_DEFAULT;
+    env = getenv("DFCCL_SOAK_SYNC_EVERY");
+    soak_arg.sync_every = env != NULL ? atoi(env) : 24;
     if (soak_arg.count < SOAK_COLLS) {
         soak_arg.count = SOAK_COLLS;
     }
