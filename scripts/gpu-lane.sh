@@ -22,8 +22,9 @@
 #   3. test/unit's make check with DFCCL_BACKEND=cuda: the correctness
 #      matrix, deadlock scenarios and bad input, one GPU per rank (ranks
 #      share GPUs when there are fewer);
-#   4. the GPU tests (test/gpu) with each rank count of -r, and the MPI
-#      component's deadlock examples on device buffers;
+#   4. the GPU tests (test/gpu) with each rank count of -r; the MPI
+#      component's collective matrix on device buffers (test/mpi/test_coll
+#      --device, 2, 3 and 4 ranks) and its deadlock examples;
 #   5. compute-sanitizer memcheck on a 2-rank allreduce, racecheck on a small
 #      one (sizes capped by DFCCL_TEST_MAX_COUNT), and memcheck with the leak
 #      check on test/reliability's small 2-rank run;
@@ -136,10 +137,21 @@ if want gpu; then
         step "gpu-tests-${n}ranks" env DFCCL_TEST_NRANKS="$n" make -C test/gpu check
     done
 fi
-# the MPI component on device buffers: the three deadlock examples
+# the MPI component on device buffers: the collective matrix (every
+# collective x form x in place x type x op, and the fallbacks staged through
+# host memory) on 2, 3 and 4 ranks, and the three deadlock examples
 if want mpi; then
     comp="$build/ompi_coll_dfccl/.libs"
     sysdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+    make -C "$build/test/mpi" test_coll >/dev/null 2>&1
+    for n in 2 3 4; do
+        step "mpi-test_coll-device-${n}ranks" env OMPI_ALLOW_RUN_AS_ROOT=1 \
+            OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            mpirun --oversubscribe --bind-to none -np "$n" \
+            --mca mca_base_component_path "$comp${sysdir:+:$sysdir}" \
+            --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1 \
+            test/mpi/test_coll --device
+    done
     for n in $ranks; do
         for ex in mpi_disorder mpi_threads mpi_devsync; do
             step "mpi-${ex}-${n}ranks" env OMPI_ALLOW_RUN_AS_ROOT=1 \

@@ -3,13 +3,16 @@
  * Correctness of every collective the dfccl coll component takes, under
  * mpirun: allreduce, allgather, reduce_scatter_block, reduce_scatter (equal,
  * unequal and zero counts), reduce and bcast; each blocking, nonblocking and
- * persistent (MPIX_*_init + MPI_Start, started twice); in place and out of
+ * persistent (MPIX_*_init + MPI_Start); in place and out of
  * place; over every predefined type dfccl maps and SUM, PROD, MIN, MAX; at
  * a few sizes. It also runs calls dfccl must hand to the previous module
  * (a type and an op it does not have, a derived type) and checks those too.
  * The same program checks the fallback path: run without coll_dfccl_backend
  * =host, every call must give the same results through the other components.
- * Exit status 0 when every check passed.
+ * With --device (a CUDA build), every collective runs on device copies of
+ * its buffers, for the GPU lane; the fallback calls then check the staging
+ * of device buffers through host memory. Exit status 0 when every check
+ * passed.
  */
 #include <mpi.h>
 #if defined(OPEN_MPI)
@@ -45,6 +48,55 @@ static MPI_Op ops[4];
 static const char *const op_names[] = {"sum", "prod", "min", "max"};
 
 static int rank, size, failures, checks;
+static int device; /* --device: the collectives run on GPU buffers */
+
+/* With --device, the buffer a collective gets is a device copy of the host
+ * buffer `h` (filled on the host); dev_back copies a result back and frees
+ * the copy, dev_drop only frees it. Without --device they pass `h` on. */
+static void *dev_in(void *h, size_t bytes)
+{
+#ifdef HAVE_CUDART
+    void *d = NULL;
+    if (device) {
+        if (cudaMalloc(&d, bytes) != cudaSuccess ||
+            cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+            cudaStreamSynchronize(cudaStreamLegacy) != cudaSuccess) {
+            fprintf(stderr, "rank %d: cudaMalloc/cudaMemcpy of %zu bytes failed\n", rank,
+                    bytes);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        return d;
+    }
+#endif
+    (void)bytes;
+    return h;
+}
+
+static void dev_back(void *h, void *d, size_t bytes)
+{
+#ifdef HAVE_CUDART
+    if (device) {
+        if (cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+            fprintf(stderr, "rank %d: cudaMemcpy back failed\n", rank);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        cudaFree(d);
+    }
+#endif
+    (void)h;
+    (void)d;
+    (void)bytes;
+}
+
+static void dev_drop(void *d)
+{
+#ifdef HAVE_CUDART
+    if (device) {
+        cudaFree(d);
+    }
+#endif
+    (void)d;
+}
 
 static void types_init(void)
 {
@@ -141,11 +193,14 @@ static void test_allreduce(const type_t *t, int op, size_t count, int form, int 
         put(t, s, i, value(rank, i));
         put(t, r, i, inplace ? value(rank, i) : -1);
     }
-    const void *sb = inplace ? MPI_IN_PLACE : s;
-    RUN_FORMS(form, MPI_Allreduce(sb, r, n, t->dt, ops[op], MPI_COMM_WORLD),
-              MPI_Iallreduce(sb, r, n, t->dt, ops[op], MPI_COMM_WORLD, &_req),
-              MPIX_Allreduce_init(sb, r, n, t->dt, ops[op], MPI_COMM_WORLD, MPI_INFO_NULL,
+    char *ds = dev_in(s, count * t->size + 1), *dr = dev_in(r, count * t->size + 1);
+    const void *sb = inplace ? MPI_IN_PLACE : ds;
+    RUN_FORMS(form, MPI_Allreduce(sb, dr, n, t->dt, ops[op], MPI_COMM_WORLD),
+              MPI_Iallreduce(sb, dr, n, t->dt, ops[op], MPI_COMM_WORLD, &_req),
+              MPIX_Allreduce_init(sb, dr, n, t->dt, ops[op], MPI_COMM_WORLD, MPI_INFO_NULL,
                                   &_req));
+    dev_drop(ds);
+    dev_back(r, dr, count * t->size + 1);
     for (size_t i = 0; i < count; i++) {
         double want = reduce_all(op, i), got = get(t, r, i);
         check(got == want, "value", "allreduce", form, inplace, t->name, op_names[op], count,
@@ -168,11 +223,14 @@ static void test_reduce(const type_t *t, int op, size_t count, int form, int inp
         put(t, s, i, value(rank, i));
         put(t, r, i, ip ? value(rank, i) : -1);
     }
-    const void *sb = ip ? MPI_IN_PLACE : s;
-    RUN_FORMS(form, MPI_Reduce(sb, r, n, t->dt, ops[op], root, MPI_COMM_WORLD),
-              MPI_Ireduce(sb, r, n, t->dt, ops[op], root, MPI_COMM_WORLD, &_req),
-              MPIX_Reduce_init(sb, r, n, t->dt, ops[op], root, MPI_COMM_WORLD, MPI_INFO_NULL,
+    char *ds = dev_in(s, count * t->size + 1), *dr = dev_in(r, count * t->size + 1);
+    const void *sb = ip ? MPI_IN_PLACE : ds;
+    RUN_FORMS(form, MPI_Reduce(sb, dr, n, t->dt, ops[op], root, MPI_COMM_WORLD),
+              MPI_Ireduce(sb, dr, n, t->dt, ops[op], root, MPI_COMM_WORLD, &_req),
+              MPIX_Reduce_init(sb, dr, n, t->dt, ops[op], root, MPI_COMM_WORLD, MPI_INFO_NULL,
                                &_req));
+    dev_drop(ds);
+    dev_back(r, dr, count * t->size + 1);
     for (size_t i = 0; rank == root && i < count; i++) {
         double want = reduce_all(op, i), got = get(t, r, i);
         check(got == want, "value", "reduce", form, inplace, t->name, op_names[op], count, i,
@@ -195,11 +253,14 @@ static void test_rsb(const type_t *t, int op, size_t count, int form, int inplac
         put(t, s, i, value(rank, i));
         put(t, r, i, inplace ? value(rank, i) : -1);
     }
-    const void *sb = inplace ? MPI_IN_PLACE : s;
-    RUN_FORMS(form, MPI_Reduce_scatter_block(sb, r, n, t->dt, ops[op], MPI_COMM_WORLD),
-              MPI_Ireduce_scatter_block(sb, r, n, t->dt, ops[op], MPI_COMM_WORLD, &_req),
-              MPIX_Reduce_scatter_block_init(sb, r, n, t->dt, ops[op], MPI_COMM_WORLD,
+    char *ds = dev_in(s, total * t->size + 1), *dr = dev_in(r, total * t->size + 1);
+    const void *sb = inplace ? MPI_IN_PLACE : ds;
+    RUN_FORMS(form, MPI_Reduce_scatter_block(sb, dr, n, t->dt, ops[op], MPI_COMM_WORLD),
+              MPI_Ireduce_scatter_block(sb, dr, n, t->dt, ops[op], MPI_COMM_WORLD, &_req),
+              MPIX_Reduce_scatter_block_init(sb, dr, n, t->dt, ops[op], MPI_COMM_WORLD,
                                              MPI_INFO_NULL, &_req));
+    dev_drop(ds);
+    dev_back(r, dr, total * t->size + 1);
     for (size_t i = 0; i < count; i++) {
         double want = reduce_all(op, rank * count + i), got = get(t, r, i);
         check(got == want, "value", "reduce_scatter_block", form, inplace, t->name,
@@ -230,11 +291,14 @@ static void test_rs(const type_t *t, int op, size_t count, int form, int inplace
         put(t, s, i, value(rank, i));
         put(t, r, i, inplace ? value(rank, i) : -1);
     }
-    const void *sb = inplace ? MPI_IN_PLACE : s;
-    RUN_FORMS(form, MPI_Reduce_scatter(sb, r, counts, t->dt, ops[op], MPI_COMM_WORLD),
-              MPI_Ireduce_scatter(sb, r, counts, t->dt, ops[op], MPI_COMM_WORLD, &_req),
-              MPIX_Reduce_scatter_init(sb, r, counts, t->dt, ops[op], MPI_COMM_WORLD,
+    char *ds = dev_in(s, total * t->size + 1), *dr = dev_in(r, total * t->size + 1);
+    const void *sb = inplace ? MPI_IN_PLACE : ds;
+    RUN_FORMS(form, MPI_Reduce_scatter(sb, dr, counts, t->dt, ops[op], MPI_COMM_WORLD),
+              MPI_Ireduce_scatter(sb, dr, counts, t->dt, ops[op], MPI_COMM_WORLD, &_req),
+              MPIX_Reduce_scatter_init(sb, dr, counts, t->dt, ops[op], MPI_COMM_WORLD,
                                        MPI_INFO_NULL, &_req));
+    dev_drop(ds);
+    dev_back(r, dr, total * t->size + 1);
     for (int i = 0; i < counts[rank]; i++) {
         double want = reduce_all(op, displ + i), got = get(t, r, i);
         check(got == want, unequal ? "unequal" : "value", "reduce_scatter", form, inplace,
@@ -263,12 +327,15 @@ static void test_allgather(const type_t *t, size_t count, int form, int inplace)
     if (inplace) {
         memcpy(r + rank * count * t->size, s, count * t->size);
     }
-    const void *sb = inplace ? MPI_IN_PLACE : s;
+    char *ds = dev_in(s, count * t->size + 1), *dr = dev_in(r, total * t->size + 1);
+    const void *sb = inplace ? MPI_IN_PLACE : ds;
     int sn = inplace ? 0 : n;
-    RUN_FORMS(form, MPI_Allgather(sb, sn, t->dt, r, n, t->dt, MPI_COMM_WORLD),
-              MPI_Iallgather(sb, sn, t->dt, r, n, t->dt, MPI_COMM_WORLD, &_req),
-              MPIX_Allgather_init(sb, sn, t->dt, r, n, t->dt, MPI_COMM_WORLD, MPI_INFO_NULL,
+    RUN_FORMS(form, MPI_Allgather(sb, sn, t->dt, dr, n, t->dt, MPI_COMM_WORLD),
+              MPI_Iallgather(sb, sn, t->dt, dr, n, t->dt, MPI_COMM_WORLD, &_req),
+              MPIX_Allgather_init(sb, sn, t->dt, dr, n, t->dt, MPI_COMM_WORLD, MPI_INFO_NULL,
                                   &_req));
+    dev_drop(ds);
+    dev_back(r, dr, total * t->size + 1);
     for (size_t i = 0; i < total; i++) {
         double want = (double)(((i / count) * 7 + i % count) % 100), got = get(t, r, i);
         check(got == want, "value", "allgather", form, inplace, t->name, NULL, count, i, got,
@@ -289,9 +356,11 @@ static void test_bcast(const type_t *t, size_t count, int form, int root)
     for (size_t i = 0; i < count; i++) {
         put(t, b, i, rank == root ? (double)((i * 3 + root) % 100) : -1);
     }
-    RUN_FORMS(form, MPI_Bcast(b, n, t->dt, root, MPI_COMM_WORLD),
-              MPI_Ibcast(b, n, t->dt, root, MPI_COMM_WORLD, &_req),
-              MPIX_Bcast_init(b, n, t->dt, root, MPI_COMM_WORLD, MPI_INFO_NULL, &_req));
+    char *db = dev_in(b, count * t->size + 1);
+    RUN_FORMS(form, MPI_Bcast(db, n, t->dt, root, MPI_COMM_WORLD),
+              MPI_Ibcast(db, n, t->dt, root, MPI_COMM_WORLD, &_req),
+              MPIX_Bcast_init(db, n, t->dt, root, MPI_COMM_WORLD, MPI_INFO_NULL, &_req));
+    dev_back(b, db, count * t->size + 1);
     for (size_t i = 0; i < count; i++) {
         double want = (double)((i * 3 + root) % 100), got = get(t, b, i);
         check(got == want, "value", "bcast", form, 0, t->name, NULL, count, i, got, want);
@@ -321,7 +390,12 @@ static void test_fallbacks(void)
     for (int i = 0; i < 5; i++) {
         s[i] = (short)(rank + i);
     }
-    MPI_Allreduce(s, r, 5, MPI_SHORT, MPI_SUM, MPI_COMM_WORLD);
+    {
+        short *ds = dev_in(s, sizeof(s)), *dr = dev_in(r, sizeof(r));
+        MPI_Allreduce(ds, dr, 5, MPI_SHORT, MPI_SUM, MPI_COMM_WORLD);
+        dev_drop(ds);
+        dev_back(r, dr, sizeof(r));
+    }
     for (int i = 0; i < 5; i++) {
         double want = (double)(size * (size - 1) / 2 + size * i);
         check(r[i] == want, "fallback", "allreduce short", 0, 0, "short", "sum", 5, i, r[i],
@@ -331,7 +405,12 @@ static void test_fallbacks(void)
     for (int i = 0; i < 6; i++) {
         si[i] = rank * 10 + i;
     }
-    MPI_Allreduce(si, ri, 6, MPI_INT, uop, MPI_COMM_WORLD);
+    {
+        int *ds = dev_in(si, sizeof(si)), *dr = dev_in(ri, sizeof(ri));
+        MPI_Allreduce(ds, dr, 6, MPI_INT, uop, MPI_COMM_WORLD);
+        dev_drop(ds);
+        dev_back(ri, dr, sizeof(ri));
+    }
     for (int i = 0; i < 6; i++) {
         check(ri[i] == (size - 1) * 10 + i, "fallback", "allreduce user-op", 0, 0, "int",
               "user", 6, i, ri[i], (size - 1) * 10 + i);
@@ -342,7 +421,11 @@ static void test_fallbacks(void)
     for (int i = 0; i < 6; i++) {
         si[i] = rank == 0 ? 100 + i : -1;
     }
-    MPI_Bcast(si, 1, pair, 0, MPI_COMM_WORLD);
+    {
+        int *db = dev_in(si, sizeof(si));
+        MPI_Bcast(db, 1, pair, 0, MPI_COMM_WORLD);
+        dev_back(si, db, sizeof(si));
+    }
     for (int i = 0; i < 6; i += 2) {
         check(si[i] == 100 + i, "fallback", "bcast vector", 0, 0, "vector", NULL, 1, i, si[i],
               100 + i);
@@ -367,8 +450,24 @@ int main(int argc, char **argv)
 {
     size_t counts[] = {1, 7, 1000};
     size_t big      = 70000; /* several chunks and channels, one type and op */
-    int quick       = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int quick       = 0;
     int all_fail;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
+        } else if (strcmp(argv[i], "--device") == 0) {
+#ifdef HAVE_CUDART
+            device = 1;
+#else
+            fprintf(stderr, "test_coll: --device needs a build with CUDA\n");
+            return 77;
+#endif
+        } else {
+            fprintf(stderr, "usage: test_coll [--quick] [--device]\n");
+            return 2;
+        }
+    }
 
     select_device();
 
@@ -416,8 +515,8 @@ int main(int argc, char **argv)
 
     MPI_Allreduce(&failures, &all_fail, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
-        printf("test_coll: %d ranks, %d checks on rank 0, %d failures in all\n", size, checks,
-               all_fail);
+        printf("test_coll: %d ranks, %s buffers, %d checks on rank 0, %d failures in all\n",
+               size, device ? "device" : "host", checks, all_fail);
     }
     MPI_Finalize();
     return all_fail == 0 ? 0 : 1;
