@@ -735,8 +735,8 @@ static int bench_registered(bench_t *b, bench_opts_t *o)
                        "%.0f\n", blocks, bench_sm_count(b), 200000, idle_run,
                        idle_run > 0 ? blocks : 0.0);
             } else {
-                printf("host memory held by dfccl, largest rank: %.1f MiB, of which "
-                       "connectors %.1f MiB\n", own, conn);
+                printf("host memory held by dfccl, largest rank: %.1f KiB, of which "
+                       "connectors %.1f KiB\n", own * 1024.0, conn * 1024.0);
                 printf("daemon threads while active: %.0f; after %d us idle: running %.0f\n",
                        blocks, 200000, idle_run);
             }

@@ -1,0 +1,72 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# Smoke test of dfccl-bench on the host backend: every collective at a few
+# sizes with its results checked (#wrong must be 0), the disorder rounds and
+# the registration report, and a bad option that must fail with a message.
+# Two MPI ranks when the bench was built with MPI, one process otherwise.
+set -u
+bench=${DFCCL_BENCH:-$(dirname "$0")/dfccl-bench}
+limit=${DFCCL_TEST_TIMEOUT:-120}
+export DFCCL_BACKEND=host OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_pml=ob1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+launch=
+# in the build tree the bench is libtool's wrapper script; the program is in .libs
+real=$(dirname "$bench")/.libs/$(basename "$bench")
+[ -f "$real" ] || real=$bench
+if command -v mpirun >/dev/null 2>&1 && ldd "$real" 2>/dev/null | grep -q libmpi; then
+    launch="mpirun --oversubscribe -np 2"
+fi
+echo "test_bench: ${launch:-one process}"
+failed=0
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+# run NAME WRONGCOL ARGS...: the run must exit 0, print at least one result
+# row, and every row's column WRONGCOL (#wrong) must be 0
+run() {
+    name=$1 col=$2
+    shift 2
+    # shellcheck disable=SC2086
+    timeout -k 5 "$limit" $launch "$bench" "$@" >"$out" 2>&1
+    rc=$?
+    rows=$(awk '$1 ~ /^[0-9]+$/' "$out" | wc -l)
+    bad=$(awk -v c="$col" '$1 ~ /^[0-9]+$/ && $c != 0' "$out" | wc -l)
+    if [ $rc -ne 0 ] || [ "$rows" -eq 0 ] || [ "$bad" -ne 0 ]; then
+        echo "FAIL: $name (exit $rc, $rows rows, $bad with wrong elements)"
+        sed 's/^/    /' "$out" | tail -30
+        failed=1
+    else
+        echo "PASS: $name ($rows sizes)"
+    fi
+}
+
+for c in allreduce allgather reducescatter reduce broadcast; do
+    run "$c" 8 -c "$c" -b 64 -e 256K -f 16 -w 1 -n 3
+done
+run "allreduce int8 max" 8 -t int8 -o max -b 64 -e 64K -f 32 -w 1 -n 3
+run "disorder rounds" 7 --disorder 4 -b 1K -e 256K -f 16 -w 1 -n 3
+
+# shellcheck disable=SC2086
+timeout -k 5 "$limit" $launch "$bench" --registered 40 -b 8 -e 64K >"$out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] || ! grep -q '^registered 40 .*#wrong 0' "$out" ||
+   ! grep -q 'running 0' "$out"; then
+    echo "FAIL: --registered 40 (exit $rc)"
+    sed 's/^/    /' "$out" | tail -20
+    failed=1
+else
+    echo "PASS: --registered 40: $(grep '^host memory' "$out")"
+fi
+
+# a bad option value fails with a message that says what to do
+"$bench" --disorder 1000 >"$out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] || ! grep -q 'disorder takes 1 to 64' "$out"; then
+    echo "FAIL: --disorder 1000 was accepted (exit $rc)"
+    cat "$out"
+    failed=1
+else
+    echo "PASS: --disorder 1000 refused"
+fi
+exit $failed
