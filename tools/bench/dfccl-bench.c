@@ -663,8 +663,9 @@ static int bench_sm_count(bench_t *b)
 static int bench_registered(bench_t *b, bench_opts_t *o)
 {
     int n = o->registered, nsizes = 0, *ids;
-    size_t used0, used1, used2, bytes;
-    dfccl_stats_t s0, s1, s2, s3;
+    size_t used0, used1, used2, bytes, count;
+    size_t reg[64], in[64], out[64]; /* per size: registered, input, output counts */
+    dfccl_stats_t s0, s2, s3;
     long wrong = 0;
     double t0, t_reg, t_run;
 
@@ -672,36 +673,30 @@ static int bench_registered(bench_t *b, bench_opts_t *o)
     if (ids == NULL) {
         bench_die("out of host memory%s", "");
     }
-    for (bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= 4) {
+    o->coll = 0;
+    for (bytes = o->min_bytes; bytes <= o->max_bytes && nsizes < 64; bytes *= 4) {
+        bench_counts(o, b->nranks, bytes, &count, &reg[nsizes], &in[nsizes], &out[nsizes]);
         nsizes++;
     }
-    o->coll = 0;
     bench_barrier();
     used0 = bench_device_used(b);
     dfcclGetStats(b->ctx, &s0);
     t0 = bench_now_us();
     for (int k = 0; k < n; k++) {
-        size_t count, reg, in, out;
-        bench_counts(o, b->nranks, o->min_bytes << (2 * (k % nsizes)), &count, &reg, &in,
-                     &out);
-        ids[k] = bench_dfccl_register(b, o, reg);
+        ids[k] = bench_dfccl_register(b, o, reg[k % nsizes]);
     }
     t_reg = bench_max(bench_now_us() - t0);
     bench_barrier();
     used1 = bench_device_used(b);
-    dfcclGetStats(b->ctx, &s1);
     t0 = bench_now_us();
     for (int k = 0; k < n; k++) {
-        size_t count, reg, in, out;
-        bench_counts(o, b->nranks, o->min_bytes << (2 * (k % nsizes)), &count, &reg, &in,
-                     &out);
         if (k < nsizes) {
-            bench_fill(b, o, in);
-            bench_clear(b, b->rbuf, out * dfccl_dtype_size(o->dtype));
+            bench_fill(b, o, in[k]);
+            bench_clear(b, b->rbuf, out[k] * dfccl_dtype_size(o->dtype));
         }
         bench_dfccl_run(b, o, ids[k]);
         if (k < nsizes) {
-            wrong += bench_check(b, o, reg, out);
+            wrong += bench_check(b, o, reg[k], out[k]);
         }
     }
     t_run = bench_max(bench_now_us() - t0);
@@ -749,6 +744,31 @@ static int bench_registered(bench_t *b, bench_opts_t *o)
     }
     free(ids);
     return wrong != 0;
+}
+
+/* Everything main set up, in reverse: NCCL, the registered collectives (once
+ * every rank is done with them), the group, the context, the buffers, MPI. */
+static void bench_finish(bench_t *b, const bench_opts_t *o)
+{
+#ifdef DFCCL_BENCH_NCCL
+    if (o->nccl) {
+        ncclCommDestroy(b->comm);
+        cudaStreamDestroy(b->stream);
+    }
+#endif
+    (void)o;
+    bench_barrier();
+    for (int i = 0; i < b->nids; i++) {
+        dfcclDeregister(b->ids[i], b->ctx);
+    }
+    dfcclGroupDestroy(b->group);
+    dfcclDestroy(b->ctx);
+    bench_free(b, b->sbuf);
+    bench_free(b, b->rbuf);
+    free(b->host);
+#ifdef DFCCL_BENCH_MPI
+    MPI_Finalize();
+#endif
 }
 
 static void bench_usage(void)
@@ -907,15 +927,7 @@ int main(int argc, char **argv)
 
     if (o.registered > 0) {
         int bad = bench_registered(&b, &o);
-        bench_barrier();
-        dfcclGroupDestroy(b.group);
-        dfcclDestroy(b.ctx);
-        bench_free(&b, b.sbuf);
-        bench_free(&b, b.rbuf);
-        free(b.host);
-#ifdef DFCCL_BENCH_MPI
-        MPI_Finalize();
-#endif
+        bench_finish(&b, &o);
         return bad;
     }
     if (o.disorder > 0 && b.rank == 0) {
@@ -977,23 +989,6 @@ int main(int argc, char **argv)
                (unsigned long long)stats.launches, (unsigned long long)stats.quits,
                (unsigned long long)stats.preemptions);
     }
-#ifdef DFCCL_BENCH_NCCL
-    if (o.nccl) {
-        ncclCommDestroy(b.comm);
-        cudaStreamDestroy(b.stream);
-    }
-#endif
-    bench_barrier();
-    for (int i = 0; i < b.nids; i++) {
-        dfcclDeregister(b.ids[i], b.ctx);
-    }
-    dfcclGroupDestroy(b.group);
-    dfcclDestroy(b.ctx);
-    bench_free(&b, b.sbuf);
-    bench_free(&b, b.rbuf);
-    free(b.host);
-#ifdef DFCCL_BENCH_MPI
-    MPI_Finalize();
-#endif
+    bench_finish(&b, &o);
     return 0;
 }
