@@ -794,6 +794,7 @@ dfccl_status_t dfcclWait(int coll_id, int timeout_ms, dfccl_rank_ctx_t ctx)
         if (ctx->cfg.progress == DFCCL_PROGRESS_EXPLICIT ||
             (ctx->cfg.wait_spin_us > 0 && dfccl_time_ns() < spin_end)) {
             /* poll the completion queue on this thread: no wake-up needed */
+            __atomic_store_n(&ctx->app_poll_ns, dfccl_time_ns(), __ATOMIC_RELAXED);
             if (dfccl_ctx_progress(ctx) == 0) {
                 sched_yield();
             }

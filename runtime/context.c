@@ -251,8 +251,9 @@ static dfccl_status_t dfccl_ctx_size_grid(struct dfccl_rank_ctx *ctx)
 static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int force)
 {
     uint64_t now;
+    int new_sqe = 0;
 
-    if (ctx->sync_pending || ctx->aborted || ctx->be->running(ctx)) {
+    if (ctx->sync_pending || ctx->aborted) {
         return DFCCL_OK;
     }
     if (ctx->exit_posted && !force) {
@@ -260,24 +261,45 @@ static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int for
     }
     now = dfccl_time_ns();
     if (!force) {
-        int new_sqe = ctx->sq_tail != ctx->launched_tail;
+        /* Asking the backend whether the daemon runs is a driver call
+         * (cudaEventQuery) that every progress pass of the poller and of
+         * the waiting threads would otherwise make, under ctx->lock: it is
+         * asked only when there is a reason to launch. SQEs that the
+         * leader has fetched already (the SQ head it publishes) are no
+         * reason: they are in the daemon's log, and if it quit before
+         * running them the stuck path below relaunches it. */
         int waiting = ctx->inflight > ctx->ndeferred;
+        new_sqe     = ctx->sq_tail != ctx->launched_tail &&
+                  __atomic_load_n(&ctx->sq_ctrl->head, __ATOMIC_ACQUIRE) != ctx->sq_tail;
         if (!new_sqe && !waiting) {
             return DFCCL_OK;
         }
         /* Stuck work only: leave the device alone for a while, so that a
          * device synchronization waiting for the daemon can slip in. The
          * gap doubles with every relaunch that found nothing new (up to
-         * 128x), and resets when a collective completes or an SQE arrives. */
+         * 128x), and resets when a collective completes or an SQE arrives.
+         * While a long collective runs, the daemon is asked about at most
+         * once per relaunch_us. */
         if (!new_sqe) {
             uint32_t k   = ctx->stuck_relaunches < 7 ? ctx->stuck_relaunches : 7;
             uint64_t gap = ((uint64_t)ctx->cfg.relaunch_us * 1000ull) << k;
-            if (dfccl_since(now, ctx->last_launch_ns) < gap) {
+            if (dfccl_since(now, ctx->last_launch_ns) < gap ||
+                dfccl_since(now, ctx->running_seen_ns) < (uint64_t)ctx->cfg.relaunch_us * 1000ull) {
                 return DFCCL_OK;
             }
-            ctx->stuck_relaunches++;
-        } else {
+        }
+    }
+    if (ctx->be->running(ctx)) {
+        if (!new_sqe && !force) {
+            ctx->running_seen_ns = now;
+        }
+        return DFCCL_OK;
+    }
+    if (!force) {
+        if (new_sqe) {
             ctx->stuck_relaunches = 0;
+        } else {
+            ctx->stuck_relaunches++;
         }
     }
     DFCCL_CHECK(dfccl_ctx_size_grid(ctx));
@@ -651,9 +673,15 @@ static void *dfccl_poller_main(void *arg)
         busy = ctx->inflight > 0 || ctx->npending > 0 || ctx->ndeferred > 0;
         pthread_mutex_unlock(&ctx->lock);
         if (busy) {
-            /* Collectives in flight: poll, but leave the core to others. */
-            if (ctx->backend == DFCCL_BACKEND_HOST) {
-                struct timespec ts = {0, 20000};
+            /* Collectives in flight: poll, but leave the core to others.
+             * While an application thread polls the completion queue itself
+             * (dfcclWait spinning, dfcclProgress from an MPI progress loop)
+             * this thread only backs it up: two threads polling would fight
+             * over the context's locks on every pass. */
+            uint64_t app = __atomic_load_n(&ctx->app_poll_ns, __ATOMIC_RELAXED);
+            if (ctx->backend == DFCCL_BACKEND_HOST ||
+                dfccl_since(dfccl_time_ns(), app) < DFCCL_APP_POLL_NS) {
+                struct timespec ts = {0, ctx->backend == DFCCL_BACKEND_HOST ? 20000 : 50000};
                 nanosleep(&ts, NULL);
             } else {
                 sched_yield();
@@ -876,6 +904,7 @@ dfccl_status_t dfcclProgress(dfccl_rank_ctx_t ctx, int *ncompleted_p)
     if (ctx == NULL) {
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclProgress: ctx is NULL");
     }
+    __atomic_store_n(&ctx->app_poll_ns, dfccl_time_ns(), __ATOMIC_RELAXED);
     n = dfccl_ctx_progress(ctx);
     if (ncompleted_p != NULL) {
         *ncompleted_p = n;

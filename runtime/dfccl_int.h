@@ -55,6 +55,10 @@ void dfccl_set_last_error(const char *msg);
 uint64_t dfccl_time_ns(void);
 /* Nanoseconds from `then` to `now`, 0 when `then` is later: times read by
  * different threads need not be ordered. */
+/* An application thread that polled within this window is polling still:
+ * the poller thread stands back (see dfccl_poller_main). */
+#define DFCCL_APP_POLL_NS 100000ull
+
 static inline uint64_t dfccl_since(uint64_t now, uint64_t then)
 {
     return now > then ? now - then : 0;
@@ -349,6 +353,7 @@ struct dfccl_rank_ctx {
     uint64_t              sq_tail;
     uint64_t              launched_tail; /* sq_tail at the last launch */
     uint64_t              last_launch_ns;
+    uint64_t              running_seen_ns; /* last time a stuck check found it running */
     uint32_t              stuck_relaunches; /* in a row, with nothing new */
     struct dfccl_pending *pend_head, *pend_tail;
     uint64_t              npending;
@@ -369,6 +374,7 @@ struct dfccl_rank_ctx {
     pthread_mutex_t  cq_lock;
     uint64_t        *cq_head;          /* nblocks, poller's positions */
     uint64_t         kick_gen;         /* bumped under cq_lock by every kick */
+    uint64_t         app_poll_ns;      /* last poll by an application thread */
 
     /* collectives */
     dfccl_coll_t        *colls;
