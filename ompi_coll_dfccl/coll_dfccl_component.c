@@ -163,8 +163,8 @@ static int dfccl_register(void)
               MCA_BASE_VAR_TYPE_INT, NULL, &c->threads_per_block);
     dfccl_reg("channels", "Channels per collective, 0 = max_blocks; same on every rank "
               "(DFCCL_CHANNELS)", MCA_BASE_VAR_TYPE_INT, NULL, &c->max_channels);
-    dfccl_reg("channel_bytes", "Bytes per extra channel; same on every rank "
-              "(DFCCL_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->min_channel_bytes);
+    dfccl_reg("channel_bytes", "Bytes per extra channel, 0 = backend default; same on "
+              "every rank (DFCCL_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->min_channel_bytes);
     dfccl_reg("slot_bytes", "Connector slot size, 0 = backend default; same on every rank "
               "(DFCCL_SLOT_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->slot_bytes);
     dfccl_reg("slots", "Slots per connector; same on every rank (DFCCL_SLOTS)",

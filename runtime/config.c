@@ -76,7 +76,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->max_blocks        = 0;     /* 0: backend default (host 2, cuda 16) */
     c->threads_per_block = 512;
     c->max_channels      = 0;     /* 0: = max_blocks */
-    c->min_channel_bytes = 256 << 10;
+    c->min_channel_bytes = 0;     /* 0: backend default (host 256 KiB, cuda 32 KiB) */
     c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 512 KiB) */
     c->nslots            = 8;
     c->spin_head         = 0;     /* 0: backend defaults */
@@ -105,7 +105,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_MAX_BLOCKS", c->max_blocks, 0, DFCCL_MAX_CHANNELS);
     DFCCL_ENV_INT("DFCCL_THREADS", c->threads_per_block, 32, 1024);
     DFCCL_ENV_INT("DFCCL_CHANNELS", c->max_channels, 0, DFCCL_MAX_CHANNELS);
-    DFCCL_ENV_INT("DFCCL_CHANNEL_BYTES", c->min_channel_bytes, 1, 1ull << 40);
+    DFCCL_ENV_INT("DFCCL_CHANNEL_BYTES", c->min_channel_bytes, 0, 1ull << 40);
     DFCCL_ENV_INT("DFCCL_SLOT_BYTES", c->slot_bytes, 0, 64u << 20);
     DFCCL_ENV_INT("DFCCL_SLOTS", c->nslots, 2, 64);
     DFCCL_ENV_INT("DFCCL_SPIN_HEAD", c->spin_head, 0, UINT32_MAX);
