@@ -137,12 +137,13 @@ typedef struct dfccl_seg {
 } dfccl_seg_t;
 
 /*
- * Directory of a rank's segments in one group, in shared memory: the owner
+ * Directory of a rank's segments in one group, in shared memory (up to
+ * DFCCL_DIR_MAX_SEGS segments per rank and group, 168 bytes each): the owner
  * publishes each segment's descriptor (ready = 1, release), its ring
  * predecessor reads it to attach and then sets `attached`, after which the
  * owner unlinks the segment's name.
  */
-#define DFCCL_DIR_MAX_SEGS 256
+#define DFCCL_DIR_MAX_SEGS 1024
 #define DFCCL_DIR_MAGIC    0x6466636c44495231ull
 
 typedef struct {
