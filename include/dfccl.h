@@ -96,6 +96,23 @@ typedef enum {
 } dfccl_transport_t;
 
 /*
+ * How a connector carries a slice. SIMPLE: the data, then a system-scope
+ * release of a counter that the receiver polls (one fence per slice, any
+ * size). LL ("low latency"): every 8 bytes of data travel in a 16-byte line
+ * together with two copies of a flag, so the receiver polls the data itself
+ * and the sender needs no fence; it moves twice the bytes and only slices of
+ * up to 8 KiB. AUTO: LL for collectives whose slices fit, on
+ * groups without net (UCX) edges; SIMPLE otherwise. DEFAULT: the backend's
+ * choice (AUTO on the host backend, SIMPLE on GPUs).
+ */
+typedef enum {
+    DFCCL_PROTO_DEFAULT = 0,
+    DFCCL_PROTO_AUTO,
+    DFCCL_PROTO_SIMPLE,
+    DFCCL_PROTO_LL
+} dfccl_proto_t;
+
+/*
  * Tunables. dfcclConfigInit fills the defaults and then applies the
  * environment variables named beside each field (read once per call).
  * Every rank of a group must use the same values for the fields marked
@@ -111,6 +128,7 @@ typedef struct {
     size_t   min_channel_bytes;     /* DFCCL_CHANNEL_BYTES: [group] bytes per extra channel */
     size_t   slot_bytes;            /* DFCCL_SLOT_BYTES: [group] connector slot size */
     int      nslots;                /* DFCCL_SLOTS: [group] slots per connector */
+    dfccl_proto_t proto;            /* DFCCL_PROTO: [group] default|auto|simple|ll */
     uint32_t spin_head;             /* DFCCL_SPIN_HEAD: initial threshold, queue head */
     uint32_t spin_min;              /* DFCCL_SPIN_MIN: smallest initial threshold */
     uint32_t spin_sticky;           /* DFCCL_SPIN_STICKY: threshold after progress */

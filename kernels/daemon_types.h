@@ -19,6 +19,12 @@
 
 #define DFCCL_MAX_CHANNELS 32
 #define DFCCL_CACHELINE    128
+/* Largest slice (data bytes) of the LL protocol, and its line: 8 bytes of
+ * data and two copies of a 4-byte flag (see dfccl_proto_t in dfccl.h). */
+#define DFCCL_LL_MAX_BYTES 8192
+#define DFCCL_LL_LINE      16
+/* dfccl_coll_static_t.proto: the protocol a collective was registered with */
+enum { DFCCL_K_PROTO_SIMPLE = 1, DFCCL_K_PROTO_LL = 2 };
 
 /* Collective kinds. */
 enum {
@@ -124,6 +130,8 @@ typedef struct {
     uint32_t nslots;
     uint32_t chunk_slices; /* slices per ring chunk */
     uint32_t elem_size;
+    uint32_t proto;        /* DFCCL_K_PROTO_LL, or anything else: SIMPLE */
+    uint32_t pad0;
     uint64_t registered;  /* registration epoch; 0 when the id is free */
 } dfccl_coll_static_t;
 
@@ -180,6 +188,7 @@ typedef struct {
     const dfccl_chan_t  *chans;     /* max_colls x max_blocks */
     dfccl_dyn_t         *dyn;       /* max_colls x max_blocks */
     uint32_t            *done_count; /* max_colls */
+    char                *ll_scratch; /* nblocks x DFCCL_LL_MAX_BYTES: LL slices */
     /* configuration */
     uint32_t sq_entries;
     uint32_t log_entries;

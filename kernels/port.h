@@ -87,6 +87,39 @@ DFCCL_F_DEVICE void dfccl_fence_gpu(void)
     __threadfence();
 }
 
+/* Barrier that also returns whether `pred` held on every thread. */
+DFCCL_F_DEVICE int dfccl_block_all(int pred)
+{
+    return __syncthreads_and(pred);
+}
+
+/*
+ * LL lines: 16 bytes {data0, flag, data1, flag}, written with one 16-byte
+ * volatile store and read with one 16-byte volatile load. Each 8-byte half
+ * (4 bytes of data and its flag) arrives whole, so a reader that sees both
+ * flags sees both halves of the data: no fence on either side.
+ */
+DFCCL_F_DEVICE void dfccl_ll_store(char *line, uint32_t d0, uint32_t d1, uint32_t flag)
+{
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line), "r"(d0),
+                 "r"(flag), "r"(d1), "r"(flag)
+                 : "memory");
+}
+
+/* Load a line; nonzero when both its flags are `flag` (*d0 and *d1 then hold
+ * its data). */
+DFCCL_F_DEVICE int dfccl_ll_load(const char *line, uint32_t flag, uint32_t *d0, uint32_t *d1)
+{
+    uint32_t a, f0, b, f1;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(a), "=r"(f0), "=r"(b), "=r"(f1)
+                 : "l"(line)
+                 : "memory");
+    *d0 = a;
+    *d1 = b;
+    return f0 == flag && f1 == flag;
+}
+
 #else /* host backend */
 
 #include <sched.h>
@@ -146,6 +179,29 @@ DFCCL_F_DEVICE void dfccl_block_sync(void)
 DFCCL_F_DEVICE void dfccl_fence_gpu(void)
 {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+DFCCL_F_DEVICE int dfccl_block_all(int pred)
+{
+    return pred;
+}
+
+/* LL lines on the host: each half {data, flag} is one 8-byte atomic word. */
+DFCCL_F_DEVICE void dfccl_ll_store(char *line, uint32_t d0, uint32_t d1, uint32_t flag)
+{
+    uint64_t *w = (uint64_t *)(void *)line;
+    __atomic_store_n(&w[0], (uint64_t)d0 | ((uint64_t)flag << 32), __ATOMIC_RELAXED);
+    __atomic_store_n(&w[1], (uint64_t)d1 | ((uint64_t)flag << 32), __ATOMIC_RELAXED);
+}
+
+DFCCL_F_DEVICE int dfccl_ll_load(const char *line, uint32_t flag, uint32_t *d0, uint32_t *d1)
+{
+    const uint64_t *w = (const uint64_t *)(const void *)line;
+    uint64_t a = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
+    uint64_t b = __atomic_load_n(&w[1], __ATOMIC_RELAXED);
+    *d0 = (uint32_t)a;
+    *d1 = (uint32_t)b;
+    return (uint32_t)(a >> 32) == flag && (uint32_t)(b >> 32) == flag;
 }
 
 #endif

@@ -51,6 +51,7 @@ typedef struct {
     dfccl_blk_ctl_t           *ctl;
     const uint64_t            *abort_flag;
     uint64_t                   slice_elems;
+    char                      *ll_scratch; /* this block's DFCCL_LL_MAX_BYTES */
     uint32_t                   spin;
     uint32_t                   spin_sticky;
     uint32_t                   progressed; /* primitives done in this activation */
@@ -86,6 +87,106 @@ DFCCL_F_DEVICE uint32_t dfccl_prim_wait(dfccl_exec_t *x, uint32_t flags)
     }
 }
 
+/* Bookkeeping after a primitive moved its slice (every thread). */
+DFCCL_F_DEVICE void dfccl_prim_moved(dfccl_exec_t *x)
+{
+    x->dyn.started = 1;
+    x->progressed++;
+    x->spin = x->spin_sticky; /* progress: wait longer for the rest of it */
+}
+
+/*
+ * The LL form of a primitive (st->proto == DFCCL_K_PROTO_LL, slices of at
+ * most DFCCL_LL_MAX_BYTES): a slot holds one 16-byte line per 8 bytes of
+ * data, each line flagged with the low 32 bits of the slot's sequence
+ * number plus one (registration zeroes the region, so a flag never matches
+ * memory left from before). Thread 0 waits for send credit as in SIMPLE;
+ * every thread polls its own lines; a block-wide vote decides whether the
+ * primitive runs or is STUCK, having consumed nothing. Then the received
+ * data is unpacked into the block's scratch, reduced or copied there with
+ * the same loops as SIMPLE, and packed into the next rank's slot. The only
+ * release is the receive head (the slot may be reused); the sender's tail
+ * is not written: the flags are the data's arrival. At least one line goes
+ * through, so every send pairs with one receive.
+ */
+DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *src, char *dst,
+                                 uint64_t n)
+{
+    const dfccl_coll_static_t *st = x->st;
+    const dfccl_chan_t *ch        = x->ch;
+    const uint64_t bytes  = n * st->elem_size;
+    const uint64_t nlines = bytes == 0 ? 1 : DFCCL_DIV_UP(bytes, 8);
+    const uint64_t stride = 2ull * st->slot_bytes;
+    char *scratch         = x->ll_scratch;
+    const char *rl        = NULL;
+    char *sl              = NULL;
+    const void *a;
+    void *d0, *d1;
+    uint32_t rflag = 0, sflag = 0, v0, v1;
+    int ok = 1;
+
+    if (flags & DFCCL_P_RECV) {
+        rl    = ch->recv_data + (x->dyn.recv_seq % st->nslots) * stride;
+        rflag = (uint32_t)(x->dyn.recv_seq + 1);
+    }
+    if (flags & DFCCL_P_SEND) {
+        sl    = ch->send_data + (x->dyn.send_seq % st->nslots) * stride;
+        sflag = (uint32_t)(x->dyn.send_seq + 1);
+        if (DFCCL_TID == 0) {
+            ok = (int)dfccl_prim_wait(x, DFCCL_P_SEND);
+        }
+    }
+    if (flags & DFCCL_P_RECV) {
+        for (uint64_t i = (uint64_t)DFCCL_TID; ok && i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
+            for (uint32_t s = 0; !dfccl_ll_load(rl + i * DFCCL_LL_LINE, rflag, &v0, &v1); s++) {
+                if (s >= x->spin) {
+                    ok = 0;
+                    break;
+                }
+                dfccl_pause();
+            }
+        }
+    }
+    if (!dfccl_block_all(ok)) {
+        return DFCCL_PRIM_STUCK; /* nothing consumed, nothing sent */
+    }
+
+    if (flags & DFCCL_P_RECV) {
+        for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
+            uint32_t *w = (uint32_t *)(void *)(scratch + i * 8);
+            (void)dfccl_ll_load(rl + i * DFCCL_LL_LINE, rflag, &v0, &v1);
+            w[0] = v0;
+            w[1] = v1;
+        }
+        dfccl_block_sync();
+    }
+    /* result = (recv or src) (op) src, to dst and/or the scratch */
+    a  = (flags & DFCCL_P_RECV) ? (const void *)scratch : (const void *)src;
+    d0 = (flags & DFCCL_P_COPY) ? (void *)dst : (void *)scratch;
+    d1 = ((flags & DFCCL_P_COPY) && (flags & DFCCL_P_SEND)) ? (void *)scratch : NULL;
+    if (n > 0) { /* in place (d0 == a) the copy still fills d1 */
+        dfccl_reduce_copy(st->dtype, st->op, a, (flags & DFCCL_P_REDUCE) ? src : NULL, d0, d1, n,
+                          (flags & DFCCL_P_FINAL) ? (uint32_t)st->nranks : 0);
+    }
+    dfccl_block_sync();
+    if (flags & DFCCL_P_SEND) {
+        for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
+            const uint32_t *w = (const uint32_t *)(const void *)(scratch + i * 8);
+            dfccl_ll_store(sl + i * DFCCL_LL_LINE, w[0], w[1], sflag);
+        }
+        x->dyn.send_seq++;
+    }
+    if (flags & DFCCL_P_RECV) {
+        x->dyn.recv_seq++;
+        if (DFCCL_TID == 0) {
+            /* every thread's reads of the slot are behind the barriers */
+            dfccl_st_release_sys(&ch->recv_ctrl->head, x->dyn.recv_seq);
+        }
+    }
+    dfccl_prim_moved(x);
+    return DFCCL_PRIM_OK;
+}
+
 DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, char *dst,
                               uint64_t n)
 {
@@ -94,6 +195,9 @@ DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, 
     const char *in;
     char *sendslot = NULL, *out0, *out1;
 
+    if (st->proto == DFCCL_K_PROTO_LL && (flags & (DFCCL_P_RECV | DFCCL_P_SEND))) {
+        return dfccl_prim_ll(x, flags, src, dst, n);
+    }
     if (flags & (DFCCL_P_RECV | DFCCL_P_SEND)) {
         if (DFCCL_TID == 0) {
             x->ctl->ready = dfccl_prim_wait(x, flags);
@@ -137,9 +241,7 @@ DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, 
             dfccl_st_release_sys(&ch->recv_ctrl->head, x->dyn.recv_seq);
         }
     }
-    x->dyn.started = 1;
-    x->progressed++;
-    x->spin = x->spin_sticky; /* progress: wait longer for the rest of it */
+    dfccl_prim_moved(x);
     return DFCCL_PRIM_OK;
 }
 

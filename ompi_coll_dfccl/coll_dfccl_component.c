@@ -111,6 +111,9 @@ static int dfccl_register(void)
     static const mca_base_var_enum_value_t transports[] = {
         {DFCCL_TRANSPORT_AUTO, "auto"}, {DFCCL_TRANSPORT_SHM, "shm"},
         {DFCCL_TRANSPORT_P2P, "p2p"}, {0, NULL}};
+    static const mca_base_var_enum_value_t protos[] = {
+        {DFCCL_PROTO_DEFAULT, "default"}, {DFCCL_PROTO_AUTO, "auto"},
+        {DFCCL_PROTO_SIMPLE, "simple"}, {DFCCL_PROTO_LL, "ll"}, {0, NULL}};
     mca_coll_dfccl_component_t *cm = &mca_coll_dfccl_component;
     dfccl_config_t *c              = &cm->cfg;
 
@@ -123,6 +126,7 @@ static int dfccl_register(void)
     cm->backend       = c->backend;
     cm->progress      = c->progress;
     cm->transport     = c->transport;
+    cm->proto         = c->proto;
     cm->verbose       = c->verbose;
     dfccl_spin_head   = c->spin_head;
     dfccl_spin_min    = c->spin_min;
@@ -146,6 +150,10 @@ static int dfccl_register(void)
                    "explicit (opal_progress) (DFCCL_PROGRESS)", progress, &cm->progress);
     dfccl_reg_enum("transport", "Connector transport between ranks: auto, shm or p2p "
                    "(DFCCL_TRANSPORT)", transports, &cm->transport);
+    dfccl_reg_enum("proto", "How connectors carry slices: auto (LL, data and flags "
+                   "together, for slices of up to 8 KiB; simple otherwise), simple, ll, or "
+                   "default (auto on the host backend, simple on GPUs); same on every rank "
+                   "(DFCCL_PROTO)", protos, &cm->proto);
     dfccl_reg("instances", "Registrations per collective signature and communicator: the "
               "k-th call with one signature runs on instance k mod this, so up to this "
               "many identical nonblocking collectives run at once; later ones are chained",
@@ -210,6 +218,7 @@ static int dfccl_open(void)
     c->backend     = (dfccl_backend_t)cm->backend;
     c->progress    = (dfccl_progress_t)cm->progress;
     c->transport   = (dfccl_transport_t)cm->transport;
+    c->proto       = (dfccl_proto_t)cm->proto;
     c->verbose     = cm->verbose >= 2 ? cm->verbose - 1 : 0;
     c->spin_head   = dfccl_spin_head;
     c->spin_min    = dfccl_spin_min;

@@ -101,6 +101,28 @@ static uint32_t dfccl_coll_slot_bytes(const dfccl_config_t *cfg, int kind, size_
     return (uint32_t)(slot < cfg->slot_bytes ? slot : cfg->slot_bytes);
 }
 
+/*
+ * Protocol of a collective (DFCCL_K_PROTO_*): with DFCCL_PROTO=auto, LL when
+ * its slots hold at most DFCCL_LL_MAX_BYTES; with ll, always (the slots cut
+ * down to that); only on groups of more than one rank without net edges
+ * (the net proxies ship slots on the SIMPLE counters). The backend default
+ * was resolved by dfcclInit. Same on all ranks.
+ */
+static uint32_t dfccl_coll_proto(const dfccl_config_t *cfg, const struct dfccl_group *g,
+                                 uint32_t *slot_bytes_p)
+{
+    if (g->nranks < 2 || g->net || cfg->proto == DFCCL_PROTO_SIMPLE) {
+        return DFCCL_K_PROTO_SIMPLE;
+    }
+    if (cfg->proto == DFCCL_PROTO_LL) {
+        if (*slot_bytes_p > DFCCL_LL_MAX_BYTES) {
+            *slot_bytes_p = DFCCL_LL_MAX_BYTES;
+        }
+        return DFCCL_K_PROTO_LL;
+    }
+    return *slot_bytes_p <= DFCCL_LL_MAX_BYTES ? DFCCL_K_PROTO_LL : DFCCL_K_PROTO_SIMPLE;
+}
+
 static int dfccl_coll_find_free(struct dfccl_rank_ctx *ctx)
 {
     for (int i = 0; i < ctx->cfg.max_colls; i++) {
@@ -120,7 +142,7 @@ static void dfccl_coll_make_sig(const dfccl_coll_static_t *st, uint64_t nreg, ui
     sig[4] = (uint64_t)(uint32_t)st->nchannels | ((uint64_t)st->chunk_slices << 32);
     sig[5] = (uint64_t)st->slot_bytes | ((uint64_t)st->nslots << 32);
     sig[6] = nreg;
-    sig[7] = 0;
+    sig[7] = st->proto;
     sig[0] = 0x9e3779b97f4a7c15ull;
     for (int i = 1; i < 8; i++) {
         sig[0] = (sig[0] ^ sig[i]) * 0x100000001b3ull;
@@ -328,7 +350,9 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     st.chunk_slices = DFCCL_CHUNK_SLICES;
     st.elem_size    = (uint32_t)dfccl_dtype_bytes(dtype);
     st.registered   = 1;
-    region          = sizeof(dfccl_conn_ctrl_t) + (size_t)st.nslots * st.slot_bytes;
+    st.proto        = dfccl_coll_proto(&ctx->cfg, g, &st.slot_bytes);
+    region          = sizeof(dfccl_conn_ctrl_t) +
+             (size_t)st.nslots * st.slot_bytes * (st.proto == DFCCL_K_PROTO_LL ? 2 : 1);
 
     pthread_mutex_lock(&ctx->lock);
     id = dfccl_coll_find_free(ctx);
@@ -357,6 +381,17 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
         if (g->nranks > 1) {
             void *host, *dev;
             rc = dfccl_pool_alloc(g, region, &host, &dev, &c->conn_seg[ch], &c->conn_off[ch]);
+            if (rc == DFCCL_OK && st.proto == DFCCL_K_PROTO_LL) {
+                /* LL flags from an earlier owner of this memory must not
+                 * match: zero the slots before the signature lets the
+                 * previous rank send */
+                size_t data = region - sizeof(dfccl_conn_ctrl_t);
+                if (host != NULL) {
+                    memset((char *)host + sizeof(dfccl_conn_ctrl_t), 0, data);
+                } else {
+                    rc = ctx->be->dev_zero(ctx, (char *)dev + sizeof(dfccl_conn_ctrl_t), data);
+                }
+            }
             if (rc == DFCCL_OK) {
                 rc = dfccl_coll_write_sig(ctx, host, dev, c->sig);
             }

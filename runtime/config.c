@@ -52,10 +52,16 @@ static dfccl_status_t dfccl_env_choice(const char *var, const char *const *names
             return DFCCL_OK;
         }
     }
-    return dfccl_error(DFCCL_ERR_INVALID_ARG, "environment variable %s=\"%s\" is not one of "
-                       "the accepted values (%s%s%s%s%s); fix or unset it", var, s, names[0],
-                       n > 1 ? "|" : "", n > 1 ? names[1] : "", n > 2 ? "|" : "",
-                       n > 2 ? names[2] : "");
+    {
+        char list[128];
+        size_t o = 0;
+        list[0] = '\0';
+        for (int i = 0; i < n && o < sizeof(list); i++) {
+            o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", i ? "|" : "", names[i]);
+        }
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "environment variable %s=\"%s\" is not one "
+                           "of the accepted values (%s); fix or unset it", var, s, list);
+    }
 }
 
 dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
@@ -63,6 +69,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     static const char *const backends[]   = {"auto", "cuda", "host"};
     static const char *const progress[]   = {"thread", "explicit"};
     static const char *const transports[] = {"auto", "shm", "p2p"};
+    static const char *const protos[]     = {"default", "auto", "simple", "ll"};
     int choice;
     uint64_t v;
 
@@ -73,6 +80,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->backend           = DFCCL_BACKEND_AUTO;
     c->progress          = DFCCL_PROGRESS_THREAD;
     c->transport         = DFCCL_TRANSPORT_AUTO;
+    c->proto             = DFCCL_PROTO_DEFAULT; /* host: auto, cuda: simple */
     c->max_blocks        = 0;     /* 0: backend default (host 2, cuda 16) */
     c->threads_per_block = 512;
     c->max_channels      = 0;     /* 0: = max_blocks */
@@ -101,6 +109,9 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     choice      = (int)c->transport;
     DFCCL_CHECK(dfccl_env_choice("DFCCL_TRANSPORT", transports, 3, &choice));
     c->transport = (dfccl_transport_t)choice;
+    choice       = (int)c->proto;
+    DFCCL_CHECK(dfccl_env_choice("DFCCL_PROTO", protos, 4, &choice));
+    c->proto = (dfccl_proto_t)choice;
 
     DFCCL_ENV_INT("DFCCL_MAX_BLOCKS", c->max_blocks, 0, DFCCL_MAX_CHANNELS);
     DFCCL_ENV_INT("DFCCL_THREADS", c->threads_per_block, 32, 1024);

@@ -70,6 +70,14 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     if (c->min_channel_bytes == 0) {
         c->min_channel_bytes = host ? (256 << 10) : (32 << 10);
     }
+    /* LL on GPUs is measured faster for small collectives (allreduce,
+     * H200s: 23.1 -> 18.8 us on 2, 33.7 -> 24.8 us on 4) and passes the
+     * correctness and deadlock suites there, but SIMPLE stays the GPU
+     * default until LL has run through the whole GPU lane; the host backend
+     * uses it by default, so that every test exercises it. */
+    if (c->proto == DFCCL_PROTO_DEFAULT) {
+        c->proto = host ? DFCCL_PROTO_AUTO : DFCCL_PROTO_SIMPLE;
+    }
     c->slot_bytes &= ~(size_t)15;
     if (c->slot_bytes < 256) {
         c->slot_bytes = 256;
@@ -162,6 +170,7 @@ static dfccl_status_t dfccl_ctx_alloc_mem(struct dfccl_rank_ctx *ctx)
     DFCCL_DEV(chans, sizeof(dfccl_chan_t) * (size_t)mc * nb);
     DFCCL_DEV(dyn, sizeof(dfccl_dyn_t) * (size_t)mc * nb);
     DFCCL_DEV(done_count, sizeof(uint32_t) * mc);
+    DFCCL_DEV(ll_scratch, (size_t)DFCCL_LL_MAX_BYTES * nb);
 #undef DFCCL_DEV
 #undef DFCCL_MAPPED
 
@@ -200,6 +209,7 @@ static void dfccl_ctx_free_mem(struct dfccl_rank_ctx *ctx)
     be->dev_free(ctx, (void *)a->chans);
     be->dev_free(ctx, a->dyn);
     be->dev_free(ctx, a->done_count);
+    be->dev_free(ctx, a->ll_scratch);
     free(ctx->cq_head);
     for (int i = 0; ctx->colls != NULL && i < ctx->cfg.max_colls; i++) {
         dfccl_coll_release(ctx, i);

@@ -88,6 +88,8 @@ typedef struct {
                                  size_t bytes);
     dfccl_status_t (*memcpy_d2h)(struct dfccl_rank_ctx *ctx, void *dst, const void *src,
                                  size_t bytes);
+    /* zero device memory (complete on return) */
+    dfccl_status_t (*dev_zero)(struct dfccl_rank_ctx *ctx, void *ptr, size_t bytes);
     /* launch the daemon (it must not be running) */
     dfccl_status_t (*launch)(struct dfccl_rank_ctx *ctx);
     /* 1 while any daemon block runs; reaps finished launches */

@@ -398,6 +398,7 @@ const dfccl_backend_ops_t dfccl_backend_cuda = {
     .host_dev_ptr    = dfccl_cuda_host_dev_ptr,
     .memcpy_h2d      = dfccl_cuda_memcpy_h2d,
     .memcpy_d2h      = dfccl_cuda_memcpy_d2h,
+    .dev_zero        = dfccl_cuda_memset,
     .launch          = dfccl_cuda_launch,
     .running         = dfccl_cuda_running,
     .wait_idle       = dfccl_cuda_wait_idle,

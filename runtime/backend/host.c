@@ -74,6 +74,13 @@ static dfccl_status_t dfccl_host_alloc(struct dfccl_rank_ctx *ctx, size_t bytes,
     return DFCCL_OK;
 }
 
+static dfccl_status_t dfccl_host_zero(struct dfccl_rank_ctx *ctx, void *ptr, size_t bytes)
+{
+    (void)ctx;
+    memset(ptr, 0, bytes);
+    return DFCCL_OK;
+}
+
 static void dfccl_host_free(struct dfccl_rank_ctx *ctx, void *ptr)
 {
     free(ptr);
@@ -179,6 +186,7 @@ const dfccl_backend_ops_t dfccl_backend_host = {
     .host_dev_ptr = dfccl_host_dev_ptr,
     .memcpy_h2d   = dfccl_host_memcpy,
     .memcpy_d2h   = dfccl_host_memcpy,
+    .dev_zero     = dfccl_host_zero,
     .launch       = dfccl_host_launch,
     .running      = dfccl_host_running,
     .wait_idle    = dfccl_host_wait_idle,

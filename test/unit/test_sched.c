@@ -72,6 +72,7 @@ typedef struct {
     int kind, nranks, root;
     uint64_t count;
     uint32_t slot_bytes;
+    uint32_t proto; /* DFCCL_K_PROTO_SIMPLE or _LL */
 } case_t;
 
 static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts_p)
@@ -89,7 +90,9 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
     int done[8] = {0}, ndone = 0;
     uint64_t zero = 0, iters = 0;
     dfccl_blk_ctl_t ctl;
-    size_t rbytes = sizeof(dfccl_conn_ctrl_t) + NS * (size_t)cs->slot_bytes;
+    const int ll  = cs->proto == DFCCL_K_PROTO_LL;
+    size_t rbytes = sizeof(dfccl_conn_ctrl_t) + NS * (size_t)cs->slot_bytes * (ll ? 2 : 1);
+    static char scratch[DFCCL_LL_MAX_BYTES] __attribute__((aligned(16)));
 
     srand(seed);
     for (int r = 0; r < n; r++) {
@@ -97,7 +100,7 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
         st[r].kind = cs->kind; st[r].dtype = DFCCL_K_INT32; st[r].op = DFCCL_K_SUM;
         st[r].nranks = n; st[r].rank = r; st[r].root = cs->root; st[r].nchannels = 1;
         st[r].count = cnt; st[r].slot_bytes = cs->slot_bytes; st[r].nslots = NS;
-        st[r].chunk_slices = 2; st[r].elem_size = 4;
+        st[r].chunk_slices = 2; st[r].elem_size = 4; st[r].proto = cs->proto;
         region[r] = calloc(1, rbytes);
         send[r] = malloc((sendn + 1) * 4);
         recv[r] = calloc(recvn + 1, 4);
@@ -126,6 +129,7 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
         x.sendbuff = (const char *)send[r]; x.recvbuff = (char *)recv[r];
         x.ctl = &ctl; x.abort_flag = &zero;
         x.slice_elems = cs->slot_bytes / 4; x.spin = 0; x.spin_sticky = (uint32_t)(rand() % 3);
+        x.ll_scratch = scratch;
         x.progressed = 0;
         rc = dfccl_ring_run(&x);
         if (rc == DFCCL_PRIM_STUCK) {
@@ -180,23 +184,31 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
 START_TEST(test_preempt_every_primitive)
 {
     static const uint64_t counts[] = {0, 1, 17, 1000, 4099};
-    uint64_t preempts = 0;
+    static const uint32_t protos[] = {DFCCL_K_PROTO_SIMPLE, DFCCL_K_PROTO_LL};
+    uint64_t preempts[2] = {0, 0};
     int ncases = 0;
 
-    for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
-        for (int n = 1; n <= 4; n++) {
-            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-                case_t cs = {kind, n, n - 1, counts[c], 256};
-                int rc = run_virtual_ranks(&cs, (unsigned)(kind * 100 + n * 10 + (int)c),
-                                           &preempts);
-                ck_assert_msg(rc == 0, "kind %d nranks %d count %llu: rc %d", kind, n,
-                              (unsigned long long)counts[c], rc);
-                ncases++;
+    /* both protocols: SIMPLE, and LL (slices of 256 bytes: 32 lines each,
+     * a slot of 512 bytes; on the host, one thread polls every line) */
+    for (int p = 0; p < 2; p++) {
+        for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
+            for (int n = 1; n <= 4; n++) {
+                for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+                    case_t cs = {kind, n, n - 1, counts[c], 256, protos[p]};
+                    int rc = run_virtual_ranks(&cs,
+                                               (unsigned)(p * 1000 + kind * 100 + n * 10 + (int)c),
+                                               &preempts[p]);
+                    ck_assert_msg(rc == 0, "proto %u kind %d nranks %d count %llu: rc %d",
+                                  protos[p], kind, n, (unsigned long long)counts[c], rc);
+                    ncases++;
+                }
             }
         }
     }
-    ck_assert_int_eq(ncases, 100);
-    ck_assert_msg(preempts > 1000, "only %llu preemptions", (unsigned long long)preempts);
+    ck_assert_int_eq(ncases, 200);
+    ck_assert_msg(preempts[0] > 1000 && preempts[1] > 1000,
+                  "only %llu (SIMPLE) and %llu (LL) preemptions",
+                  (unsigned long long)preempts[0], (unsigned long long)preempts[1]);
 }
 END_TEST
 
