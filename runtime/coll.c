@@ -814,22 +814,23 @@ dfccl_status_t dfcclWait(int coll_id, int timeout_ms, dfccl_rank_ctx_t ctx)
     }
     spin_end = dfccl_time_ns() + (uint64_t)ctx->cfg.wait_spin_us * 1000ull;
     for (;;) {
-        uint64_t gen = __atomic_load_n(&ctx->kick_gen, __ATOMIC_ACQUIRE);
+        uint64_t gen = __atomic_load_n(&ctx->kick_gen, __ATOMIC_ACQUIRE), now;
 
         st = dfcclQuery(coll_id, ctx);
         if (st != DFCCL_INPROGRESS) {
             return st;
         }
-        if (deadline != 0 && dfccl_time_ns() > deadline) {
+        now = dfccl_time_ns();
+        if (deadline != 0 && now > deadline) {
             return dfccl_error(DFCCL_ERR_TIMEOUT, "dfcclWait: collective %d (%s on group %s) "
                                "did not complete within %d ms", coll_id,
                                dfccl_coll_name(ctx->colls[coll_id].st.kind),
                                ctx->colls[coll_id].group->name, timeout_ms);
         }
         if (ctx->cfg.progress == DFCCL_PROGRESS_EXPLICIT ||
-            (ctx->cfg.wait_spin_us > 0 && dfccl_time_ns() < spin_end)) {
+            (ctx->cfg.wait_spin_us > 0 && now < spin_end)) {
             /* poll the completion queue on this thread: no wake-up needed */
-            __atomic_store_n(&ctx->app_poll_ns, dfccl_time_ns(), __ATOMIC_RELAXED);
+            __atomic_store_n(&ctx->app_poll_ns, now, __ATOMIC_RELAXED);
             if (dfccl_ctx_progress(ctx) == 0) {
                 sched_yield();
             }
