@@ -100,10 +100,10 @@ typedef enum {
  * release of a counter that the receiver polls (one fence per slice, any
  * size). LL ("low latency"): every 8 bytes of data travel in a 16-byte line
  * together with two copies of a flag, so the receiver polls the data itself
- * and the sender needs no fence; it moves twice the bytes and only slices of
- * up to 8 KiB. AUTO: LL for collectives whose slices fit, on
- * groups without net (UCX) edges; SIMPLE otherwise. DEFAULT: the backend's
- * choice (AUTO on the host backend, SIMPLE on GPUs).
+ * and the sender needs no fence; it moves twice the bytes, in slices of up
+ * to ll_max_bytes. AUTO: LL for collectives whose slots hold at most
+ * ll_max_bytes, on groups without net (UCX) edges; SIMPLE otherwise.
+ * DEFAULT: AUTO.
  */
 typedef enum {
     DFCCL_PROTO_DEFAULT = 0,
@@ -129,6 +129,8 @@ typedef struct {
     size_t   slot_bytes;            /* DFCCL_SLOT_BYTES: [group] connector slot size */
     int      nslots;                /* DFCCL_SLOTS: [group] slots per connector */
     dfccl_proto_t proto;            /* DFCCL_PROTO: [group] default|auto|simple|ll */
+    size_t   ll_max_bytes;          /* DFCCL_LL_BYTES: [group] largest slot that auto
+                                     * carries in LL (256 B to 64 KiB; 0: default) */
     uint32_t spin_head;             /* DFCCL_SPIN_HEAD: initial threshold, queue head */
     uint32_t spin_min;              /* DFCCL_SPIN_MIN: smallest initial threshold */
     uint32_t spin_sticky;           /* DFCCL_SPIN_STICKY: threshold after progress */

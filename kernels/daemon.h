@@ -68,7 +68,9 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, uint
     if (fetched) {
         *a->sq_next = pos;
         dfccl_st_release_gpu(a->log_tail, pos);
-        dfccl_st_release_sys(&a->sq_ctrl->head, pos);
+        /* the entries were read (their values are in the log): the host
+         * may reuse their slots; no fence on the way of a new collective */
+        dfccl_st_consumed(&a->sq_ctrl->head, pos);
     }
     return fetched;
 }

@@ -19,9 +19,10 @@
 
 #define DFCCL_MAX_CHANNELS 32
 #define DFCCL_CACHELINE    128
-/* Largest slice (data bytes) of the LL protocol, and its line: 8 bytes of
- * data and two copies of a 4-byte flag (see dfccl_proto_t in dfccl.h). */
-#define DFCCL_LL_MAX_BYTES 8192
+/* Largest slice (data bytes) the LL protocol can carry (DFCCL_LL_BYTES
+ * picks the limit below it), and its line: 8 bytes of data and two copies
+ * of a 4-byte flag (see dfccl_proto_t in dfccl.h). */
+#define DFCCL_LL_MAX_BYTES 65536
 #define DFCCL_LL_LINE      16
 /* dfccl_coll_static_t.proto: the protocol a collective was registered with */
 enum { DFCCL_K_PROTO_SIMPLE = 1, DFCCL_K_PROTO_LL = 2 };

@@ -32,6 +32,42 @@ DFCCL_F_DEVICE void dfccl_st_release_sys(uint64_t *p, uint64_t v)
     asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+/* Fence that makes the later (relaxed) stores of this thread release
+ * stores at system scope; cumulative, like st.release.sys. */
+DFCCL_F_DEVICE void dfccl_fence_sys(void)
+{
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
+DFCCL_F_DEVICE void dfccl_st_relaxed_sys(uint64_t *p, uint64_t v)
+{
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+/*
+ * Publish a connector's head: the reads of the slots before it are done.
+ * On GPUs every load of a slot has returned its value before the barrier
+ * that precedes this store (the value was stored elsewhere or voted on),
+ * so no fence is needed: a plain system-scope store. (A release would wait
+ * for this block's outstanding stores to a peer too, which costs a round
+ * trip across NVLink.)
+ */
+DFCCL_F_DEVICE void dfccl_st_consumed(uint64_t *p, uint64_t v)
+{
+    dfccl_st_relaxed_sys(p, v);
+}
+
+/* An 8-byte word of a buffer, 8-byte aligned (the callers check). */
+DFCCL_F_DEVICE uint64_t dfccl_ld_word(const char *p)
+{
+    return *(const uint64_t *)(const void *)p;
+}
+
+DFCCL_F_DEVICE void dfccl_st_word(char *p, uint64_t v)
+{
+    *(uint64_t *)(void *)p = v;
+}
+
 DFCCL_F_DEVICE uint64_t dfccl_ld_acquire_gpu(const uint64_t *p)
 {
     uint64_t v;
@@ -144,6 +180,34 @@ DFCCL_F_DEVICE void dfccl_st_release_sys(uint64_t *p, uint64_t v)
 
 #define dfccl_ld_acquire_gpu dfccl_ld_acquire_sys
 #define dfccl_st_release_gpu dfccl_st_release_sys
+
+DFCCL_F_DEVICE void dfccl_fence_sys(void)
+{
+    __atomic_thread_fence(__ATOMIC_ACQ_REL);
+}
+
+DFCCL_F_DEVICE void dfccl_st_relaxed_sys(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+/* On the host the reads of a slot are plain loads: a release orders them. */
+DFCCL_F_DEVICE void dfccl_st_consumed(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+DFCCL_F_DEVICE uint64_t dfccl_ld_word(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+DFCCL_F_DEVICE void dfccl_st_word(char *p, uint64_t v)
+{
+    memcpy(p, &v, sizeof(v));
+}
 
 DFCCL_F_DEVICE uint64_t dfccl_ld_relaxed(const uint64_t *p)
 {

@@ -95,19 +95,61 @@ DFCCL_F_DEVICE void dfccl_prim_moved(dfccl_exec_t *x)
     x->spin = x->spin_sticky; /* progress: wait longer for the rest of it */
 }
 
+/* Lines each thread of an LL primitive polls at once (loads in flight). */
+#ifndef DFCCL_LL_UNROLL
+#define DFCCL_LL_UNROLL 4
+#endif
+
+/* Word i of a slice of `bytes` at p: whole and aligned, or byte by byte
+ * (the last word of a slice may be partial, a user buffer unaligned). */
+DFCCL_F_DEVICE uint64_t dfccl_ll_get(const char *p, uint64_t i, uint64_t bytes)
+{
+    const uint64_t o = i * 8;
+    uint64_t v       = 0;
+
+    if (o + 8 <= bytes && ((uintptr_t)p & 7) == 0) {
+        return dfccl_ld_word(p + o);
+    }
+    for (uint64_t k = 0; k < 8 && o + k < bytes; k++) {
+        v |= (uint64_t)(uint8_t)p[o + k] << (8 * k);
+    }
+    return v;
+}
+
+DFCCL_F_DEVICE void dfccl_ll_put(char *p, uint64_t i, uint64_t bytes, uint64_t v)
+{
+    const uint64_t o = i * 8;
+
+    if (o + 8 <= bytes && ((uintptr_t)p & 7) == 0) {
+        dfccl_st_word(p + o, v);
+        return;
+    }
+    for (uint64_t k = 0; k < 8 && o + k < bytes; k++) {
+        p[o + k] = (char)(uint8_t)(v >> (8 * k));
+    }
+}
+
 /*
  * The LL form of a primitive (st->proto == DFCCL_K_PROTO_LL, slices of at
  * most DFCCL_LL_MAX_BYTES): a slot holds one 16-byte line per 8 bytes of
  * data, each line flagged with the low 32 bits of the slot's sequence
  * number plus one (registration zeroes the region, so a flag never matches
- * memory left from before). Thread 0 waits for send credit as in SIMPLE;
- * every thread polls its own lines; a block-wide vote decides whether the
- * primitive runs or is STUCK, having consumed nothing. Then the received
- * data is unpacked into the block's scratch, reduced or copied there with
- * the same loops as SIMPLE, and packed into the next rank's slot. The only
- * release is the receive head (the slot may be reused); the sender's tail
- * is not written: the flags are the data's arrival. At least one line goes
- * through, so every send pairs with one receive.
+ * memory left from before). Thread 0 first makes sure the next rank's slot
+ * is free. Then every thread works on its own lines, DFCCL_LL_UNROLL at a
+ * time, with no barrier: it polls a line until its flags match, reduces its
+ * 8 bytes with the source, stores the result into the next rank's line and
+ * into dst. A block-wide vote at the end decides whether the primitive
+ * happened. If a line did not arrive within the spin threshold the
+ * primitive is STUCK and commits nothing: the sequence numbers and the
+ * receive head stay, so its replay polls the same lines, and everything it
+ * wrote already is written again with the same values (the next rank
+ * consumes a line only when all lines of the slot carry the flag, so a
+ * partly written slot is only seen as not yet arrived). The one write that
+ * is not idempotent, a reduction into dst when dst may be the source (in
+ * place), waits for the vote in the block's scratch. The only publication
+ * is the receive head; the sender writes no tail: the flags are the data's
+ * arrival. At least one line goes through, so every send pairs with one
+ * receive.
  */
 DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *src, char *dst,
                                  uint64_t n)
@@ -117,12 +159,15 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
     const uint64_t bytes  = n * st->elem_size;
     const uint64_t nlines = bytes == 0 ? 1 : DFCCL_DIV_UP(bytes, 8);
     const uint64_t stride = 2ull * st->slot_bytes;
-    char *scratch         = x->ll_scratch;
+    const uint64_t nt     = (uint64_t)DFCCL_NTHREADS;
+    const uint32_t full   = (1u << DFCCL_LL_UNROLL) - 1;
+    const int reduce      = (flags & DFCCL_P_REDUCE) != 0;
+    const int stash       = reduce && (flags & DFCCL_P_COPY);
+    const uint32_t div    = (flags & DFCCL_P_FINAL) ? (uint32_t)st->nranks : 0;
+    uint64_t *scratch     = (uint64_t *)(void *)x->ll_scratch;
     const char *rl        = NULL;
     char *sl              = NULL;
-    const void *a;
-    void *d0, *d1;
-    uint32_t rflag = 0, sflag = 0, v0, v1;
+    uint32_t rflag = 0, sflag = 0;
     int ok = 1;
 
     if (flags & DFCCL_P_RECV) {
@@ -133,54 +178,90 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
         sl    = ch->send_data + (x->dyn.send_seq % st->nslots) * stride;
         sflag = (uint32_t)(x->dyn.send_seq + 1);
         if (DFCCL_TID == 0) {
-            ok = (int)dfccl_prim_wait(x, DFCCL_P_SEND);
+            x->ctl->ready = dfccl_prim_wait(x, DFCCL_P_SEND);
+        }
+        dfccl_block_sync();
+        if (!x->ctl->ready) {
+            dfccl_block_sync(); /* everyone read `ready` before it changes */
+            return DFCCL_PRIM_STUCK;
         }
     }
-    if (flags & DFCCL_P_RECV) {
-        for (uint64_t i = (uint64_t)DFCCL_TID; ok && i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
-            for (uint32_t s = 0; !dfccl_ll_load(rl + i * DFCCL_LL_LINE, rflag, &v0, &v1); s++) {
+
+    for (uint64_t i0 = (uint64_t)DFCCL_TID; ok && i0 < nlines; i0 += nt * DFCCL_LL_UNROLL) {
+        uint64_t v[DFCCL_LL_UNROLL];
+
+        if (flags & DFCCL_P_RECV) {
+            uint32_t got = 0, d0, d1;
+            for (int u = 0; u < DFCCL_LL_UNROLL; u++) {
+                const uint64_t i = i0 + (uint64_t)u * nt;
+                if (i >= nlines) {
+                    got |= 1u << u;
+                } else if (dfccl_ll_load(rl + i * DFCCL_LL_LINE, rflag, &d0, &d1)) {
+                    v[u] = (uint64_t)d0 | ((uint64_t)d1 << 32);
+                    got |= 1u << u;
+                }
+            }
+            for (uint32_t s = 0; got != full; s++) {
                 if (s >= x->spin) {
                     ok = 0;
                     break;
                 }
                 dfccl_pause();
+                for (int u = 0; u < DFCCL_LL_UNROLL; u++) {
+                    const uint64_t i = i0 + (uint64_t)u * nt;
+                    if (!(got & (1u << u)) &&
+                        dfccl_ll_load(rl + i * DFCCL_LL_LINE, rflag, &d0, &d1)) {
+                        v[u] = (uint64_t)d0 | ((uint64_t)d1 << 32);
+                        got |= 1u << u;
+                    }
+                }
+            }
+            if (!ok) {
+                break;
+            }
+        } else {
+            for (int u = 0; u < DFCCL_LL_UNROLL; u++) {
+                const uint64_t i = i0 + (uint64_t)u * nt;
+                v[u] = i < nlines ? dfccl_ll_get(src, i, bytes) : 0;
+            }
+        }
+        for (int u = 0; u < DFCCL_LL_UNROLL; u++) {
+            const uint64_t i = i0 + (uint64_t)u * nt;
+            uint64_t r = v[u];
+            if (i >= nlines) {
+                break;
+            }
+            if (reduce) {
+                r = dfccl_red_word(st->dtype, st->op, div, r, dfccl_ll_get(src, i, bytes));
+            }
+            if (flags & DFCCL_P_SEND) {
+                dfccl_ll_store(sl + i * DFCCL_LL_LINE, (uint32_t)r, (uint32_t)(r >> 32), sflag);
+            }
+            if (flags & DFCCL_P_COPY) {
+                if (stash) {
+                    scratch[i] = r;
+                } else {
+                    dfccl_ll_put(dst, i, bytes, r);
+                }
             }
         }
     }
     if (!dfccl_block_all(ok)) {
-        return DFCCL_PRIM_STUCK; /* nothing consumed, nothing sent */
+        return DFCCL_PRIM_STUCK; /* nothing committed */
     }
-
-    if (flags & DFCCL_P_RECV) {
-        for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
-            uint32_t *w = (uint32_t *)(void *)(scratch + i * 8);
-            (void)dfccl_ll_load(rl + i * DFCCL_LL_LINE, rflag, &v0, &v1);
-            w[0] = v0;
-            w[1] = v1;
+    if (stash) { /* each thread its own lines: no barrier needed */
+        for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += nt) {
+            dfccl_ll_put(dst, i, bytes, scratch[i]);
         }
-        dfccl_block_sync();
     }
-    /* result = (recv or src) (op) src, to dst and/or the scratch */
-    a  = (flags & DFCCL_P_RECV) ? (const void *)scratch : (const void *)src;
-    d0 = (flags & DFCCL_P_COPY) ? (void *)dst : (void *)scratch;
-    d1 = ((flags & DFCCL_P_COPY) && (flags & DFCCL_P_SEND)) ? (void *)scratch : NULL;
-    if (n > 0) { /* in place (d0 == a) the copy still fills d1 */
-        dfccl_reduce_copy(st->dtype, st->op, a, (flags & DFCCL_P_REDUCE) ? src : NULL, d0, d1, n,
-                          (flags & DFCCL_P_FINAL) ? (uint32_t)st->nranks : 0);
-    }
-    dfccl_block_sync();
     if (flags & DFCCL_P_SEND) {
-        for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
-            const uint32_t *w = (const uint32_t *)(const void *)(scratch + i * 8);
-            dfccl_ll_store(sl + i * DFCCL_LL_LINE, w[0], w[1], sflag);
-        }
         x->dyn.send_seq++;
     }
     if (flags & DFCCL_P_RECV) {
         x->dyn.recv_seq++;
         if (DFCCL_TID == 0) {
-            /* every thread's reads of the slot are behind the barriers */
-            dfccl_st_release_sys(&ch->recv_ctrl->head, x->dyn.recv_seq);
+            /* every thread's polls returned before the vote */
+            dfccl_st_consumed(&ch->recv_ctrl->head, x->dyn.recv_seq);
         }
     }
     dfccl_prim_moved(x);
@@ -231,14 +312,15 @@ DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, 
     }
     if (DFCCL_TID == 0) {
         /* The barrier above orders every thread's data writes before this
-         * thread's release store of the tail; a release is cumulative, so a
+         * thread's release of the tail; a release is cumulative, so a
          * receiver that acquires the tail sees the whole slot. (A full
-         * system fence here cost ~10 us per primitive on H200s.) */
+         * system fence here cost ~10 us per primitive on H200s.) The head
+         * needs no fence of its own (dfccl_st_consumed). */
         if (flags & DFCCL_P_SEND) {
             dfccl_st_release_sys(&ch->send_ctrl->tail, x->dyn.send_seq);
         }
         if (flags & DFCCL_P_RECV) {
-            dfccl_st_release_sys(&ch->recv_ctrl->head, x->dyn.recv_seq);
+            dfccl_st_consumed(&ch->recv_ctrl->head, x->dyn.recv_seq);
         }
     }
     dfccl_prim_moved(x);

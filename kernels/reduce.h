@@ -281,6 +281,79 @@ DFCCL_F_DEVICE float dfccl_red_f32_op(int op, uint32_t div, float x, float y)
 DFCCL_DEFINE_RED_HALF(f16, dfccl_half_to_float, dfccl_float_to_half)
 DFCCL_DEFINE_RED_HALF(bf16, dfccl_bf16_to_float, dfccl_float_to_bf16)
 
+/*
+ * One 8-byte word of the LL protocol: a (op) b for each element the word
+ * holds (8 / size of the type), one thread, with the same arithmetic as the
+ * loops above. The bytes past the end of a partial word are combined too
+ * and never stored.
+ */
+DFCCL_F_DEVICE uint64_t dfccl_red_word(int dtype, int op, uint32_t div, uint64_t a, uint64_t b)
+{
+    union {
+        uint64_t u;
+        int8_t   i8[8];
+        uint8_t  u8[8];
+        int32_t  i32[2];
+        uint32_t u32[2];
+        int64_t  i64[1];
+        uint64_t u64[1];
+        uint16_t h[4];
+        float    f[2];
+        double   d[1];
+    } x, y;
+#define DFCCL_WORD_INT(F, T, U, N)                                            \
+    for (int k_ = 0; k_ < (N); k_++) {                                        \
+        T x_ = x.F[k_], y_ = y.F[k_];                                         \
+        switch (op) {                                                         \
+        case DFCCL_K_SUM:  x.F[k_] = (T)((U)x_ + (U)y_); break;               \
+        case DFCCL_K_PROD: x.F[k_] = (T)((U)x_ * (U)y_); break;               \
+        case DFCCL_K_MIN:  x.F[k_] = x_ < y_ ? x_ : y_; break;                \
+        case DFCCL_K_MAX:  x.F[k_] = x_ > y_ ? x_ : y_; break;                \
+        default: break;                                                       \
+        }                                                                     \
+    }
+#define DFCCL_WORD_FLOAT(F, T, N)                                             \
+    for (int k_ = 0; k_ < (N); k_++) {                                        \
+        T x_ = x.F[k_], y_ = y.F[k_];                                         \
+        switch (op) {                                                         \
+        case DFCCL_K_SUM:  x.F[k_] = x_ + y_; break;                          \
+        case DFCCL_K_PROD: x.F[k_] = x_ * y_; break;                          \
+        case DFCCL_K_MIN:  x.F[k_] = x_ < y_ ? x_ : y_; break;                \
+        case DFCCL_K_MAX:  x.F[k_] = x_ > y_ ? x_ : y_; break;                \
+        case DFCCL_K_AVG:  x.F[k_] = div > 1 ? (x_ + y_) / (T)div : x_ + y_; break; \
+        default: break;                                                       \
+        }                                                                     \
+    }
+    x.u = a;
+    y.u = b;
+    switch (dtype) {
+    case DFCCL_K_INT8:   DFCCL_WORD_INT(i8, int8_t, uint8_t, 8) break;
+    case DFCCL_K_UINT8:  DFCCL_WORD_INT(u8, uint8_t, uint8_t, 8) break;
+    case DFCCL_K_INT32:  DFCCL_WORD_INT(i32, int32_t, uint32_t, 2) break;
+    case DFCCL_K_UINT32: DFCCL_WORD_INT(u32, uint32_t, uint32_t, 2) break;
+    case DFCCL_K_INT64:  DFCCL_WORD_INT(i64, int64_t, uint64_t, 1) break;
+    case DFCCL_K_UINT64: DFCCL_WORD_INT(u64, uint64_t, uint64_t, 1) break;
+    case DFCCL_K_FLOAT32: DFCCL_WORD_FLOAT(f, float, 2) break;
+    case DFCCL_K_FLOAT64: DFCCL_WORD_FLOAT(d, double, 1) break;
+    case DFCCL_K_FLOAT16:
+        for (int k = 0; k < 4; k++) {
+            x.h[k] = dfccl_float_to_half(dfccl_red_f32_op(op, div, dfccl_half_to_float(x.h[k]),
+                                                          dfccl_half_to_float(y.h[k])));
+        }
+        break;
+    case DFCCL_K_BFLOAT16:
+        for (int k = 0; k < 4; k++) {
+            x.h[k] = dfccl_float_to_bf16(dfccl_red_f32_op(op, div, dfccl_bf16_to_float(x.h[k]),
+                                                          dfccl_bf16_to_float(y.h[k])));
+        }
+        break;
+    default: break;
+    }
+#undef DFCCL_WORD_INT
+#undef DFCCL_WORD_FLOAT
+    return x.u;
+}
+
 /* Copy `bytes` from src to one or two destinations (block-cooperative). */
 #ifndef DFCCL_COPY_UNROLL
 #define DFCCL_COPY_UNROLL 8

@@ -151,9 +151,11 @@ static int dfccl_register(void)
     dfccl_reg_enum("transport", "Connector transport between ranks: auto, shm or p2p "
                    "(DFCCL_TRANSPORT)", transports, &cm->transport);
     dfccl_reg_enum("proto", "How connectors carry slices: auto (LL, data and flags "
-                   "together, for slices of up to 8 KiB; simple otherwise), simple, ll, or "
-                   "default (auto on the host backend, simple on GPUs); same on every rank "
-                   "(DFCCL_PROTO)", protos, &cm->proto);
+                   "together, for slots of up to ll_bytes; simple otherwise), simple, ll, or "
+                   "default (= auto); same on every rank (DFCCL_PROTO)", protos, &cm->proto);
+    dfccl_reg("ll_bytes", "Largest connector slot that proto=auto carries in LL, 256 to "
+              "65536, 0 = default (16 KiB); same on every rank (DFCCL_LL_BYTES)",
+              MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->ll_max_bytes);
     dfccl_reg("instances", "Registrations per collective signature and communicator: the "
               "k-th call with one signature runs on instance k mod this, so up to this "
               "many identical nonblocking collectives run at once; later ones are chained",

@@ -103,7 +103,7 @@ static uint32_t dfccl_coll_slot_bytes(const dfccl_config_t *cfg, int kind, size_
 
 /*
  * Protocol of a collective (DFCCL_K_PROTO_*): with DFCCL_PROTO=auto, LL when
- * its slots hold at most DFCCL_LL_MAX_BYTES; with ll, always (the slots cut
+ * its slots hold at most DFCCL_LL_BYTES; with ll, always (the slots cut
  * down to that); only on groups of more than one rank without net edges
  * (the net proxies ship slots on the SIMPLE counters). The backend default
  * was resolved by dfcclInit. Same on all ranks.
@@ -115,12 +115,12 @@ static uint32_t dfccl_coll_proto(const dfccl_config_t *cfg, const struct dfccl_g
         return DFCCL_K_PROTO_SIMPLE;
     }
     if (cfg->proto == DFCCL_PROTO_LL) {
-        if (*slot_bytes_p > DFCCL_LL_MAX_BYTES) {
-            *slot_bytes_p = DFCCL_LL_MAX_BYTES;
+        if (*slot_bytes_p > cfg->ll_max_bytes) {
+            *slot_bytes_p = (uint32_t)cfg->ll_max_bytes;
         }
         return DFCCL_K_PROTO_LL;
     }
-    return *slot_bytes_p <= DFCCL_LL_MAX_BYTES ? DFCCL_K_PROTO_LL : DFCCL_K_PROTO_SIMPLE;
+    return *slot_bytes_p <= cfg->ll_max_bytes ? DFCCL_K_PROTO_LL : DFCCL_K_PROTO_SIMPLE;
 }
 
 static int dfccl_coll_find_free(struct dfccl_rank_ctx *ctx)
@@ -455,6 +455,8 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     }
     c->resolved = g->nranks == 1;
     c->group    = g;
+    c->ok_send  = NULL;
+    c->ok_recv  = NULL;
     c->state    = DFCCL_COLL_IDLE;
     c->status   = DFCCL_OK;
     g->ncolls++;
@@ -642,6 +644,12 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
     need_send = c->st.count > 0 &&
                 !(kind == DFCCL_COLL_BROADCAST && c->st.rank != c->st.root);
     need_recv = c->st.count > 0 && !(kind == DFCCL_COLL_REDUCE && c->st.rank != c->st.root);
+    if (need_send && sendbuff != NULL && sendbuff == c->ok_send) {
+        need_send = 0;
+    }
+    if (need_recv && recvbuff != NULL && (void *)recvbuff == c->ok_recv) {
+        need_recv = 0;
+    }
     if ((need_send && (sendbuff == NULL || !ctx->be->buffer_ok(ctx, sendbuff))) ||
         (need_recv && (recvbuff == NULL || !ctx->be->buffer_ok(ctx, recvbuff)))) {
         pthread_mutex_unlock(&ctx->lock);
@@ -656,6 +664,12 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
                                ? sendbuff : (const void *)recvbuff,
                            ctx->backend == DFCCL_BACKEND_HOST ? "host" : "device",
                            ctx->backend == DFCCL_BACKEND_HOST ? "host" : "device");
+    }
+    if (need_send) {
+        c->ok_send = sendbuff;
+    }
+    if (need_recv) {
+        c->ok_recv = recvbuff;
     }
     resolved = dfccl_coll_resolve(ctx, coll_id);
     if (resolved < 0) {

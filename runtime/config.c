@@ -87,6 +87,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->min_channel_bytes = 0;     /* 0: backend default (host 256 KiB, cuda 32 KiB) */
     c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 512 KiB) */
     c->nslots            = 8;
+    c->ll_max_bytes      = 0;     /* 0: backend default (16 KiB) */
     c->spin_head         = 0;     /* 0: backend defaults */
     c->spin_min          = 0;
     c->spin_sticky       = 0;
@@ -119,6 +120,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_CHANNEL_BYTES", c->min_channel_bytes, 0, 1ull << 40);
     DFCCL_ENV_INT("DFCCL_SLOT_BYTES", c->slot_bytes, 0, 64u << 20);
     DFCCL_ENV_INT("DFCCL_SLOTS", c->nslots, 2, 64);
+    DFCCL_ENV_INT("DFCCL_LL_BYTES", c->ll_max_bytes, 0, 64u << 10);
     DFCCL_ENV_INT("DFCCL_SPIN_HEAD", c->spin_head, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_SPIN_MIN", c->spin_min, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_SPIN_STICKY", c->spin_sticky, 0, UINT32_MAX);

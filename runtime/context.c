@@ -70,13 +70,20 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     if (c->min_channel_bytes == 0) {
         c->min_channel_bytes = host ? (256 << 10) : (32 << 10);
     }
-    /* LL on GPUs is measured faster for small collectives (allreduce,
-     * H200s: 23.1 -> 18.8 us on 2, 33.7 -> 24.8 us on 4) and passes the
-     * correctness and deadlock suites there, but SIMPLE stays the GPU
-     * default until LL has run through the whole GPU lane; the host backend
-     * uses it by default, so that every test exercises it. */
+    /* LL for slots of up to 16 KiB: see docs/performance.md, "The LL
+     * protocol", for the measurements behind both defaults. */
     if (c->proto == DFCCL_PROTO_DEFAULT) {
-        c->proto = host ? DFCCL_PROTO_AUTO : DFCCL_PROTO_SIMPLE;
+        c->proto = DFCCL_PROTO_AUTO;
+    }
+    if (c->ll_max_bytes == 0) {
+        c->ll_max_bytes = 16 << 10;
+    }
+    if (c->ll_max_bytes > DFCCL_LL_MAX_BYTES) {
+        c->ll_max_bytes = DFCCL_LL_MAX_BYTES;
+    }
+    c->ll_max_bytes &= ~(size_t)255;
+    if (c->ll_max_bytes < 256) {
+        c->ll_max_bytes = 256;
     }
     c->slot_bytes &= ~(size_t)15;
     if (c->slot_bytes < 256) {

@@ -73,7 +73,13 @@ typedef struct {
     uint64_t count;
     uint32_t slot_bytes;
     uint32_t proto; /* DFCCL_K_PROTO_SIMPLE or _LL */
+    int layout;     /* LAYOUT_* */
 } case_t;
+
+/* Where the buffers of a case are: apart; in place (the send buffer is the
+ * rank's part of the receive buffer, or the receive buffer itself); apart
+ * and 4 bytes past an 8-byte boundary, so LL moves no whole aligned word. */
+enum { LAYOUT_APART = 0, LAYOUT_INPLACE, LAYOUT_MISALIGNED, LAYOUT_COUNT };
 
 static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts_p)
 {
@@ -86,7 +92,7 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
     dfccl_chan_t ch[8];
     dfccl_dyn_t saved[8];
     char *region[8];
-    int32_t *send[8], *recv[8];
+    int32_t *send[8], *recv[8], *mem[8], *mem2[8];
     int done[8] = {0}, ndone = 0;
     uint64_t zero = 0, iters = 0;
     dfccl_blk_ctl_t ctl;
@@ -102,8 +108,21 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
         st[r].count = cnt; st[r].slot_bytes = cs->slot_bytes; st[r].nslots = NS;
         st[r].chunk_slices = 2; st[r].elem_size = 4; st[r].proto = cs->proto;
         region[r] = calloc(1, rbytes);
-        send[r] = malloc((sendn + 1) * 4);
-        recv[r] = calloc(recvn + 1, 4);
+        mem[r]    = calloc(sendn + recvn + 2, 4);
+        mem2[r]   = calloc(recvn + 2, 4);
+        if (cs->layout == LAYOUT_INPLACE) {
+            /* allgather: own block of the output; reduce-scatter: the output
+             * is own block of the input; the others: the same buffer */
+            recv[r] = mem[r];
+            send[r] = cs->kind == DFCCL_COLL_ALLGATHER ? mem[r] + (uint64_t)r * cnt : mem[r];
+            if (cs->kind == DFCCL_COLL_REDUCESCATTER) {
+                recv[r] = mem[r] + (uint64_t)r * cnt;
+            }
+        } else {
+            int o   = cs->layout == LAYOUT_MISALIGNED ? 1 : 0;
+            send[r] = mem[r] + o;
+            recv[r] = mem2[r] + o;
+        }
         for (uint64_t i = 0; i < sendn; i++) {
             send[r][i] = (int32_t)(r * 1000 + (int)(i % 997));
         }
@@ -131,7 +150,21 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
         x.slice_elems = cs->slot_bytes / 4; x.spin = 0; x.spin_sticky = (uint32_t)(rand() % 3);
         x.ll_scratch = scratch;
         x.progressed = 0;
-        rc = dfccl_ring_run(&x);
+        if (ll && rand() % 2) {
+            /* a line of the next slot to receive has not arrived yet: the
+             * ranks here run one at a time, so without this every slot
+             * would arrive whole, and a primitive would never see part of
+             * its slot (as threads of a GPU block do) */
+            char *line = ch[r].recv_data + (x.dyn.recv_seq % NS) * 2u * cs->slot_bytes +
+                         (uint64_t)(rand() % (int)(cs->slot_bytes / 8)) * DFCCL_LL_LINE;
+            char keep[DFCCL_LL_LINE];
+            memcpy(keep, line, sizeof(keep));
+            memset(line, 0, sizeof(keep));
+            rc = dfccl_ring_run(&x);
+            memcpy(line, keep, sizeof(keep));
+        } else {
+            rc = dfccl_ring_run(&x);
+        }
         if (rc == DFCCL_PRIM_STUCK) {
             (*preempts_p)++;
         }
@@ -152,7 +185,7 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
                 for (int q = 0; q < n; q++) e += q * 1000 + (int)(i % 997);
                 break;
             case DFCCL_COLL_REDUCE:
-                if (r != cs->root) { e = recv[r][i]; break; }
+                if (r != cs->root) { e = recv[r][i]; break; } /* not written */
                 for (int q = 0; q < n; q++) e += q * 1000 + (int)(i % 997);
                 break;
             case DFCCL_COLL_BROADCAST:
@@ -175,8 +208,8 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
     }
     for (int r = 0; r < n; r++) {
         free(region[r]);
-        free(send[r]);
-        free(recv[r]);
+        free(mem[r]);
+        free(mem2[r]);
     }
     return 0;
 }
@@ -189,23 +222,29 @@ START_TEST(test_preempt_every_primitive)
     int ncases = 0;
 
     /* both protocols: SIMPLE, and LL (slices of 256 bytes: 32 lines each,
-     * a slot of 512 bytes; on the host, one thread polls every line) */
+     * a slot of 512 bytes; on the host, one thread polls every line); every
+     * buffer layout (an LL primitive that reduces in place must not write
+     * its result before it is sure to commit) */
     for (int p = 0; p < 2; p++) {
-        for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
-            for (int n = 1; n <= 4; n++) {
-                for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-                    case_t cs = {kind, n, n - 1, counts[c], 256, protos[p]};
-                    int rc = run_virtual_ranks(&cs,
-                                               (unsigned)(p * 1000 + kind * 100 + n * 10 + (int)c),
-                                               &preempts[p]);
-                    ck_assert_msg(rc == 0, "proto %u kind %d nranks %d count %llu: rc %d",
-                                  protos[p], kind, n, (unsigned long long)counts[c], rc);
-                    ncases++;
+        for (int lay = 0; lay < LAYOUT_COUNT; lay++) {
+            for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
+                for (int n = 1; n <= 4; n++) {
+                    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+                        case_t cs = {kind, n, n - 1, counts[c], 256, protos[p], lay};
+                        int rc    = run_virtual_ranks(
+                            &cs,
+                            (unsigned)(p * 10000 + lay * 1000 + kind * 100 + n * 10 + (int)c),
+                            &preempts[p]);
+                        ck_assert_msg(rc == 0,
+                                      "proto %u layout %d kind %d nranks %d count %llu: rc %d",
+                                      protos[p], lay, kind, n, (unsigned long long)counts[c], rc);
+                        ncases++;
+                    }
                 }
             }
         }
     }
-    ck_assert_int_eq(ncases, 200);
+    ck_assert_int_eq(ncases, 600);
     ck_assert_msg(preempts[0] > 1000 && preempts[1] > 1000,
                   "only %llu (SIMPLE) and %llu (LL) preemptions",
                   (unsigned long long)preempts[0], (unsigned long long)preempts[1]);
