@@ -309,8 +309,9 @@ typedef struct {
     const void         *pend_send;
     void               *pend_recv;
     /* the buffers of the last run, which passed the backend's check (a
-     * driver call, about a microsecond for two): a run on the same ones
-     * does not ask again */
+     * driver call per buffer on GPUs): a run on the same ones does not ask
+     * again (a buffer freed and allocated again at the same address is
+     * not checked again) */
     const void         *ok_send;
     const void         *ok_recv;
     uint64_t            sig[8];     /* registration signature */
