@@ -87,6 +87,24 @@ DFCCL_F_DEVICE uint32_t dfccl_prim_wait(dfccl_exec_t *x, uint32_t flags)
     }
 }
 
+/*
+ * Thread 0 waits for the connectors (dfccl_prim_wait) and the block learns
+ * the outcome: nonzero when they allow `flags`, 0 when the primitive is
+ * STUCK (every thread returns then).
+ */
+DFCCL_F_DEVICE int dfccl_prim_ready(dfccl_exec_t *x, uint32_t flags)
+{
+    if (DFCCL_TID == 0) {
+        x->ctl->ready = dfccl_prim_wait(x, flags);
+    }
+    dfccl_block_sync();
+    if (!x->ctl->ready) {
+        dfccl_block_sync(); /* everyone read `ready` before it changes */
+        return 0;
+    }
+    return 1;
+}
+
 /* Bookkeeping after a primitive moved its slice (every thread). */
 DFCCL_F_DEVICE void dfccl_prim_moved(dfccl_exec_t *x)
 {
@@ -177,12 +195,7 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
     if (flags & DFCCL_P_SEND) {
         sl    = ch->send_data + (x->dyn.send_seq % st->nslots) * stride;
         sflag = (uint32_t)(x->dyn.send_seq + 1);
-        if (DFCCL_TID == 0) {
-            x->ctl->ready = dfccl_prim_wait(x, DFCCL_P_SEND);
-        }
-        dfccl_block_sync();
-        if (!x->ctl->ready) {
-            dfccl_block_sync(); /* everyone read `ready` before it changes */
+        if (!dfccl_prim_ready(x, DFCCL_P_SEND)) {
             return DFCCL_PRIM_STUCK;
         }
     }
@@ -192,29 +205,28 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
 
         if (flags & DFCCL_P_RECV) {
             uint32_t got = 0, d0, d1;
-            for (int u = 0; u < DFCCL_LL_UNROLL; u++) {
-                const uint64_t i = i0 + (uint64_t)u * nt;
-                if (i >= nlines) {
-                    got |= 1u << u;
-                } else if (dfccl_ll_load(rl + i * DFCCL_LL_LINE, rflag, &d0, &d1)) {
-                    v[u] = (uint64_t)d0 | ((uint64_t)d1 << 32);
-                    got |= 1u << u;
+            /* one look at every line, then up to `spin` more at the missing */
+            for (uint32_t s = 0;; s++) {
+                for (int u = 0; u < DFCCL_LL_UNROLL; u++) {
+                    const uint64_t i = i0 + (uint64_t)u * nt;
+                    if (got & (1u << u)) {
+                        continue;
+                    }
+                    if (i >= nlines) {
+                        got |= 1u << u;
+                    } else if (dfccl_ll_load(rl + i * DFCCL_LL_LINE, rflag, &d0, &d1)) {
+                        v[u] = (uint64_t)d0 | ((uint64_t)d1 << 32);
+                        got |= 1u << u;
+                    }
                 }
-            }
-            for (uint32_t s = 0; got != full; s++) {
+                if (got == full) {
+                    break;
+                }
                 if (s >= x->spin) {
                     ok = 0;
                     break;
                 }
                 dfccl_pause();
-                for (int u = 0; u < DFCCL_LL_UNROLL; u++) {
-                    const uint64_t i = i0 + (uint64_t)u * nt;
-                    if (!(got & (1u << u)) &&
-                        dfccl_ll_load(rl + i * DFCCL_LL_LINE, rflag, &d0, &d1)) {
-                        v[u] = (uint64_t)d0 | ((uint64_t)d1 << 32);
-                        got |= 1u << u;
-                    }
-                }
             }
             if (!ok) {
                 break;
@@ -279,15 +291,8 @@ DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, 
     if (st->proto == DFCCL_K_PROTO_LL && (flags & (DFCCL_P_RECV | DFCCL_P_SEND))) {
         return dfccl_prim_ll(x, flags, src, dst, n);
     }
-    if (flags & (DFCCL_P_RECV | DFCCL_P_SEND)) {
-        if (DFCCL_TID == 0) {
-            x->ctl->ready = dfccl_prim_wait(x, flags);
-        }
-        dfccl_block_sync();
-        if (!x->ctl->ready) {
-            dfccl_block_sync(); /* everyone read `ready` before it changes */
-            return DFCCL_PRIM_STUCK;
-        }
+    if ((flags & (DFCCL_P_RECV | DFCCL_P_SEND)) && !dfccl_prim_ready(x, flags)) {
+        return DFCCL_PRIM_STUCK;
     }
 
     in = (flags & DFCCL_P_RECV) ?
