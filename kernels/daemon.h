@@ -32,48 +32,20 @@ enum {
 };
 
 /*
- * Leader: move published SQEs into the device log while it has room.
- * *min_head_p caches the slowest block's log position: positions only grow,
- * so the blocks' heads are read again only when the cached one says the log
- * is full (reading them on every pass would cost a round trip per block).
+ * Scheduler state of a block that lives on chip while the daemon runs
+ * (shared memory, thread 0 only) and is written back where the host or the
+ * next launch reads it. The counters are stored across PCIe, never read
+ * there: a read-modify-write of mapped memory costs a round trip.
  */
-DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, uint64_t *min_head_p)
-{
-    uint64_t pos = *a->sq_next, min_head = *min_head_p;
-    uint32_t fetched = 0;
+typedef struct {
+    dfccl_block_stats_t stats;    /* this block's a->stats */
+    uint64_t            cq_tail;  /* CQEs posted by this block */
+    uint64_t            sq_next;  /* block 0: next SQ position */
+    uint64_t            min_head; /* block 0: slowest block's log head, cached */
+} dfccl_blk_state_t;
 
-    if (pos - min_head >= a->log_entries) {
-        min_head = ~0ull;
-        for (uint32_t b = 0; b < a->nblocks; b++) {
-            min_head = DFCCL_MIN(min_head, dfccl_ld_acquire_gpu(&a->log_head[b]));
-        }
-        *min_head_p = min_head;
-    }
-    while (pos - min_head < a->log_entries) {
-        const dfccl_sqe_t *e = &a->sq[pos % a->sq_entries];
-        dfccl_sqe_t *l       = &a->log[pos % a->log_entries];
-        if (dfccl_ld_acquire_sys(&e->seq) != pos + 1) {
-            break;
-        }
-        l->kind      = e->kind;
-        l->coll_id   = e->coll_id;
-        l->sendbuff  = e->sendbuff;
-        l->recvbuff  = e->recvbuff;
-        l->nchannels = e->nchannels;
-        l->priority  = e->priority;
-        l->seq       = pos + 1;
-        pos++;
-        fetched++;
-    }
-    if (fetched) {
-        *a->sq_next = pos;
-        dfccl_st_release_gpu(a->log_tail, pos);
-        /* the entries were read (their values are in the log): the host
-         * may reuse their slots; no fence on the way of a new collective */
-        dfccl_st_consumed(&a->sq_ctrl->head, pos);
-    }
-    return fetched;
-}
+#define DFCCL_COUNT(a, b, ls, field)                                           \
+    dfccl_st_relaxed_sys(&(a)->stats[b].field, ++(ls)->stats.field)
 
 /* Insert into the task queue: FIFO, or by priority (stable) if enabled. */
 DFCCL_F_DEVICE void dfccl_daemon_task_insert(const dfccl_daemon_args_t *a, dfccl_task_t *tasks,
@@ -99,7 +71,131 @@ DFCCL_F_DEVICE void dfccl_daemon_task_remove(dfccl_task_t *tasks, uint32_t *ntas
     (*ntasks)--;
 }
 
-/* Pull new log entries into this block's task queue. Thread 0 only. */
+/* Take one SQE into block b's task queue (or its control flags). Thread 0. */
+DFCCL_F_DEVICE void dfccl_daemon_take(const dfccl_daemon_args_t *a, uint32_t b,
+                                      const dfccl_sqe_t *e, dfccl_task_t *tasks,
+                                      dfccl_blk_ctl_t *ctl)
+{
+    if (e->kind == DFCCL_SQE_EXIT) {
+        ctl->exiting = 1;
+    } else if (e->kind == DFCCL_SQE_RESIZE) {
+        /* a stale request (this grid is large enough) is ignored */
+        if (e->nchannels > a->nblocks) {
+            ctl->resize = 1;
+        }
+    } else if (e->kind == DFCCL_SQE_RUN && (uint32_t)e->coll_id < a->max_colls) {
+        dfccl_task_t task;
+        if (b >= e->nchannels || ctl->ntasks >= a->max_colls) {
+            return;
+        }
+        task.coll_id  = e->coll_id;
+        task.priority = e->priority;
+        task.arrival  = a->arrivals[b]++;
+        task.sticky   = 0;
+        task.sendbuff = e->sendbuff;
+        task.recvbuff = e->recvbuff;
+        dfccl_daemon_task_insert(a, tasks, &ctl->ntasks, &task);
+    }
+}
+
+/* Whether the words of an SQ entry all carry `flag`; if so, decode it. */
+DFCCL_F_DEVICE int dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos, dfccl_sqe_t *e)
+{
+    const uint32_t flag = (uint32_t)(pos + 1);
+
+    for (int i = 0; i < DFCCL_SQW_WORDS; i++) {
+        if ((uint32_t)(w[i] >> 32) != flag) {
+            return 0;
+        }
+    }
+    e->seq       = pos + 1;
+    e->kind      = (int32_t)(uint32_t)w[DFCCL_SQW_KIND];
+    e->coll_id   = (int32_t)(uint32_t)w[DFCCL_SQW_COLL];
+    e->sendbuff  = (uint64_t)(uint32_t)w[DFCCL_SQW_SEND_LO] |
+                  ((uint64_t)(uint32_t)w[DFCCL_SQW_SEND_HI] << 32);
+    e->recvbuff  = (uint64_t)(uint32_t)w[DFCCL_SQW_RECV_LO] |
+                  ((uint64_t)(uint32_t)w[DFCCL_SQW_RECV_HI] << 32);
+    e->nchannels = (uint32_t)w[DFCCL_SQW_NCHANNELS];
+    e->priority  = (int32_t)(uint32_t)w[DFCCL_SQW_PRIORITY];
+    return 1;
+}
+
+/*
+ * Leader (block 0, thread 0): take published SQEs, while the log has room,
+ * into its own task queue and, for the other blocks, into the device log.
+ * The abort flag is read together with the first entry (both loads in
+ * flight at once): *abort_p is set only if it was read. ls->min_head caches
+ * the slowest block's log position: positions only grow, so the blocks'
+ * heads are read again only when the cached one says the log is full.
+ */
+DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfccl_task_t *tasks,
+                                              dfccl_blk_ctl_t *ctl, dfccl_blk_state_t *ls,
+                                              uint64_t *abort_p)
+{
+    uint64_t pos = ls->sq_next;
+    uint32_t fetched = 0;
+
+    if (pos - ls->min_head >= a->log_entries) {
+        uint64_t min_head = pos;
+        for (uint32_t b = 1; b < a->nblocks; b++) {
+            min_head = DFCCL_MIN(min_head, dfccl_ld_acquire_gpu(&a->log_head[b]));
+        }
+        ls->min_head = min_head;
+    }
+    while (pos - ls->min_head < a->log_entries) {
+        uint64_t w[DFCCL_SQW_WORDS], abort = 0;
+        dfccl_sqe_t e;
+
+        if (fetched == 0) {
+            abort = dfccl_ld_relaxed(a->abort_flag);
+        }
+        dfccl_ld_sqw(a->sq[pos % a->sq_entries].w, w);
+        if (fetched == 0) {
+            *abort_p = abort;
+        }
+        if (!dfccl_daemon_sqw_decode(w, pos, &e)) {
+            break;
+        }
+        if (a->nblocks > 1) {
+            a->log[pos % a->log_entries] = e;
+        }
+        dfccl_daemon_take(a, 0, &e, tasks, ctl);
+        pos++;
+        fetched++;
+    }
+    if (fetched) {
+        /* contexts written before these entries are read after them */
+        dfccl_fence_acquire_gpu();
+        ls->sq_next      = pos;
+        *a->sq_next      = pos;
+        a->log_head[0]   = pos;
+        a->task_count[0] = ctl->ntasks;
+        if (a->nblocks > 1) {
+            dfccl_st_release_gpu(a->log_tail, pos);
+        } else {
+            *(volatile uint64_t *)a->log_tail = pos;
+        }
+        /* the entries were read (their values are in the log): the host
+         * may reuse their slots; no fence on the way of a new collective */
+        dfccl_st_consumed(&a->sq_ctrl->head, pos);
+    }
+    return fetched;
+}
+
+/* Whether the SQ holds an entry at the leader's position (block 0's quit
+ * handshake; loads after the caller's fence). */
+DFCCL_F_DEVICE int dfccl_daemon_sq_pending(const dfccl_daemon_args_t *a,
+                                           const dfccl_blk_state_t *ls)
+{
+    uint64_t w[DFCCL_SQW_WORDS];
+    dfccl_sqe_t e;
+
+    dfccl_ld_sqw(a->sq[ls->sq_next % a->sq_entries].w, w);
+    return dfccl_daemon_sqw_decode(w, ls->sq_next, &e);
+}
+
+/* Pull new log entries into this block's task queue (blocks other than 0).
+ * Thread 0 only. */
 DFCCL_F_DEVICE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, uint32_t b,
                                               dfccl_task_t *tasks, dfccl_blk_ctl_t *ctl)
 {
@@ -107,28 +203,8 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, uint
     uint32_t got = 0;
 
     for (; h < t; h++) {
-        const dfccl_sqe_t *e = &a->log[h % a->log_entries];
         got++;
-        if (e->kind == DFCCL_SQE_EXIT) {
-            ctl->exiting = 1;
-        } else if (e->kind == DFCCL_SQE_RESIZE) {
-            /* a stale request (this grid is large enough) is ignored */
-            if (e->nchannels > a->nblocks) {
-                ctl->resize = 1;
-            }
-        } else if (e->kind == DFCCL_SQE_RUN && (uint32_t)e->coll_id < a->max_colls) {
-            dfccl_task_t task;
-            if (b >= e->nchannels || ctl->ntasks >= a->max_colls) {
-                continue;
-            }
-            task.coll_id  = e->coll_id;
-            task.priority = e->priority;
-            task.arrival  = a->arrivals[b]++;
-            task.sticky   = 0;
-            task.sendbuff = e->sendbuff;
-            task.recvbuff = e->recvbuff;
-            dfccl_daemon_task_insert(a, tasks, &ctl->ntasks, &task);
-        }
+        dfccl_daemon_take(a, b, &a->log[h % a->log_entries], tasks, ctl);
     }
     if (got) {
         a->task_count[b] = ctl->ntasks;
@@ -138,17 +214,20 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, uint
 }
 
 /* Last block done with a collective: write its CQE into this block's ring. */
-DFCCL_F_DEVICE int dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t b, int coll_id)
+DFCCL_F_DEVICE void dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t b,
+                                          dfccl_blk_state_t *ls, int coll_id)
 {
-    uint64_t pos    = a->cq_tail[b];
-    uint64_t *ring  = a->cq + (uint64_t)b * a->cq_entries;
+    uint64_t pos   = ls->cq_tail;
+    uint64_t *ring = a->cq + (uint64_t)b * a->cq_entries;
 
     /* The ring holds more entries than there are collective ids, and the
      * host runs an id again only after it has taken its CQE: the ring cannot
      * be full, so the host's head (across PCIe) is never read here. */
-    dfccl_st_release_sys(&ring[pos % a->cq_entries], ((pos + 1) << 32) | (uint32_t)coll_id);
-    a->cq_tail[b] = pos + 1;
-    return 0;
+    DFCCL_COUNT(a, b, ls, collectives);
+    ls->cq_tail   = pos + 1;
+    a->cq_tail[b] = pos + 1; /* for the next launch */
+    /* the CQE last: nothing queues behind it on its way to the host */
+    dfccl_st_to_host(&ring[pos % a->cq_entries], ((pos + 1) << 32) | (uint32_t)coll_id);
 }
 
 /*
@@ -158,10 +237,10 @@ DFCCL_F_DEVICE int dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t 
  */
 DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t b,
                                          dfccl_task_t *task, uint32_t pos,
-                                         dfccl_blk_ctl_t *ctl, uint32_t *progressed_p)
+                                         dfccl_blk_ctl_t *ctl, dfccl_blk_state_t *ls,
+                                         uint32_t *progressed_p)
 {
     const uint64_t slot = (uint64_t)task->coll_id * a->max_blocks + b;
-    dfccl_block_stats_t *stats = &a->stats[b];
     dfccl_exec_t x;
     int rc;
 
@@ -184,7 +263,7 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
         x.spin = x.spin_sticky;
     }
     if (DFCCL_TID == 0 && x.dyn.started) {
-        stats->context_loads++;
+        DFCCL_COUNT(a, b, ls, context_loads);
     }
 
     rc = dfccl_ring_run(&x);
@@ -198,7 +277,7 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
             task->sticky = 1;
         }
         if (rc == DFCCL_PRIM_STUCK) {
-            stats->preemptions++;
+            DFCCL_COUNT(a, b, ls, preemptions);
         }
     }
     dfccl_block_sync();
@@ -210,15 +289,16 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
  * Complete `coll_id` on this block: count it, and if this block is the last
  * of its channels, reset the counter and post the CQE. Thread 0 only.
  */
-DFCCL_F_DEVICE void dfccl_daemon_complete(const dfccl_daemon_args_t *a, uint32_t b, int coll_id)
+DFCCL_F_DEVICE void dfccl_daemon_complete(const dfccl_daemon_args_t *a, uint32_t b,
+                                          dfccl_blk_state_t *ls, int coll_id)
 {
     uint32_t nch = (uint32_t)a->colls[coll_id].nchannels;
 
     /* The block's data writes (ordered before thread 0 by the barrier that
      * ended the last primitive) are released before the counter moves, and
-     * the last block acquires them all before it posts the CQE, whose
-     * system-scope release carries them to the host. One channel needs no
-     * counter at all. */
+     * the last block acquires them all before it posts the CQE, which
+     * releases them (dfccl_st_to_host). One channel needs no counter at
+     * all. */
     if (nch > 1) {
         dfccl_fence_gpu();
         if (dfccl_fetch_add_gpu(&a->done_count[coll_id], 1) + 1 != nch) {
@@ -227,24 +307,28 @@ DFCCL_F_DEVICE void dfccl_daemon_complete(const dfccl_daemon_args_t *a, uint32_t
         dfccl_fence_gpu();
         a->done_count[coll_id] = 0;
     }
-    if (dfccl_daemon_post_cqe(a, b, coll_id) == 0) {
-        a->stats[b].collectives++;
-    }
+    dfccl_daemon_post_cqe(a, b, ls, coll_id);
 }
 
 /* The scheduler loop of one daemon block. Returns a DFCCL_DAEMON_* code. */
 DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
 {
     DFCCL_SHARED dfccl_blk_ctl_t ctl_s;
-    dfccl_blk_ctl_t *ctl = &ctl_s;
-    dfccl_task_t *tasks  = a->tasks + (uint64_t)b * a->max_colls;
-    uint64_t last_active = dfccl_now_ns(), last_abort_check = 0, min_head = 0;
+    DFCCL_SHARED dfccl_blk_state_t ls_s;
+    dfccl_blk_ctl_t *ctl   = &ctl_s;
+    dfccl_blk_state_t *ls  = &ls_s;
+    dfccl_task_t *tasks    = a->tasks + (uint64_t)b * a->max_colls;
+    uint64_t last_active = dfccl_now_ns(), last_abort_check = last_active;
 
     if (DFCCL_TID == 0) {
         ctl->ntasks  = a->task_count[b];
         ctl->exiting = 0;
         ctl->quit    = 0;
         ctl->resize  = 0;
+        ls->stats    = a->stats[b];
+        ls->cq_tail  = a->cq_tail[b];
+        ls->sq_next  = *a->sq_next;
+        ls->min_head = 0;
     }
     dfccl_block_sync();
 
@@ -253,22 +337,23 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         int rc;
 
         if (DFCCL_TID == 0) {
-            uint64_t now = dfccl_now_ns();
+            uint64_t now = dfccl_now_ns(), abort = 0;
+            /* The abort flag sits in host memory. Block 0 reads it with
+             * every poll of the SQ (in flight together: no extra round
+             * trip). The other blocks read it at most every few
+             * microseconds: every block reading it on every pass would
+             * flood PCIe and delay the leader's polls and the CQEs (a
+             * primitive that waits checks it too). */
             if (b == 0) {
-                dfccl_daemon_fetch_sq(a, &min_head);
-            }
-            ctl->active = dfccl_daemon_pull_log(a, b, tasks, ctl);
-            ctl->rc     = 0;
-            /* The abort flag sits in host memory: every block reading it on
-             * every pass would flood PCIe and delay the leader's SQ polls
-             * and the CQEs. A few microseconds of abort latency cost nothing
-             * (a primitive that waits checks it too). */
-            if (now - last_abort_check > DFCCL_ABORT_CHECK_NS) {
-                last_abort_check = now;
-                if (dfccl_ld_relaxed(a->abort_flag)) {
-                    ctl->rc = DFCCL_DAEMON_ABORT;
+                ctl->active = dfccl_daemon_fetch_sq(a, tasks, ctl, ls, &abort);
+            } else {
+                ctl->active = dfccl_daemon_pull_log(a, b, tasks, ctl);
+                if (now - last_abort_check > DFCCL_ABORT_CHECK_NS) {
+                    last_abort_check = now;
+                    abort = dfccl_ld_relaxed(a->abort_flag);
                 }
             }
+            ctl->rc = abort ? DFCCL_DAEMON_ABORT : 0;
             if (ctl->rc == 0 && ctl->exiting && ctl->ntasks == 0) {
                 ctl->rc = DFCCL_DAEMON_EXIT;
             }
@@ -281,7 +366,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         rc     = (int)ctl->rc;
         if (rc != 0) {
             if (DFCCL_TID == 0 && rc == DFCCL_DAEMON_EXIT) {
-                a->stats[b].exited = 1;
+                dfccl_st_relaxed_sys(&a->stats[b].exited, 1);
             }
             dfccl_block_sync();
             return rc;
@@ -290,7 +375,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         /* Walk the task queue from the head. */
         for (uint32_t pos = 0; pos < ctl->ntasks;) {
             uint32_t progressed = 0;
-            int trc = dfccl_daemon_run_task(a, b, &tasks[pos], pos, ctl, &progressed);
+            int trc = dfccl_daemon_run_task(a, b, &tasks[pos], pos, ctl, ls, &progressed);
 
             if (progressed) {
                 active = 1;
@@ -301,7 +386,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
                     int id = tasks[pos].coll_id;
                     dfccl_daemon_task_remove(tasks, &ctl->ntasks, pos);
                     a->task_count[b] = ctl->ntasks;
-                    dfccl_daemon_complete(a, b, id);
+                    dfccl_daemon_complete(a, b, ls, id);
                 }
                 dfccl_block_sync();
                 break; /* rescan from the head: new SQEs, priorities */
@@ -331,15 +416,28 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
             if (ctl->resize) {
                 ctl->quit = 1;
             }
+            /* Block 0 first says it is quitting, then looks at the SQ once
+             * more: the host publishes an entry, then reads that word (each
+             * side with a fence between its store and its load), so either
+             * the host sees the word and makes sure a daemon runs, or block
+             * 0 sees the entry and stays. */
             if (b == 0 && ctl->quit) {
-                dfccl_st_release_gpu(a->quit_epoch, a->launch_epoch);
+                dfccl_st_relaxed_sys(&a->sq_ctrl->quitting, a->launch_epoch);
+                dfccl_fence_sc_sys();
+                if (!ctl->resize && dfccl_daemon_sq_pending(a, ls)) {
+                    dfccl_st_relaxed_sys(&a->sq_ctrl->quitting, 0);
+                    ctl->quit   = 0;
+                    last_active = now;
+                } else {
+                    dfccl_st_release_gpu(a->quit_epoch, a->launch_epoch);
+                }
             }
             if (ctl->quit) {
                 /* Voluntary quit. Everything lives in device memory already:
                  * task queue, dynamic contexts (saved at preemption), log and
                  * CQ positions. */
                 a->task_count[b] = ctl->ntasks;
-                a->stats[b].quits++;
+                DFCCL_COUNT(a, b, ls, quits);
             } else if (!active) {
                 dfccl_pause();
             }

@@ -46,9 +46,9 @@ enum {
 };
 
 /*
- * Submission queue entry. The producer writes every field, then publishes
- * `seq` (ring position + 1) with a release store; the consumer accepts the
- * slot only when `seq` equals the position it expects.
+ * Submission queue entry, as the host queues it and as block 0 logs it for
+ * the other blocks (in device memory: every field, then `seq`, the log
+ * position + 1, is written before the log tail is released).
  */
 typedef struct {
     uint64_t seq;
@@ -61,10 +61,40 @@ typedef struct {
     int32_t  priority;
 } dfccl_sqe_t;
 
-/* Submission ring: written by the host under a lock, read by block 0. */
+/*
+ * The same entry as the host writes it into the submission ring (mapped
+ * host memory, read by block 0 across PCIe): eight 8-byte words, each with
+ * 4 bytes of the entry in its low half and the low 32 bits of the entry's
+ * ring position + 1 in its high half. A word is written and read whole, so
+ * the leader takes an entry with one read of its 64 bytes: no sequence
+ * word to acquire before the fields (one PCIe round trip, not two), and the
+ * host's stores need no order among themselves.
+ */
+enum {
+    DFCCL_SQW_KIND = 0,
+    DFCCL_SQW_COLL,
+    DFCCL_SQW_SEND_LO,
+    DFCCL_SQW_SEND_HI,
+    DFCCL_SQW_RECV_LO,
+    DFCCL_SQW_RECV_HI,
+    DFCCL_SQW_NCHANNELS,
+    DFCCL_SQW_PRIORITY,
+    DFCCL_SQW_WORDS
+};
+
 typedef struct {
-    uint64_t head; /* consumed entries; written by block 0 only */
+    uint64_t w[DFCCL_SQW_WORDS];
+} dfccl_sqw_t;
+
+/* Submission ring control: written by block 0 only, read by the host. */
+typedef struct {
+    uint64_t head;     /* consumed entries */
     char     pad0[DFCCL_CACHELINE - sizeof(uint64_t)];
+    /* launch epoch of a daemon whose block 0 is quitting (see
+     * dfccl_daemon_block): until it says so, a new entry is sure to be
+     * taken by the running daemon, and the host need not ask the driver */
+    uint64_t quitting;
+    char     pad1[DFCCL_CACHELINE - sizeof(uint64_t)];
 } dfccl_sq_ctrl_t;
 
 /*
@@ -169,7 +199,7 @@ typedef struct {
 /* Everything the daemon needs, passed by value at launch. */
 typedef struct {
     /* queues (mapped host memory) */
-    dfccl_sqe_t         *sq;
+    dfccl_sqw_t         *sq;
     dfccl_sq_ctrl_t     *sq_ctrl;
     uint64_t            *cq;        /* nblocks rings of cq_entries */
     dfccl_cq_ctrl_t     *cq_ctrl;   /* nblocks */

@@ -157,7 +157,7 @@ static dfccl_status_t dfccl_ctx_alloc_mem(struct dfccl_rank_ctx *ctx)
     a->priority_order = (uint32_t)ctx->cfg.priority_order;
     a->quit_ns     = (uint64_t)ctx->cfg.quit_us * 1000ull;
 
-    DFCCL_MAPPED(sq, sq, sizeof(dfccl_sqe_t) * a->sq_entries);
+    DFCCL_MAPPED(sq, sq, sizeof(dfccl_sqw_t) * a->sq_entries);
     DFCCL_MAPPED(sq_ctrl, sq_ctrl, sizeof(dfccl_sq_ctrl_t));
     DFCCL_MAPPED(cq, cq, sizeof(uint64_t) * a->cq_entries * nb);
     DFCCL_MAPPED(cq_ctrl, cq_ctrl, sizeof(dfccl_cq_ctrl_t) * nb);
@@ -300,6 +300,14 @@ static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int for
         if (!new_sqe && !waiting) {
             return DFCCL_OK;
         }
+        /* A daemon of the latest launch whose block 0 has not said it is
+         * quitting takes every entry published before this read (the
+         * handshake in dfccl_daemon_block; the fence of
+         * dfccl_ctx_drain_pending is this side's): no need to ask. */
+        if (new_sqe && ctx->launched_ever &&
+            __atomic_load_n(&ctx->sq_ctrl->quitting, __ATOMIC_ACQUIRE) != ctx->launches) {
+            return DFCCL_OK;
+        }
         /* Stuck work only: leave the device alone for a while, so that a
          * device synchronization waiting for the daemon can slip in. The
          * gap doubles with every relaunch that found nothing new (up to
@@ -337,25 +345,49 @@ static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int for
     return ctx->be->launch(ctx);
 }
 
+/* Write an entry into the SQ ring: each word carries its position's flag
+ * (dfccl_sqw_t). */
+static void dfccl_ctx_write_sqw(struct dfccl_rank_ctx *ctx, uint64_t pos, const dfccl_sqe_t *e)
+{
+    uint64_t *w = ctx->sq[pos % ctx->args.sq_entries].w, flag = (pos + 1) << 32;
+    uint32_t v[DFCCL_SQW_WORDS];
+
+    v[DFCCL_SQW_KIND]      = (uint32_t)e->kind;
+    v[DFCCL_SQW_COLL]      = (uint32_t)e->coll_id;
+    v[DFCCL_SQW_SEND_LO]   = (uint32_t)e->sendbuff;
+    v[DFCCL_SQW_SEND_HI]   = (uint32_t)(e->sendbuff >> 32);
+    v[DFCCL_SQW_RECV_LO]   = (uint32_t)e->recvbuff;
+    v[DFCCL_SQW_RECV_HI]   = (uint32_t)(e->recvbuff >> 32);
+    v[DFCCL_SQW_NCHANNELS] = e->nchannels;
+    v[DFCCL_SQW_PRIORITY]  = (uint32_t)e->priority;
+    for (int i = 0; i < DFCCL_SQW_WORDS; i++) {
+        __atomic_store_n(&w[i], flag | v[i], __ATOMIC_RELAXED);
+    }
+}
+
 /*
- * Move host-queued SQEs into the SQ while it has room. The entries are
- * written first and their sequence words published last to first, so the
- * daemon's leader, reading in order, takes the whole batch in one pass: a
- * batch is scheduled (and ordered by priority) together. ctx->lock held.
+ * Move host-queued SQEs into the SQ while it has room. The first entry of
+ * a batch is written into the ring last, so the daemon's leader, reading in
+ * order, finds it only when the whole batch is there and takes the batch in
+ * one pass: a batch is scheduled (and ordered by priority) together.
+ * ctx->lock held.
  */
 static void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx)
 {
     uint32_t cap = ctx->args.sq_entries;
     uint64_t head, first = ctx->sq_tail;
+    dfccl_sqe_t e0; /* the batch's first entry, written last */
 
     if (ctx->batch_depth > 0 || ctx->pend_head == NULL) {
         return;
     }
+    memset(&e0, 0, sizeof(e0));
     head = __atomic_load_n(&ctx->sq_ctrl->head, __ATOMIC_ACQUIRE);
     while (ctx->pend_head != NULL && ctx->sq_tail - head < cap) {
         struct dfccl_pending *p = ctx->pend_head;
-        dfccl_sqe_t *e          = &ctx->sq[ctx->sq_tail % cap];
+        dfccl_sqe_t e;
 
+        memset(&e, 0, sizeof(e));
         if (p->sqe.kind == DFCCL_SQE_RUN && p->sqe.nchannels > ctx->args.nblocks &&
             ctx->launched_ever && ctx->be->running(ctx)) {
             /* The running grid is too small for this collective: it (and,
@@ -363,21 +395,30 @@ static void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx)
              * to quit so that the next launch is large enough. */
             if (ctx->resize_epoch != ctx->launches) {
                 ctx->resize_epoch = ctx->launches;
-                memset(e, 0, sizeof(*e));
-                e->kind      = DFCCL_SQE_RESIZE;
-                e->coll_id   = -1;
-                e->nchannels = p->sqe.nchannels;
+                e.kind      = DFCCL_SQE_RESIZE;
+                e.coll_id   = -1;
+                e.nchannels = p->sqe.nchannels;
+                if (ctx->sq_tail == first) {
+                    e0 = e;
+                } else {
+                    dfccl_ctx_write_sqw(ctx, ctx->sq_tail, &e);
+                }
                 ctx->sq_tail++;
             }
             break;
         }
 
-        e->kind      = p->sqe.kind;
-        e->coll_id   = p->sqe.coll_id;
-        e->sendbuff  = p->sqe.sendbuff;
-        e->recvbuff  = p->sqe.recvbuff;
-        e->nchannels = p->sqe.nchannels;
-        e->priority  = p->sqe.priority;
+        e.kind      = p->sqe.kind;
+        e.coll_id   = p->sqe.coll_id;
+        e.sendbuff  = p->sqe.sendbuff;
+        e.recvbuff  = p->sqe.recvbuff;
+        e.nchannels = p->sqe.nchannels;
+        e.priority  = p->sqe.priority;
+        if (ctx->sq_tail == first) {
+            e0 = e;
+        } else {
+            dfccl_ctx_write_sqw(ctx, ctx->sq_tail, &e);
+        }
         ctx->sq_tail++;
         ctx->pend_head = p->next;
         if (ctx->pend_head == NULL) {
@@ -386,8 +427,11 @@ static void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx)
         ctx->npending--;
         free(p);
     }
-    for (uint64_t pos = ctx->sq_tail; pos > first; pos--) {
-        __atomic_store_n(&ctx->sq[(pos - 1) % cap].seq, pos, __ATOMIC_RELEASE);
+    if (ctx->sq_tail != first) {
+        dfccl_ctx_write_sqw(ctx, first, &e0);
+        /* the store half of the handshake with a quitting daemon (the load
+         * is in dfccl_ctx_maybe_launch) */
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
     }
 }
 

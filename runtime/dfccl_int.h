@@ -348,7 +348,7 @@ struct dfccl_rank_ctx {
 
     /* daemon memory: host-side pointers and the launch arguments */
     dfccl_daemon_args_t  args;        /* device pointers, for launches */
-    dfccl_sqe_t         *sq;          /* host view of args.sq */
+    dfccl_sqw_t         *sq;          /* host view of args.sq */
     dfccl_sq_ctrl_t     *sq_ctrl;
     uint64_t            *cq;
     dfccl_cq_ctrl_t     *cq_ctrl;

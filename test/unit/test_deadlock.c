@@ -14,7 +14,9 @@
  *    registered, all started at once in random order);
  *  - a late joiner;
  *  - priorities: of two collectives that become ready together (a batch),
- *    the higher-priority one completes first.
+ *    the higher-priority one completes first;
+ *  - the grid follows the registered collectives;
+ *  - runs that arrive just as the daemon quits.
  */
 #include <check.h>
 #include <pthread.h>
@@ -652,6 +654,67 @@ START_TEST(test_grid)
 }
 END_TEST
 
+/* ---- quit race ------------------------------------------------------------ */
+
+/*
+ * Runs that arrive just as the daemon quits: the quit time is short and each
+ * rank idles a random time around it before every run, so that entries land
+ * before, during and after block 0's quit decision. The host asks the driver
+ * whether the daemon runs only when block 0 has said it is quitting; an entry
+ * that neither side saw would never run, and the wait would time out.
+ */
+static int quitrace_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    const size_t count = 16;
+    const int iters = 300, quit_us = 200;
+    unsigned seed = 7u + 31u * (unsigned)rank;
+    char quit[16];
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    dfccl_stats_t s;
+    float *d, h[16];
+    int a;
+
+    snprintf(quit, sizeof(quit), "%d", quit_us);
+    setenv("DFCCL_QUIT_US", quit, 1);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(count, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &a) ==
+                     DFCCL_OK, "register");
+    d = dfccl_test_malloc(ctx, count * sizeof(float));
+    for (int it = 0; it < iters; it++) {
+        usleep((useconds_t)(rand_r(&seed) % (unsigned)(3 * quit_us)));
+        fill(h, count, rank, 0, it);
+        dfccl_test_put(ctx, d, h, count * sizeof(float));
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, a, NULL, NULL, ctx) == DFCCL_OK, "run: %s",
+                         dfcclGetLastErrorMessage());
+        DFCCL_TEST_CHECK(dfcclWait(a, 20000, ctx) == DFCCL_OK,
+                         "iteration %d: wait: %s", it, dfcclGetLastErrorMessage());
+        dfccl_test_get(ctx, h, d, count * sizeof(float));
+        if (check_sum(h, count, n, 0, it)) {
+            return 1;
+        }
+    }
+    dfcclGetStats(ctx, &s);
+    DFCCL_TEST_CHECK(s.quits > 0 && s.launches > 1,
+                     "the daemon never quit between runs (%llu quits, %llu launches)",
+                     (unsigned long long)s.quits, (unsigned long long)s.launches);
+    if (rank == 0) {
+        printf("quit race: %d runs, each after 0 to %d us idle with a %d us quit time: "
+               "%llu launches, %llu quits on rank 0\n", iters, 3 * quit_us, quit_us,
+               (unsigned long long)s.launches, (unsigned long long)s.quits);
+    }
+    dfccl_test_free(ctx, d);
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_quit_race)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 180, quitrace_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 180, quitrace_body, NULL), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s  = suite_create("deadlock");
@@ -669,6 +732,7 @@ int main(void)
     tcase_add_test(tc, test_late_joiner);
     tcase_add_test(tc, test_priority);
     tcase_add_test(tc, test_grid);
+    tcase_add_test(tc, test_quit_race);
     suite_add_tcase(s, tc);
     tc = tcase_create("rerun");
     tcase_set_timeout(tc, 300);
