@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The daemon: the scheduler loop that every daemon block runs (Algorithm 1
- * of the DFCCL paper). Block 0 is the leader: it moves SQEs from the host's
- * submission ring into a log in device memory, from which every block pulls
- * them into its own task queue. Each block then walks its task queue from
+ * of the DFCCL paper). Block 0 is the leader: it takes SQEs from the host's
+ * submission ring into its own task queue and, when the grid has other
+ * blocks, into a log in device memory, from which each of them pulls them
+ * into its task queue. Each block then walks its task queue from
  * the head, giving the collective at position i an initial spin threshold
  * that shrinks with i and grows to the sticky threshold once one of its
  * primitives succeeds. A collective that runs out of spins is preempted:
