@@ -137,7 +137,7 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfcc
     uint32_t fetched = 0;
 
     if (pos - ls->min_head >= a->log_entries) {
-        uint64_t min_head = pos;
+        uint64_t min_head = pos; /* block 0 reads no log: its own head is pos */
         for (uint32_t b = 1; b < a->nblocks; b++) {
             min_head = DFCCL_MIN(min_head, dfccl_ld_acquire_gpu(&a->log_head[b]));
         }
@@ -169,7 +169,6 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfcc
         dfccl_fence_acquire_gpu();
         ls->sq_next      = pos;
         *a->sq_next      = pos;
-        a->log_head[0]   = pos;
         a->task_count[0] = ctl->ntasks;
         if (a->nblocks > 1) {
             dfccl_st_release_gpu(a->log_tail, pos);

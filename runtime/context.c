@@ -385,41 +385,32 @@ static void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx)
     head = __atomic_load_n(&ctx->sq_ctrl->head, __ATOMIC_ACQUIRE);
     while (ctx->pend_head != NULL && ctx->sq_tail - head < cap) {
         struct dfccl_pending *p = ctx->pend_head;
-        dfccl_sqe_t e;
+        dfccl_sqe_t e           = p->sqe;
+        /* The running grid is too small for this collective: it (and, in
+         * order, everything after it) waits, and the daemon is asked (once
+         * per launch) to quit so that the next launch is large enough. */
+        int resize = p->sqe.kind == DFCCL_SQE_RUN && p->sqe.nchannels > ctx->args.nblocks &&
+                     ctx->launched_ever && ctx->be->running(ctx);
 
-        memset(&e, 0, sizeof(e));
-        if (p->sqe.kind == DFCCL_SQE_RUN && p->sqe.nchannels > ctx->args.nblocks &&
-            ctx->launched_ever && ctx->be->running(ctx)) {
-            /* The running grid is too small for this collective: it (and,
-             * in order, everything after it) waits, and the daemon is asked
-             * to quit so that the next launch is large enough. */
-            if (ctx->resize_epoch != ctx->launches) {
-                ctx->resize_epoch = ctx->launches;
-                e.kind      = DFCCL_SQE_RESIZE;
-                e.coll_id   = -1;
-                e.nchannels = p->sqe.nchannels;
-                if (ctx->sq_tail == first) {
-                    e0 = e;
-                } else {
-                    dfccl_ctx_write_sqw(ctx, ctx->sq_tail, &e);
-                }
-                ctx->sq_tail++;
+        if (resize) {
+            if (ctx->resize_epoch == ctx->launches) {
+                break;
             }
-            break;
+            ctx->resize_epoch = ctx->launches;
+            memset(&e, 0, sizeof(e));
+            e.kind      = DFCCL_SQE_RESIZE;
+            e.coll_id   = -1;
+            e.nchannels = p->sqe.nchannels;
         }
-
-        e.kind      = p->sqe.kind;
-        e.coll_id   = p->sqe.coll_id;
-        e.sendbuff  = p->sqe.sendbuff;
-        e.recvbuff  = p->sqe.recvbuff;
-        e.nchannels = p->sqe.nchannels;
-        e.priority  = p->sqe.priority;
         if (ctx->sq_tail == first) {
             e0 = e;
         } else {
             dfccl_ctx_write_sqw(ctx, ctx->sq_tail, &e);
         }
         ctx->sq_tail++;
+        if (resize) {
+            break;
+        }
         ctx->pend_head = p->next;
         if (ctx->pend_head == NULL) {
             ctx->pend_tail = NULL;

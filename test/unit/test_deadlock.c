@@ -683,10 +683,9 @@ static int quitrace_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     d = dfccl_test_malloc(ctx, count * sizeof(float));
     for (int it = 0; it < iters; it++) {
         usleep((useconds_t)(rand_r(&seed) % (unsigned)(3 * quit_us)));
-        fill(h, count, rank, 0, it);
-        dfccl_test_put(ctx, d, h, count * sizeof(float));
-        DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, a, NULL, NULL, ctx) == DFCCL_OK, "run: %s",
-                         dfcclGetLastErrorMessage());
+        if (grid_run(ctx, a, 0, d, h, count, rank, it)) {
+            return 1;
+        }
         DFCCL_TEST_CHECK(dfcclWait(a, 20000, ctx) == DFCCL_OK,
                          "iteration %d: wait: %s", it, dfcclGetLastErrorMessage());
         dfccl_test_get(ctx, h, d, count * sizeof(float));
