@@ -131,6 +131,9 @@ typedef struct {
     dfccl_proto_t proto;            /* DFCCL_PROTO: [group] default|auto|simple|ll */
     size_t   ll_max_bytes;          /* DFCCL_LL_BYTES: [group] largest slot that auto
                                      * carries in LL (256 B to 64 KiB; 0: default) */
+    int      step_slices;           /* DFCCL_STEP_SLICES: [group] slices a ring step is
+                                     * cut into, to pipeline it (1 to 16; 0: backend
+                                     * default, host 4, cuda 1) */
     uint32_t spin_head;             /* DFCCL_SPIN_HEAD: initial threshold, queue head */
     uint32_t spin_min;              /* DFCCL_SPIN_MIN: smallest initial threshold */
     uint32_t spin_sticky;           /* DFCCL_SPIN_STICKY: threshold after progress */

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#define DFCCL_CHUNK_SLICES 4
 #define DFCCL_MIN_PIPE_SLICE (16u << 10)
 
 static const char *const dfccl_run_names[] = {"dfcclRunAllReduce", "dfcclRunAllGather",
@@ -76,7 +75,7 @@ static dfccl_status_t dfccl_coll_check_args(dfccl_group_t g, int kind, size_t co
 /*
  * Slot size for a collective: the configured size, or less for small
  * collectives, so that 1000s of small ones stay cheap. A ring step is cut
- * into DFCCL_CHUNK_SLICES slices to pipeline it, but not into slices below
+ * into cfg->step_slices slices to pipeline it, but not into slices below
  * DFCCL_MIN_PIPE_SLICE: each slice costs a connector round trip, which
  * small steps cannot hide. Same on all ranks.
  */
@@ -90,7 +89,7 @@ static uint32_t dfccl_coll_slot_bytes(const dfccl_config_t *cfg, int kind, size_
     if (kind == DFCCL_COLL_ALLREDUCE) {
         step = (step + (size_t)nranks - 1) / (size_t)nranks;
     }
-    slice = (step + DFCCL_CHUNK_SLICES - 1) / DFCCL_CHUNK_SLICES;
+    slice = (step + (size_t)cfg->step_slices - 1) / (size_t)cfg->step_slices;
     if (slice < DFCCL_MIN_PIPE_SLICE) {
         slice = step < DFCCL_MIN_PIPE_SLICE ? step : DFCCL_MIN_PIPE_SLICE;
     }
@@ -261,7 +260,7 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
                                "registered %s but rank %d registered %s at the same position; "
                                "every rank must register the group's collectives in the same "
                                "order with the same arguments (and the same DFCCL_CHANNELS, "
-                               "DFCCL_SLOT_BYTES, DFCCL_SLOTS)", id, g->name, g->rank, mine,
+                               "DFCCL_SLOT_BYTES, DFCCL_SLOTS, DFCCL_STEP_SLICES)", id, g->name, g->rank, mine,
                                (g->rank + 1) % g->nranks, theirs);
         }
         c->chans[ch].send_ctrl = dev;
@@ -347,7 +346,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     st.count        = count;
     st.slot_bytes   = dfccl_coll_slot_bytes(&ctx->cfg, kind, count, dtype, g->nranks, nch);
     st.nslots       = (uint32_t)ctx->cfg.nslots;
-    st.chunk_slices = DFCCL_CHUNK_SLICES;
+    st.chunk_slices = (uint32_t)ctx->cfg.step_slices;
     st.elem_size    = (uint32_t)dfccl_dtype_bytes(dtype);
     st.registered   = 1;
     st.proto        = dfccl_coll_proto(&ctx->cfg, g, &st.slot_bytes);

@@ -80,7 +80,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->backend           = DFCCL_BACKEND_AUTO;
     c->progress          = DFCCL_PROGRESS_THREAD;
     c->transport         = DFCCL_TRANSPORT_AUTO;
-    c->proto             = DFCCL_PROTO_DEFAULT; /* host: auto, cuda: simple */
+    c->proto             = DFCCL_PROTO_DEFAULT; /* auto on both backends */
     c->max_blocks        = 0;     /* 0: backend default (host 2, cuda 16) */
     c->threads_per_block = 512;
     c->max_channels      = 0;     /* 0: = max_blocks */
@@ -88,6 +88,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 512 KiB) */
     c->nslots            = 8;
     c->ll_max_bytes      = 0;     /* 0: backend default (16 KiB) */
+    c->step_slices       = 0;     /* 0: backend default (host 4, cuda 1) */
     c->spin_head         = 0;     /* 0: backend defaults */
     c->spin_min          = 0;
     c->spin_sticky       = 0;
@@ -121,6 +122,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_SLOT_BYTES", c->slot_bytes, 0, 64u << 20);
     DFCCL_ENV_INT("DFCCL_SLOTS", c->nslots, 2, 64);
     DFCCL_ENV_INT("DFCCL_LL_BYTES", c->ll_max_bytes, 0, 64u << 10);
+    DFCCL_ENV_INT("DFCCL_STEP_SLICES", c->step_slices, 0, 16);
     DFCCL_ENV_INT("DFCCL_SPIN_HEAD", c->spin_head, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_SPIN_MIN", c->spin_min, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_SPIN_STICKY", c->spin_sticky, 0, UINT32_MAX);
