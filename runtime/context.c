@@ -796,11 +796,13 @@ dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_t *ctx_p)
     }
     dfccl_log_level = ctx->cfg.verbose;
     if (ctx->cfg.max_colls <= 0 || ctx->cfg.sq_entries < 2 || ctx->cfg.nslots < 2 ||
-        ctx->cfg.max_blocks < 0 || ctx->cfg.max_blocks > DFCCL_MAX_CHANNELS) {
+        ctx->cfg.max_blocks < 0 || ctx->cfg.max_blocks > DFCCL_MAX_CHANNELS ||
+        ctx->cfg.step_slices < 0 || ctx->cfg.step_slices > 16) {
         st = dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclInit: invalid configuration "
-                         "(max_colls %d, sq_entries %d, nslots %d, max_blocks %d); start "
-                         "from dfcclConfigInit()", ctx->cfg.max_colls, ctx->cfg.sq_entries,
-                         ctx->cfg.nslots, ctx->cfg.max_blocks);
+                         "(max_colls %d, sq_entries %d, nslots %d, max_blocks %d, "
+                         "step_slices %d); start from dfcclConfigInit()", ctx->cfg.max_colls,
+                         ctx->cfg.sq_entries, ctx->cfg.nslots, ctx->cfg.max_blocks,
+                         ctx->cfg.step_slices);
         free(ctx);
         return st;
     }

@@ -148,7 +148,16 @@ START_TEST(test_bad_config)
     ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_BACKEND"));
     setenv("DFCCL_BACKEND", "host", 1);
     ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_OK);
-    c.nslots = 1;
+    setenv("DFCCL_STEP_SLICES", "17", 1);
+    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_STEP_SLICES"));
+    unsetenv("DFCCL_STEP_SLICES");
+    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_OK);
+    c.step_slices = 17;
+    ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "step_slices 17"));
+    c.step_slices = 0;
+    c.nslots      = 1;
     ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
     ck_assert_int_eq(dfcclInit(&c, NULL), DFCCL_ERR_INVALID_ARG);
     ck_assert_int_eq(dfcclDestroy(NULL), DFCCL_ERR_INVALID_ARG);

@@ -74,6 +74,7 @@ typedef struct {
     uint32_t slot_bytes;
     uint32_t proto; /* DFCCL_K_PROTO_SIMPLE or _LL */
     int layout;     /* LAYOUT_* */
+    uint32_t slices; /* slices per ring step (DFCCL_STEP_SLICES) */
 } case_t;
 
 /* Where the buffers of a case are: apart; in place (the send buffer is the
@@ -106,7 +107,7 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
         st[r].kind = cs->kind; st[r].dtype = DFCCL_K_INT32; st[r].op = DFCCL_K_SUM;
         st[r].nranks = n; st[r].rank = r; st[r].root = cs->root; st[r].nchannels = 1;
         st[r].count = cnt; st[r].slot_bytes = cs->slot_bytes; st[r].nslots = NS;
-        st[r].chunk_slices = 2; st[r].elem_size = 4; st[r].proto = cs->proto;
+        st[r].chunk_slices = cs->slices; st[r].elem_size = 4; st[r].proto = cs->proto;
         region[r] = calloc(1, rbytes);
         mem[r]    = calloc(sendn + recvn + 2, 4);
         mem2[r]   = calloc(recvn + 2, 4);
@@ -224,27 +225,32 @@ START_TEST(test_preempt_every_primitive)
     /* both protocols: SIMPLE, and LL (slices of 256 bytes: 32 lines each,
      * a slot of 512 bytes; on the host, one thread polls every line); every
      * buffer layout (an LL primitive that reduces in place must not write
-     * its result before it is sure to commit) */
-    for (int p = 0; p < 2; p++) {
+     * its result before it is sure to commit); a ring step of one slice (the
+     * GPU default) and of two */
+    for (int v = 0; v < 4; v++) {
+        const int p       = v / 2;
+        const uint32_t sl = 1 + (uint32_t)(v % 2);
         for (int lay = 0; lay < LAYOUT_COUNT; lay++) {
             for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
                 for (int n = 1; n <= 4; n++) {
                     for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-                        case_t cs = {kind, n, n - 1, counts[c], 256, protos[p], lay};
+                        case_t cs = {kind, n, n - 1, counts[c], 256, protos[p], lay, sl};
                         int rc    = run_virtual_ranks(
                             &cs,
-                            (unsigned)(p * 10000 + lay * 1000 + kind * 100 + n * 10 + (int)c),
+                            (unsigned)(sl * 100000 + p * 10000 + lay * 1000 + kind * 100 +
+                                       n * 10 + (int)c),
                             &preempts[p]);
                         ck_assert_msg(rc == 0,
-                                      "proto %u layout %d kind %d nranks %d count %llu: rc %d",
-                                      protos[p], lay, kind, n, (unsigned long long)counts[c], rc);
+                                      "proto %u slices %u layout %d kind %d nranks %d count "
+                                      "%llu: rc %d", protos[p], sl, lay, kind, n,
+                                      (unsigned long long)counts[c], rc);
                         ncases++;
                     }
                 }
             }
         }
     }
-    ck_assert_int_eq(ncases, 600);
+    ck_assert_int_eq(ncases, 1200);
     ck_assert_msg(preempts[0] > 1000 && preempts[1] > 1000,
                   "only %llu (SIMPLE) and %llu (LL) preemptions",
                   (unsigned long long)preempts[0], (unsigned long long)preempts[1]);
