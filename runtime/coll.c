@@ -75,10 +75,25 @@ static dfccl_status_t dfccl_coll_check_args(dfccl_group_t g, int kind, size_t co
 /*
  * Slot size for a collective: the configured size, or less for small
  * collectives, so that 1000s of small ones stay cheap. A ring step is cut
- * into cfg->step_slices slices to pipeline it, but not into slices below
+ * into dfccl_coll_step_slices slices to pipeline it, but not into slices below
  * DFCCL_MIN_PIPE_SLICE: each slice costs a connector round trip, which
  * small steps cannot hide. Same on all ranks.
  */
+/*
+ * Slices per ring step: the setting, but fewer than the slots of a
+ * connector. In the first step of a ring every rank sends a whole step
+ * before it receives anything, and each later primitive needs a full slot
+ * from the previous rank and a free one at the next: with as many slots as
+ * slices every slot would be full and no rank could go on. Same on all
+ * ranks.
+ */
+static uint32_t dfccl_coll_step_slices(const dfccl_config_t *cfg)
+{
+    int s = cfg->step_slices < cfg->nslots ? cfg->step_slices : cfg->nslots - 1;
+
+    return (uint32_t)(s < 1 ? 1 : s);
+}
+
 static uint32_t dfccl_coll_slot_bytes(const dfccl_config_t *cfg, int kind, size_t count,
                                       int dtype, int nranks, int nch)
 {
@@ -89,7 +104,7 @@ static uint32_t dfccl_coll_slot_bytes(const dfccl_config_t *cfg, int kind, size_
     if (kind == DFCCL_COLL_ALLREDUCE) {
         step = (step + (size_t)nranks - 1) / (size_t)nranks;
     }
-    slice = (step + (size_t)cfg->step_slices - 1) / (size_t)cfg->step_slices;
+    slice = (step + dfccl_coll_step_slices(cfg) - 1) / dfccl_coll_step_slices(cfg);
     if (slice < DFCCL_MIN_PIPE_SLICE) {
         slice = step < DFCCL_MIN_PIPE_SLICE ? step : DFCCL_MIN_PIPE_SLICE;
     }
@@ -346,7 +361,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     st.count        = count;
     st.slot_bytes   = dfccl_coll_slot_bytes(&ctx->cfg, kind, count, dtype, g->nranks, nch);
     st.nslots       = (uint32_t)ctx->cfg.nslots;
-    st.chunk_slices = (uint32_t)ctx->cfg.step_slices;
+    st.chunk_slices = dfccl_coll_step_slices(&ctx->cfg);
     st.elem_size    = (uint32_t)dfccl_dtype_bytes(dtype);
     st.registered   = 1;
     st.proto        = dfccl_coll_proto(&ctx->cfg, g, &st.slot_bytes);

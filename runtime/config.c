@@ -86,7 +86,11 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->max_channels      = 0;     /* 0: = max_blocks */
     c->min_channel_bytes = 0;     /* 0: backend default (host 256 KiB, cuda 32 KiB) */
     c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 512 KiB) */
-    c->nslots            = 8;
+    /* 4 slots: with one slice per ring step a sender runs at most a step
+     * or two ahead of its receiver, and on 4 H200s 4 slots ran allreduce
+     * from 4 MiB to 1 GiB at the speed of 8 with half the connector memory
+     * (docs/performance.md, "Memory and SMs") */
+    c->nslots            = 4;
     c->ll_max_bytes      = 0;     /* 0: backend default (16 KiB) */
     c->step_slices       = 0;     /* 0: backend default (host 4, cuda 1) */
     c->spin_head         = 0;     /* 0: backend defaults */

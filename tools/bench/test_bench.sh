@@ -46,6 +46,14 @@ for c in allreduce allgather reducescatter reduce broadcast; do
 done
 run "allreduce int8 max" 8 -t int8 -o max -b 64 -e 64K -f 32 -w 1 -n 3
 run "disorder rounds" 7 --disorder 4 -b 1K -e 256K -f 16 -w 1 -n 3
+# connectors of 2 slots with 16 slices per ring step asked for: a ring step
+# must be cut into fewer slices than a connector has slots, or every slot
+# fills in the first step and the ring stops
+DFCCL_SLOTS=2 DFCCL_STEP_SLICES=16
+export DFCCL_SLOTS DFCCL_STEP_SLICES
+run "allreduce, 2 slots per connector" 8 -c allreduce -b 64 -e 256K -f 16 -w 1 -n 3
+run "allgather, 2 slots per connector" 8 -c allgather -b 64 -e 256K -f 16 -w 1 -n 3
+unset DFCCL_SLOTS DFCCL_STEP_SLICES
 
 # shellcheck disable=SC2086
 timeout -k 5 "$limit" $launch "$bench" --registered 40 -b 8 -e 64K >"$out" 2>&1
