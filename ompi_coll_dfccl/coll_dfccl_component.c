@@ -157,7 +157,8 @@ static int dfccl_register(void)
               "65536, 0 = default (16 KiB); same on every rank (DFCCL_LL_BYTES)",
               MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->ll_max_bytes);
     dfccl_reg("step_slices", "Slices a ring step is cut into to pipeline it (none below "
-              "16 KiB), 1 to 16, 0 = default (1 on GPUs); same on every rank (DFCCL_STEP_SLICES)",
+              "16 KiB, fewer than slots), 1 to 16, 0 = default (1 on GPUs); same on every "
+              "rank (DFCCL_STEP_SLICES)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->step_slices);
     dfccl_reg("instances", "Registrations per collective signature and communicator: the "
               "k-th call with one signature runs on instance k mod this, so up to this "

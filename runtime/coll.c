@@ -73,13 +73,6 @@ static dfccl_status_t dfccl_coll_check_args(dfccl_group_t g, int kind, size_t co
 }
 
 /*
- * Slot size for a collective: the configured size, or less for small
- * collectives, so that 1000s of small ones stay cheap. A ring step is cut
- * into dfccl_coll_step_slices slices to pipeline it, but not into slices below
- * DFCCL_MIN_PIPE_SLICE: each slice costs a connector round trip, which
- * small steps cannot hide. Same on all ranks.
- */
-/*
  * Slices per ring step: the setting, but fewer than the slots of a
  * connector. In the first step of a ring every rank sends a whole step
  * before it receives anything, and each later primitive needs a full slot
@@ -94,6 +87,13 @@ static uint32_t dfccl_coll_step_slices(const dfccl_config_t *cfg)
     return (uint32_t)(s < 1 ? 1 : s);
 }
 
+/*
+ * Slot size for a collective: the configured size, or less for small
+ * collectives, so that 1000s of small ones stay cheap. A ring step is cut
+ * into dfccl_coll_step_slices slices to pipeline it, but not into slices
+ * below DFCCL_MIN_PIPE_SLICE: each slice costs a connector round trip, which
+ * small steps cannot hide. Same on all ranks.
+ */
 static uint32_t dfccl_coll_slot_bytes(const dfccl_config_t *cfg, int kind, size_t count,
                                       int dtype, int nranks, int nch)
 {
@@ -275,8 +275,8 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
                                "registered %s but rank %d registered %s at the same position; "
                                "every rank must register the group's collectives in the same "
                                "order with the same arguments (and the same DFCCL_CHANNELS, "
-                               "DFCCL_SLOT_BYTES, DFCCL_SLOTS, DFCCL_STEP_SLICES)", id, g->name, g->rank, mine,
-                               (g->rank + 1) % g->nranks, theirs);
+                               "DFCCL_SLOT_BYTES, DFCCL_SLOTS, DFCCL_STEP_SLICES)", id,
+                               g->name, g->rank, mine, (g->rank + 1) % g->nranks, theirs);
         }
         c->chans[ch].send_ctrl = dev;
         c->chans[ch].send_data = (char *)dev + sizeof(dfccl_conn_ctrl_t);
