@@ -32,13 +32,6 @@ DFCCL_F_DEVICE void dfccl_st_release_sys(uint64_t *p, uint64_t v)
     asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
-/* Fence that makes the later (relaxed) stores of this thread release
- * stores at system scope; cumulative, like st.release.sys. */
-DFCCL_F_DEVICE void dfccl_fence_sys(void)
-{
-    asm volatile("fence.acq_rel.sys;" ::: "memory");
-}
-
 DFCCL_F_DEVICE void dfccl_st_relaxed_sys(uint64_t *p, uint64_t v)
 {
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
@@ -230,11 +223,6 @@ DFCCL_F_DEVICE void dfccl_st_release_sys(uint64_t *p, uint64_t v)
 
 #define dfccl_ld_acquire_gpu dfccl_ld_acquire_sys
 #define dfccl_st_release_gpu dfccl_st_release_sys
-
-DFCCL_F_DEVICE void dfccl_fence_sys(void)
-{
-    __atomic_thread_fence(__ATOMIC_ACQ_REL);
-}
 
 DFCCL_F_DEVICE void dfccl_st_relaxed_sys(uint64_t *p, uint64_t v)
 {

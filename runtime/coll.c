@@ -98,13 +98,13 @@ static uint32_t dfccl_coll_slot_bytes(const dfccl_config_t *cfg, int kind, size_
                                       int dtype, int nranks, int nch)
 {
     size_t bytes = count * dfccl_dtype_bytes(dtype);
-    size_t step, slice, slot = 256;
+    size_t step, slice, slot = 256, nslices = dfccl_coll_step_slices(cfg);
 
     step = (bytes + (size_t)nch - 1) / (size_t)nch;
     if (kind == DFCCL_COLL_ALLREDUCE) {
         step = (step + (size_t)nranks - 1) / (size_t)nranks;
     }
-    slice = (step + dfccl_coll_step_slices(cfg) - 1) / dfccl_coll_step_slices(cfg);
+    slice = (step + nslices - 1) / nslices;
     if (slice < DFCCL_MIN_PIPE_SLICE) {
         slice = step < DFCCL_MIN_PIPE_SLICE ? step : DFCCL_MIN_PIPE_SLICE;
     }
