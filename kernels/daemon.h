@@ -26,6 +26,25 @@
 /* Least time between two reads of the abort flag by a block's scheduler. */
 #define DFCCL_ABORT_CHECK_NS 20000ull
 
+/*
+ * Idle time toward a voluntary quit is summed over the scheduler's passes,
+ * each pass adding the time since the previous one but at most a quarter
+ * of quit_ns, and nothing if the clock went back. PTX does not promise that
+ * %globaltimer is monotonic, and `now - last` of a clock that stepped back
+ * wraps around to a huge value: a daemon serving a tight loop of
+ * collectives would quit between two of them. (Four H200s read it 23
+ * million times each in 3 s without a step back or a gap above 160 ns.)
+ */
+DFCCL_F_DEVICE uint64_t dfccl_daemon_idle_step(uint64_t now, uint64_t prev, uint64_t quit_ns)
+{
+    uint64_t cap = quit_ns / 4;
+
+    if (now <= prev) {
+        return 0;
+    }
+    return now - prev < cap ? now - prev : cap;
+}
+
 enum {
     DFCCL_DAEMON_QUIT  = 1, /* voluntary quit: relaunch when there is work */
     DFCCL_DAEMON_EXIT  = 2, /* exit SQE processed: final */
@@ -318,7 +337,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
     dfccl_blk_ctl_t *ctl   = &ctl_s;
     dfccl_blk_state_t *ls  = &ls_s;
     dfccl_task_t *tasks    = a->tasks + (uint64_t)b * a->max_colls;
-    uint64_t last_active = dfccl_now_ns(), last_abort_check = last_active;
+    uint64_t last_pass = dfccl_now_ns(), last_abort_check = last_pass, idle_ns = 0;
 
     if (DFCCL_TID == 0) {
         ctl->ntasks  = a->task_count[b];
@@ -348,7 +367,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
                 ctl->active = dfccl_daemon_fetch_sq(a, tasks, ctl, ls, &abort);
             } else {
                 ctl->active = dfccl_daemon_pull_log(a, b, tasks, ctl);
-                if (now - last_abort_check > DFCCL_ABORT_CHECK_NS) {
+                if (now < last_abort_check || now - last_abort_check > DFCCL_ABORT_CHECK_NS) {
                     last_abort_check = now;
                     abort = dfccl_ld_relaxed(a->abort_flag);
                 }
@@ -395,18 +414,18 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         }
 
         /* The quit decision reads a clock: thread 0 takes it for the block
-         * (threads' clocks and last_active copies may differ). */
+         * (threads' clocks and idle_ns copies may differ). */
         if (DFCCL_TID == 0) {
-            uint64_t now = dfccl_now_ns();
-            if (active) {
-                last_active = now;
-            }
+            uint64_t now  = dfccl_now_ns();
+            uint64_t step = dfccl_daemon_idle_step(now, last_pass, a->quit_ns);
+            idle_ns       = active ? 0 : idle_ns + step;
+            last_pass     = now;
             /* Block 0 quits when it received no SQE and nothing of its own
              * moved for quit_ns; the other blocks follow it (once idle or
              * stuck themselves), never go first: a block that quit alone
              * would leave its channel of the next collectives unserved
              * until the whole daemon is relaunched. */
-            ctl->quit = !active && now - last_active > a->quit_ns;
+            ctl->quit = !active && idle_ns > a->quit_ns;
             if (b != 0 && ctl->quit) {
                 ctl->quit = dfccl_ld_acquire_gpu(a->quit_epoch) == a->launch_epoch;
             }
@@ -426,8 +445,8 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
                 dfccl_fence_sc_sys();
                 if (!ctl->resize && dfccl_daemon_sq_pending(a, ls)) {
                     dfccl_st_relaxed_sys(&a->sq_ctrl->quitting, 0);
-                    ctl->quit   = 0;
-                    last_active = now;
+                    ctl->quit = 0;
+                    idle_ns   = 0;
                 } else {
                     dfccl_st_release_gpu(a->quit_epoch, a->launch_epoch);
                 }

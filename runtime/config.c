@@ -85,7 +85,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->threads_per_block = 512;
     c->max_channels      = 0;     /* 0: = max_blocks */
     c->min_channel_bytes = 0;     /* 0: backend default (host 256 KiB, cuda 32 KiB) */
-    c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 512 KiB) */
+    c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 1 MiB) */
     /* 4 slots: with one slice per ring step a sender runs at most a step
      * or two ahead of its receiver, and on 4 H200s 4 slots ran allreduce
      * from 4 MiB to 1 GiB at the speed of 8 with half the connector memory

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the daemon's scheduling pieces on the host build: task queue
- * order (FIFO and priority), and exact preemption: every collective is run
+ * order (FIFO and priority), the idle time toward a voluntary quit, and
+ * exact preemption: every collective is run
  * on n virtual ranks in one process with a spin threshold of zero, switched
  * out at every primitive that is not ready, its dynamic context saved,
  * scribbled over and restored, in a random interleaving, and must still
@@ -63,6 +64,40 @@ START_TEST(test_task_queue_priority)
     for (int i = 0; i < 6; i++) {
         ck_assert_int_eq(q[i].coll_id, expect[i]);
     }
+}
+END_TEST
+
+/* The idle time a scheduler pass adds toward a voluntary quit: the time
+ * since the previous pass, nothing when the clock stepped back, at most a
+ * quarter of quit_ns when it leapt forward. Summed over the passes of a
+ * clock that steps back once, a millisecond of quit_ns is not reached in
+ * 10 microseconds of real idling. */
+START_TEST(test_idle_step)
+{
+    const uint64_t quit_ns = 1000000;
+    uint64_t idle = 0, prev = 5000000, now;
+
+    ck_assert_uint_eq(dfccl_daemon_idle_step(5002000, 5000000, quit_ns), 2000);
+    ck_assert_uint_eq(dfccl_daemon_idle_step(5000000, 5000000, quit_ns), 0);
+    ck_assert_uint_eq(dfccl_daemon_idle_step(4999999, 5000000, quit_ns), 0);
+    ck_assert_uint_eq(dfccl_daemon_idle_step(9000000, 5000000, quit_ns), quit_ns / 4);
+    for (int i = 0; i < 10; i++) {
+        now = i == 5 ? prev - 3000 : prev + 1000; /* one step back by 3 us */
+        idle += dfccl_daemon_idle_step(now, prev, quit_ns);
+        prev = now;
+    }
+    ck_assert_uint_eq(idle, 9000);
+    ck_assert(idle < quit_ns);
+    /* a leap of the clock by 10 ms counts a quarter of quit_ns: four
+     * leaps in a row do not exceed quit_ns (no quit), a fifth does */
+    idle = 0;
+    for (int i = 0; i < 4; i++) {
+        idle += dfccl_daemon_idle_step(prev + 10000000, prev, quit_ns);
+        prev += 10000000;
+    }
+    ck_assert_uint_eq(idle, quit_ns);
+    idle += dfccl_daemon_idle_step(prev + 10000000, prev, quit_ns);
+    ck_assert(idle > quit_ns);
 }
 END_TEST
 
@@ -267,6 +302,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_task_queue_fifo);
     tcase_add_test(tc, test_task_queue_priority);
+    tcase_add_test(tc, test_idle_step);
     tcase_add_test(tc, test_preempt_every_primitive);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);

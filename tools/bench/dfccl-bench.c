@@ -22,7 +22,9 @@
  * --disorder N times rounds of N collectives per size posted in one order on
  * every rank against rounds in a random order per rank (what deadlocks a
  * stream-ordered library); --registered N reports the device memory held
- * by N registered allreduces and the SMs the daemon holds, active and idle.
+ * by N registered allreduces and the SMs the daemon holds, active and idle;
+ * --stats adds, after each size, the slowest call and the daemon's
+ * launches, quits, preemptions and context loads during it.
  *
  * The backend is DFCCL_BACKEND (default: CUDA when a GPU is visible). On
  * GPUs, rank i of a host uses device i % ndev. Ranks are MPI processes
@@ -69,6 +71,7 @@ typedef struct {
     int    disorder;   /* --disorder N: N collectives per round, in order and shuffled */
     int    registered; /* --registered N: memory and SMs with N registered allreduces */
     const char *plot; /* --plot FILE.svg, rank 0 writes it */
+    int    stats;     /* --stats: slowest call and daemon counters per size */
 } bench_opts_t;
 
 typedef struct {
@@ -81,6 +84,7 @@ typedef struct {
     int              ids[1024];    /* registered collectives */
     int              nids;
     bench_plot_t    *plot;         /* rank 0 with --plot */
+    double           slowest;      /* --stats: this rank's slowest timed call (us) */
 #ifdef DFCCL_BENCH_NCCL
     ncclComm_t       comm;
     cudaStream_t     stream;
@@ -459,13 +463,26 @@ static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
 }
 #endif
 
-/* Mean time per call (us) of the slowest rank; fn runs one call. */
+/* One call whose time, with --stats, counts towards (_b)->slowest. */
+#define BENCH_CALL(_b, _o, _call)                                              \
+    do {                                                                       \
+        double _c0 = (_o)->stats ? bench_now_us() : 0.0;                       \
+        _call;                                                                 \
+        if ((_o)->stats) {                                                     \
+            double _d = bench_now_us() - _c0;                                  \
+            (_b)->slowest = _d > (_b)->slowest ? _d : (_b)->slowest;           \
+        }                                                                      \
+    } while (0)
+
+/* Mean time per call (us) of the slowest rank; fn runs one call. With
+ * --stats each timed call is also timed alone (two clock reads more). */
 #define BENCH_TIME(_b, _o, _call, _t_p)                                        \
     do {                                                                       \
         double _t0;                                                            \
         for (int _i = 0; _i < (_o)->warmup; _i++) {                            \
             _call;                                                             \
         }                                                                      \
+        (_b)->slowest = 0.0;                                                   \
         bench_barrier();                                                       \
         if ((_o)->cold_us > 0) {                                               \
             /* each call after an idle gap: the daemon has quit */             \
@@ -474,7 +491,7 @@ static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
                 bench_barrier();                                               \
                 usleep((useconds_t)(_o)->cold_us);                             \
                 _t0 = bench_now_us();                                          \
-                _call;                                                         \
+                BENCH_CALL(_b, _o, _call);                                     \
                 _sum += bench_now_us() - _t0;                                  \
             }                                                                  \
             *(_t_p) = bench_max(_sum / (_o)->iters);                           \
@@ -482,10 +499,36 @@ static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
         }                                                                      \
         _t0 = bench_now_us();                                                  \
         for (int _i = 0; _i < (_o)->iters; _i++) {                             \
-            _call;                                                             \
+            BENCH_CALL(_b, _o, _call);                                         \
         }                                                                      \
         *(_t_p) = bench_max((bench_now_us() - _t0) / (_o)->iters);             \
     } while (0)
+
+/*
+ * --stats: after a size's row, a comment line with the slowest timed call
+ * (the slowest rank's; NCCL's too with --compare) and what the daemon did
+ * during the warm-up and timed calls (the most on any rank): launches,
+ * voluntary quits of blocks, preemptions and context loads. A call much
+ * slower than the mean with launches or quits beside it waited for a
+ * relaunch; with preemptions, for a peer.
+ */
+static void bench_print_stats(bench_t *b, const dfccl_stats_t *s0, const dfccl_stats_t *s1,
+                              double slow, double slow_nccl)
+{
+    double launches = bench_max((double)(s1->launches - s0->launches));
+    double quits    = bench_max((double)(s1->quits - s0->quits));
+    double preempt  = bench_max((double)(s1->preemptions - s0->preemptions));
+    double loads    = bench_max((double)(s1->context_loads - s0->context_loads));
+
+    if (b->rank == 0) {
+        printf("#   slowest call %.1f us", slow);
+        if (slow_nccl >= 0.0) {
+            printf(" (NCCL %.1f us)", slow_nccl);
+        }
+        printf("; daemon, most on a rank: %.0f launches, %.0f quits, %.0f preemptions, "
+               "%.0f context loads\n", launches, quits, preempt, loads);
+    }
+}
 
 static double bench_busbw_factor(const bench_opts_t *o, int n)
 {
@@ -500,6 +543,8 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
 {
     size_t count, reg, in, out, esz = dfccl_dtype_size(o->dtype);
     double t, tn = -1.0, f = bench_busbw_factor(o, b->nranks), gb; /* tn: NCCL's time */
+    double slow = 0.0, slow_nccl = -1.0;
+    dfccl_stats_t s0, s1;
     long wrong = 0;
     int id;
 
@@ -510,7 +555,12 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     gb = (double)(count * esz) / 1e3; /* bytes / us = GB/s after / 1e3 */
     id = bench_dfccl_register(b, o, reg);
     bench_fill(b, o, in);
+    dfcclGetStats(b->ctx, &s0);
     BENCH_TIME(b, o, bench_dfccl_run(b, o, id), &t);
+    dfcclGetStats(b->ctx, &s1);
+    if (o->stats) {
+        slow = bench_max(b->slowest);
+    }
     if (o->check) {
         bench_clear(b, b->rbuf, out * esz);
         bench_fill(b, o, in);
@@ -529,6 +579,9 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     if (o->nccl) {
         long wn = 0;
         BENCH_TIME(b, o, bench_nccl_run(b, o, reg), &tn);
+        if (o->stats) {
+            slow_nccl = bench_max(b->slowest);
+        }
         if (o->check) {
             bench_clear(b, b->rbuf, out * esz);
             bench_fill(b, o, in);
@@ -542,6 +595,11 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
 #endif
     if (b->rank == 0) {
         printf("\n");
+    }
+    if (o->stats) {
+        bench_print_stats(b, &s0, &s1, slow, slow_nccl);
+    }
+    if (b->rank == 0) {
         fflush(stdout);
     }
     if (b->plot != NULL) {
@@ -797,7 +855,9 @@ static void bench_usage(void)
            "                       and round; prints both and the throughput ratio\n"
            "      --registered N   register N allreduces (sizes -b, 4x, ... up to -e), run\n"
            "                       each once, print the device memory they hold and the\n"
-           "                       daemon's blocks while active and after it quit\n");
+           "                       daemon's blocks while active and after it quit\n"
+           "      --stats          after each size, the slowest call and what the daemon\n"
+           "                       did (launches, quits, preemptions, context loads)\n");
 }
 
 int main(int argc, char **argv)
@@ -808,7 +868,7 @@ int main(int argc, char **argv)
         {"warmup", 1, NULL, 'w'},   {"iters", 1, NULL, 'n'},      {"root", 1, NULL, 'r'},
         {"check", 1, NULL, 'k'},    {"compare", 1, NULL, 'C'},    {"help", 0, NULL, 'h'},
         {"cold", 1, NULL, 'Q'},     {"plot", 1, NULL, 'P'},       {"disorder", 1, NULL, 'D'},
-        {"registered", 1, NULL, 'G'},
+        {"registered", 1, NULL, 'G'}, {"stats", 0, NULL, 'S'},
         {NULL, 0, NULL, 0}};
     bench_opts_t o = {.coll = 0, .dtype = DFCCL_FLOAT32, .op = DFCCL_SUM, .min_bytes = 8,
                       .factor = 2.0, .warmup = 5, .iters = 20, .check = 1};
@@ -842,6 +902,7 @@ int main(int argc, char **argv)
         case 'P': o.plot = optarg; break;
         case 'D': o.disorder = atoi(optarg); break;
         case 'G': o.registered = atoi(optarg); break;
+        case 'S': o.stats = 1; break;
         case 'C':
             if (strcmp(optarg, "nccl") != 0) {
                 bench_die("--compare takes 'nccl', not %s", optarg);

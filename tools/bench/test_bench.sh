@@ -46,6 +46,13 @@ for c in allreduce allgather reducescatter reduce broadcast; do
 done
 run "allreduce int8 max" 8 -t int8 -o max -b 64 -e 64K -f 32 -w 1 -n 3
 run "disorder rounds" 7 --disorder 4 -b 1K -e 256K -f 16 -w 1 -n 3
+# --stats: one line per size with the slowest call and the daemon's counters
+run "allreduce --stats" 8 -c allreduce -b 1K -e 64K -f 8 -w 1 -n 3 --stats
+nstats=$(grep -c '^#   slowest call [0-9.]* us; daemon, most on a rank: [0-9]* launches' "$out")
+if [ "$nstats" -ne 3 ]; then
+    echo "FAIL: --stats printed $nstats stats lines for 3 sizes"
+    failed=1
+fi
 # connectors of 2 slots with 16 slices per ring step asked for: a ring step
 # must be cut into fewer slices than a connector has slots, or every slot
 # fills in the first step and the ring stops
