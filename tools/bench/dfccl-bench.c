@@ -24,7 +24,7 @@
  * stream-ordered library); --registered N reports the device memory held
  * by N registered allreduces and the SMs the daemon holds, active and idle;
  * --stats adds, after each size, the slowest call and the daemon's
- * launches, quits, preemptions and context loads during it.
+ * launches, quits, preemptions and context loads during its timed calls.
  *
  * The backend is DFCCL_BACKEND (default: CUDA when a GPU is visible). On
  * GPUs, rank i of a host uses device i % ndev. Ranks are MPI processes
@@ -474,9 +474,21 @@ static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
         }                                                                      \
     } while (0)
 
+/* With --stats, the daemon's counters into *s (s may be NULL). */
+static void bench_mark(bench_t *b, const bench_opts_t *o, dfccl_stats_t *s)
+{
+    if (o->stats && s != NULL) {
+        dfcclGetStats(b->ctx, s);
+    }
+}
+
 /* Mean time per call (us) of the slowest rank; fn runs one call. With
- * --stats each timed call is also timed alone (two clock reads more). */
-#define BENCH_TIME(_b, _o, _call, _t_p)                                        \
+ * --stats each timed call is also timed alone (two clock reads more), and
+ * _s_p[0] and _s_p[1] (unless _s_p is NULL) get the daemon's counters
+ * around the timed calls: the warm-up calls are left out, the first of
+ * which waits for every rank to arrive (a rank still filling its buffers
+ * keeps its peers' daemons stuck, quitting and being relaunched). */
+#define BENCH_TIME(_b, _o, _call, _t_p, _s_p)                                  \
     do {                                                                       \
         double _t0;                                                            \
         for (int _i = 0; _i < (_o)->warmup; _i++) {                            \
@@ -484,6 +496,7 @@ static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
         }                                                                      \
         (_b)->slowest = 0.0;                                                   \
         bench_barrier();                                                       \
+        bench_mark(_b, _o, (_s_p));                                            \
         if ((_o)->cold_us > 0) {                                               \
             /* each call after an idle gap: the daemon has quit */             \
             double _sum = 0;                                                   \
@@ -494,6 +507,7 @@ static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
                 BENCH_CALL(_b, _o, _call);                                     \
                 _sum += bench_now_us() - _t0;                                  \
             }                                                                  \
+            bench_mark(_b, _o, (_s_p) != NULL ? (_s_p) + 1 : NULL);            \
             *(_t_p) = bench_max(_sum / (_o)->iters);                           \
             break;                                                             \
         }                                                                      \
@@ -501,13 +515,15 @@ static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
         for (int _i = 0; _i < (_o)->iters; _i++) {                             \
             BENCH_CALL(_b, _o, _call);                                         \
         }                                                                      \
-        *(_t_p) = bench_max((bench_now_us() - _t0) / (_o)->iters);             \
+        _t0 = bench_now_us() - _t0;                                            \
+        bench_mark(_b, _o, (_s_p) != NULL ? (_s_p) + 1 : NULL);                \
+        *(_t_p) = bench_max(_t0 / (_o)->iters);                                \
     } while (0)
 
 /*
  * --stats: after a size's row, a comment line with the slowest timed call
  * (the slowest rank's; NCCL's too with --compare) and what the daemon did
- * during the warm-up and timed calls (the most on any rank): launches,
+ * during the timed calls (the most on any rank): launches,
  * voluntary quits of blocks, preemptions and context loads. A call much
  * slower than the mean with launches or quits beside it waited for a
  * relaunch; with preemptions, for a peer.
@@ -544,7 +560,7 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     size_t count, reg, in, out, esz = dfccl_dtype_size(o->dtype);
     double t, tn = -1.0, f = bench_busbw_factor(o, b->nranks), gb; /* tn: NCCL's time */
     double slow = 0.0, slow_nccl = -1.0;
-    dfccl_stats_t s0, s1;
+    dfccl_stats_t s[2];
     long wrong = 0;
     int id;
 
@@ -555,12 +571,8 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     gb = (double)(count * esz) / 1e3; /* bytes / us = GB/s after / 1e3 */
     id = bench_dfccl_register(b, o, reg);
     bench_fill(b, o, in);
+    BENCH_TIME(b, o, bench_dfccl_run(b, o, id), &t, s);
     if (o->stats) {
-        dfcclGetStats(b->ctx, &s0);
-    }
-    BENCH_TIME(b, o, bench_dfccl_run(b, o, id), &t);
-    if (o->stats) {
-        dfcclGetStats(b->ctx, &s1);
         slow = bench_max(b->slowest);
     }
     if (o->check) {
@@ -580,7 +592,7 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
 #ifdef DFCCL_BENCH_NCCL
     if (o->nccl) {
         long wn = 0;
-        BENCH_TIME(b, o, bench_nccl_run(b, o, reg), &tn);
+        BENCH_TIME(b, o, bench_nccl_run(b, o, reg), &tn, NULL);
         if (o->stats) {
             slow_nccl = bench_max(b->slowest);
         }
@@ -599,7 +611,7 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         printf("\n");
     }
     if (o->stats) {
-        bench_print_stats(b, &s0, &s1, slow, slow_nccl);
+        bench_print_stats(b, &s[0], &s[1], slow, slow_nccl);
     }
     if (b->rank == 0) {
         fflush(stdout);
@@ -662,9 +674,9 @@ static void bench_disorder_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         order[k] = k;
     }
     bench_fill(b, o, in);
-    BENCH_TIME(b, o, bench_round(b, o, ids, order, stride), &t_ord);
+    BENCH_TIME(b, o, bench_round(b, o, ids, order, stride), &t_ord, NULL);
     BENCH_TIME(b, o, (bench_shuffle(order, n, &seed), bench_round(b, o, ids, order, stride)),
-               &t_shuf);
+               &t_shuf, NULL);
     if (o->check) {
         void *rbuf = b->rbuf;
         bench_clear(b, b->rbuf, stride * (size_t)n);
