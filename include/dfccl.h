@@ -139,6 +139,10 @@ typedef struct {
     uint32_t spin_sticky;           /* DFCCL_SPIN_STICKY: threshold after progress */
     uint32_t quit_us;               /* DFCCL_QUIT_US: idle time before voluntary quit */
     uint32_t relaunch_us;           /* DFCCL_RELAUNCH_US: min gap between stuck relaunches */
+    int      peer_bells;            /* DFCCL_PEER_BELLS: 1 = a stuck daemon is relaunched
+                                     * as soon as a rank of its group on this host
+                                     * submits (shared page per group); 0 = on its
+                                     * backoff only */
     uint32_t wait_spin_us;          /* DFCCL_WAIT_SPIN_US: dfcclWait polls the completion
                                      * queue itself this long before it sleeps */
     int      max_colls;             /* DFCCL_MAX_COLLS: registered collectives per context */
@@ -183,6 +187,9 @@ typedef struct {
                              * channels of a registered collective, at most
                              * max_blocks; the SMs it holds while it runs */
     int      running;       /* 1 while the daemon runs */
+    uint64_t peer_relaunches; /* launches of a stuck daemon brought forward
+                               * because a rank of one of its groups on this
+                               * host submitted since the last launch */
 } dfccl_stats_t;
 
 /* Text for a status. Never NULL. Thread-safe. */

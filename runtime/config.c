@@ -98,6 +98,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->spin_sticky       = 0;
     c->quit_us           = 0;
     c->relaunch_us       = 0;
+    c->peer_bells        = 1;
     c->wait_spin_us      = UINT32_MAX; /* backend default (host 0, cuda 2000) */
     c->max_colls         = 4096;
     c->sq_entries        = 1024;
@@ -132,6 +133,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_SPIN_STICKY", c->spin_sticky, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_QUIT_US", c->quit_us, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_RELAUNCH_US", c->relaunch_us, 0, UINT32_MAX);
+    DFCCL_ENV_INT("DFCCL_PEER_BELLS", c->peer_bells, 0, 1);
     DFCCL_ENV_INT("DFCCL_WAIT_SPIN_US", c->wait_spin_us, 0, UINT32_MAX - 1);
     DFCCL_ENV_INT("DFCCL_MAX_COLLS", c->max_colls, 1, 1 << 20);
     DFCCL_ENV_INT("DFCCL_SQ_ENTRIES", c->sq_entries, 2, 1 << 20);

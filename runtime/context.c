@@ -293,7 +293,7 @@ static dfccl_status_t dfccl_ctx_size_grid(struct dfccl_rank_ctx *ctx)
 static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int force)
 {
     uint64_t now;
-    int new_sqe = 0;
+    int new_sqe = 0, peer_bell = 0;
 
     if (ctx->sync_pending || ctx->aborted) {
         return DFCCL_OK;
@@ -327,15 +327,25 @@ static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int for
         /* Stuck work only: leave the device alone for a while, so that a
          * device synchronization waiting for the daemon can slip in. The
          * gap doubles with every relaunch that found nothing new (up to
-         * 128x), and resets when a collective completes or an SQE arrives.
-         * While a long collective runs, the daemon is asked about at most
-         * once per relaunch_us. */
+         * 128x), and resets when a collective completes or an SQE arrives,
+         * or when a peer of this host submitted since the last launch
+         * (its bell moved): what the stuck work waits for may have come,
+         * and a daemon left off for the rest of a long gap would hold up
+         * every rank. While a long collective runs, the daemon is asked
+         * about at most once per relaunch_us. */
         if (!new_sqe) {
-            uint32_t k   = ctx->stuck_relaunches < 7 ? ctx->stuck_relaunches : 7;
-            uint64_t gap = ((uint64_t)ctx->cfg.relaunch_us * 1000ull) << k;
-            if (dfccl_since(now, ctx->last_launch_ns) < gap ||
-                dfccl_since(now, ctx->running_seen_ns) < (uint64_t)ctx->cfg.relaunch_us * 1000ull) {
+            uint64_t base = (uint64_t)ctx->cfg.relaunch_us * 1000ull;
+            uint32_t k    = ctx->stuck_relaunches < 7 ? ctx->stuck_relaunches : 7;
+            uint64_t since_launch = dfccl_since(now, ctx->last_launch_ns);
+
+            if (since_launch < base || dfccl_since(now, ctx->running_seen_ns) < base) {
                 return DFCCL_OK;
+            }
+            if (since_launch < (base << k)) {
+                if (dfccl_group_peer_bells(ctx) == ctx->bells_at_launch) {
+                    return DFCCL_OK;
+                }
+                peer_bell = 1;
             }
         }
     }
@@ -346,12 +356,14 @@ static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int for
         return DFCCL_OK;
     }
     if (!force) {
-        if (new_sqe) {
+        if (new_sqe || peer_bell) {
             ctx->stuck_relaunches = 0;
         } else {
             ctx->stuck_relaunches++;
         }
     }
+    ctx->peer_relaunches += (uint64_t)peer_bell;
+    ctx->bells_at_launch = dfccl_group_peer_bells(ctx);
     DFCCL_CHECK(dfccl_ctx_size_grid(ctx));
     ctx->launched_tail  = ctx->sq_tail;
     ctx->last_launch_ns = now;
@@ -462,6 +474,7 @@ dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_i
     if (kind == DFCCL_SQE_RUN) {
         p->sqe.nchannels = (uint32_t)ctx->colls[coll_id].st.nchannels;
         p->sqe.priority  = ctx->colls[coll_id].st.priority;
+        dfccl_group_ring(ctx->colls[coll_id].group);
     }
     /* ctx->lock held by the caller. FIFO: through the host queue whenever
      * it is not empty, so SQEs keep their order. */
@@ -916,10 +929,7 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
     while (ctx->groups != NULL) {
         struct dfccl_group *g = ctx->groups;
         ctx->groups           = g->next;
-        dfccl_pool_destroy(g);
-        free(g->pids);
-        free(g->same_host);
-        free(g);
+        dfccl_group_free(g);
     }
     while (ctx->pend_head != NULL) {
         struct dfccl_pending *p = ctx->pend_head;
@@ -1030,6 +1040,7 @@ dfccl_status_t dfcclGetStats(dfccl_rank_ctx_t ctx, dfccl_stats_t *s)
     }
     pthread_mutex_lock(&ctx->lock);
     s->launches   = ctx->launches;
+    s->peer_relaunches = ctx->peer_relaunches;
     s->submitted  = ctx->submitted;
     s->registered = ctx->nregistered;
     s->device_bytes = ctx->dev_bytes;

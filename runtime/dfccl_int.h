@@ -288,6 +288,13 @@ struct dfccl_group {
     int                      prev_net; /* we receive from the previous rank through net */
     int                      net_next_gid, net_prev_gid; /* their group ids (tags) */
     int                      net_next_peer, net_prev_peer;
+    /* Submission bells: this rank counts its dfcclRun* calls on the group
+     * in a shared page that the group's other ranks on this host map. A
+     * host whose daemon quit, stuck, relaunches it when a peer's count
+     * moved (what it waits for may have come) instead of waiting out its
+     * backoff. */
+    dfccl_seg_t              bell_seg;   /* ours; base NULL if it could not be made */
+    dfccl_seg_t             *peer_bells; /* per rank; base NULL: not mapped */
     struct dfccl_group      *next;
 };
 
@@ -364,6 +371,8 @@ struct dfccl_rank_ctx {
     uint64_t              last_launch_ns;
     uint64_t              running_seen_ns; /* last time a stuck check found it running */
     uint32_t              stuck_relaunches; /* in a row, with nothing new */
+    uint64_t              bells_at_launch;  /* dfccl_group_peer_bells then */
+    uint64_t              peer_relaunches;  /* launches a peer's bell brought forward */
     struct dfccl_pending *pend_head, *pend_tail;
     uint64_t              npending;
     int                   batch_depth; /* dfcclBatchStart nesting */
@@ -401,6 +410,13 @@ struct dfccl_rank_ctx {
     int       poller_started;
     int       poller_stop;
 };
+
+/* group.c */
+void dfccl_group_free(struct dfccl_group *g);
+/* sum of the bells of every group's same-host peers (ctx->lock held) */
+uint64_t dfccl_group_peer_bells(const struct dfccl_rank_ctx *ctx);
+/* count a dfcclRun* on the group */
+void dfccl_group_ring(struct dfccl_group *g);
 
 /* context.c */
 dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_id,

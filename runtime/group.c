@@ -28,7 +28,81 @@ typedef struct {
     char     host_id[DFCCL_HOST_ID_MAX]; /* hostname/boot id, or DFCCL_HOST_ID */
     int32_t  gid;      /* this rank's group id: the tag of net messages to it */
     int32_t  net;      /* DFCCL_NET=1 on this rank: net on every edge */
+    char     bell[64]; /* name of this rank's bell page, "" if it has none */
 } dfccl_boot_info_t;
+
+#define DFCCL_BELL_BYTES 4096
+
+/* Our bell page (best effort: without it, peers wait out their backoff). */
+static void dfccl_group_bell_create(struct dfccl_group *g, char *name, size_t len)
+{
+    char n[64];
+
+    name[0] = '\0';
+    if (!g->ctx->cfg.peer_bells) {
+        return;
+    }
+    dfccl_shm_name(n, sizeof(n), "bell-%llx-g%d", (unsigned long long)g->ctx->uid, g->id);
+    if (dfccl_shm_create(&g->bell_seg, n, DFCCL_BELL_BYTES) != DFCCL_OK) {
+        dfccl_info("group %s: no submission bell (%s): a stuck daemon is relaunched on its "
+                   "backoff only", g->name, dfcclGetLastErrorMessage());
+        memset(&g->bell_seg, 0, sizeof(g->bell_seg));
+        return;
+    }
+    snprintf(name, len, "%s", n);
+}
+
+/* Map the bells of the group's other ranks on this host. */
+static void dfccl_group_bell_attach(struct dfccl_group *g, const dfccl_boot_info_t *all)
+{
+    g->peer_bells = calloc((size_t)g->nranks, sizeof(*g->peer_bells));
+    for (int i = 0; g->peer_bells != NULL && i < g->nranks; i++) {
+        if (i == g->rank || !g->same_host[i] || all[i].bell[0] == '\0') {
+            continue;
+        }
+        if (dfccl_shm_attach(&g->peer_bells[i], all[i].bell, DFCCL_BELL_BYTES) != DFCCL_OK) {
+            dfccl_info("group %s: rank %d's submission bell is not mapped (%s)", g->name, i,
+                       dfcclGetLastErrorMessage());
+            memset(&g->peer_bells[i], 0, sizeof(g->peer_bells[i]));
+        }
+    }
+}
+
+void dfccl_group_ring(struct dfccl_group *g)
+{
+    if (g->bell_seg.base != NULL) {
+        __atomic_fetch_add((uint64_t *)g->bell_seg.base, 1, __ATOMIC_RELEASE);
+    }
+}
+
+uint64_t dfccl_group_peer_bells(const struct dfccl_rank_ctx *ctx)
+{
+    uint64_t sum = 0;
+
+    for (const struct dfccl_group *g = ctx->groups; g != NULL; g = g->next) {
+        for (int i = 0; g->peer_bells != NULL && i < g->nranks; i++) {
+            if (g->peer_bells[i].base != NULL) {
+                sum += __atomic_load_n((const uint64_t *)g->peer_bells[i].base,
+                                       __ATOMIC_ACQUIRE);
+            }
+        }
+    }
+    return sum;
+}
+
+/* Everything a group holds (the group itself included). */
+void dfccl_group_free(struct dfccl_group *g)
+{
+    dfccl_pool_destroy(g);
+    for (int i = 0; g->peer_bells != NULL && i < g->nranks; i++) {
+        dfccl_shm_release(&g->peer_bells[i]);
+    }
+    free(g->peer_bells);
+    dfccl_shm_release(&g->bell_seg);
+    free(g->pids);
+    free(g->same_host);
+    free(g);
+}
 
 /*
  * Transport of each ring edge: shm/p2p between ranks of one host, net
@@ -141,6 +215,7 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
         if (st != DFCCL_OK) {
             goto err;
         }
+        dfccl_group_bell_create(g, me.bell, sizeof(me.bell));
     }
     me.magic   = DFCCL_BOOT_MAGIC;
     me.nranks  = nranks;
@@ -214,13 +289,16 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
         if (st != DFCCL_OK) {
             goto err;
         }
-        /* Everyone attached its neighbour's directory: the names can go. */
+        dfccl_group_bell_attach(g, all);
+        /* Everyone attached its neighbour's directory and its local peers'
+         * bells: the names can go. */
         if (allgather(&barrier, bar, sizeof(barrier), allgather_arg) != 0) {
             st = dfccl_error(DFCCL_ERR_BOOTSTRAP, "dfcclGroupCreate(%s): the out-of-band "
                              "allgather failed", g->name);
             goto err;
         }
         dfccl_pool_unlink_dir(g);
+        dfccl_shm_unlink(&g->bell_seg);
     }
     free(all);
     pthread_mutex_lock(&ctx->lock);
@@ -233,11 +311,8 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
 err:
     free(all);
     if (g != NULL) {
-        dfccl_pool_destroy(g);
-        free(g->pids);
-        free(g->same_host);
+        dfccl_group_free(g);
     }
-    free(g);
     return st;
 }
 
@@ -264,9 +339,6 @@ dfccl_status_t dfcclGroupDestroy(dfccl_group_t g)
         }
     }
     pthread_mutex_unlock(&ctx->lock);
-    dfccl_pool_destroy(g);
-    free(g->pids);
-    free(g->same_host);
-    free(g);
+    dfccl_group_free(g);
     return DFCCL_OK;
 }

@@ -13,6 +13,8 @@
  *  - more collectives in flight than the submission queue holds (1000
  *    registered, all started at once in random order);
  *  - a late joiner;
+ *  - a late peer's submission relaunches a daemon that quit stuck, without
+ *    waiting out its doubled gap (and only with DFCCL_PEER_BELLS on);
  *  - priorities: of two collectives that become ready together (a batch),
  *    the higher-priority one completes first;
  *  - the grid follows the registered collectives;
@@ -415,6 +417,68 @@ START_TEST(test_late_joiner)
 }
 END_TEST
 
+/* ---- a late peer's bell ------------------------------------------------ */
+
+/*
+ * Ranks 0..n-2 run an allreduce at once; rank n-1 runs it 400 ms later.
+ * With a 2 ms quit and a 20 ms relaunch gap, the early ranks' daemons quit
+ * stuck and are relaunched after 20, 40, 80, 160 ms (at about 20, 60, 140
+ * and 300 ms), so at 400 ms they are off until about 620 ms: only the late
+ * rank's bell can bring their relaunch forward. *arg: DFCCL_PEER_BELLS.
+ */
+static int bell_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    const int bells = *(const int *)arg;
+    dfccl_config_t cfg;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    dfccl_stats_t st;
+    int id;
+    float *d, h[1024];
+
+    DFCCL_TEST_CHECK(dfcclConfigInit(&cfg) == DFCCL_OK, "config");
+    cfg.quit_us     = 2000;
+    cfg.relaunch_us = 20000;
+    cfg.peer_bells  = bells;
+    dfccl_test_setup(rank, n, oob, &cfg, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(1024, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
+                     DFCCL_OK, "register");
+    d = dfccl_test_malloc(ctx, sizeof(h));
+    fill(h, 1024, rank, 0, 0);
+    dfccl_test_put(ctx, d, h, sizeof(h));
+    dfccl_test_barrier(oob);
+    if (rank == n - 1) {
+        usleep(400000);
+    }
+    DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    DFCCL_TEST_CHECK(dfcclWait(id, 60000, ctx) == DFCCL_OK, "wait");
+    dfccl_test_get(ctx, h, d, sizeof(h));
+    if (check_sum(h, 1024, n, 0, 0)) {
+        return 1;
+    }
+    dfcclGetStats(ctx, &st);
+    if (rank == 0) {
+        printf("late peer, bells %s: rank 0 had %llu launches, %llu on a peer's bell\n",
+               bells ? "on" : "off", (unsigned long long)st.launches,
+               (unsigned long long)st.peer_relaunches);
+        DFCCL_TEST_CHECK(bells ? st.peer_relaunches >= 1 : st.peer_relaunches == 0,
+                         "bells %d: %llu relaunches on a peer's bell", bells,
+                         (unsigned long long)st.peer_relaunches);
+    }
+    dfccl_test_free(ctx, d);
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_late_peer_bell)
+{
+    int on = 1, off = 0;
+
+    ck_assert_int_eq(dfccl_test_mp_run(3, 60, bell_body, &on), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(2, 60, bell_body, &off), 0);
+}
+END_TEST
+
 /* ---- priorities --------------------------------------------------------- */
 
 static volatile int prio_done_order[4];
@@ -729,6 +793,7 @@ int main(void)
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_many_collectives);
     tcase_add_test(tc, test_late_joiner);
+    tcase_add_test(tc, test_late_peer_bell);
     tcase_add_test(tc, test_priority);
     tcase_add_test(tc, test_grid);
     tcase_add_test(tc, test_quit_race);

@@ -68,6 +68,7 @@ typedef struct {
     int    check;
     int    nccl;
     int    cold_us; /* > 0: idle this long before every timed call */
+    int    late_us; /* > 0: the last rank idles this long before every timed call */
     int    disorder;   /* --disorder N: N collectives per round, in order and shuffled */
     int    registered; /* --registered N: memory and SMs with N registered allreduces */
     const char *plot; /* --plot FILE.svg, rank 0 writes it */
@@ -497,12 +498,18 @@ static void bench_mark(bench_t *b, const bench_opts_t *o, dfccl_stats_t *s)
         (_b)->slowest = 0.0;                                                   \
         bench_barrier();                                                       \
         bench_mark(_b, _o, (_s_p));                                            \
-        if ((_o)->cold_us > 0) {                                               \
-            /* each call after an idle gap: the daemon has quit */             \
+        if ((_o)->cold_us > 0 || (_o)->late_us > 0) {                          \
+            /* each call after an idle gap (the daemon has quit), or with  \
+             * the last rank late (the others wait for it) */                 \
             double _sum = 0;                                                   \
             for (int _i = 0; _i < (_o)->iters; _i++) {                         \
                 bench_barrier();                                               \
-                usleep((useconds_t)(_o)->cold_us);                             \
+                if ((_o)->cold_us > 0) {                                       \
+                    usleep((useconds_t)(_o)->cold_us);                         \
+                }                                                              \
+                if ((_o)->late_us > 0 && (_b)->rank == (_b)->nranks - 1) {     \
+                    usleep((useconds_t)(_o)->late_us);                         \
+                }                                                              \
                 _t0 = bench_now_us();                                          \
                 BENCH_CALL(_b, _o, _call);                                     \
                 _sum += bench_now_us() - _t0;                                  \
@@ -524,6 +531,7 @@ static void bench_mark(bench_t *b, const bench_opts_t *o, dfccl_stats_t *s)
  * --stats: after a size's row, a comment line with the slowest timed call
  * (the slowest rank's; NCCL's too with --compare) and what the daemon did
  * during the timed calls (the most on any rank): launches,
+ * the launches of a stuck daemon that a peer's submission brought forward,
  * voluntary quits of blocks, preemptions and context loads. A call much
  * slower than the mean with launches or quits beside it waited for a
  * relaunch; with preemptions, for a peer.
@@ -532,6 +540,7 @@ static void bench_print_stats(bench_t *b, const dfccl_stats_t *s0, const dfccl_s
                               double slow, double slow_nccl)
 {
     double launches = bench_max((double)(s1->launches - s0->launches));
+    double bells    = bench_max((double)(s1->peer_relaunches - s0->peer_relaunches));
     double quits    = bench_max((double)(s1->quits - s0->quits));
     double preempt  = bench_max((double)(s1->preemptions - s0->preemptions));
     double loads    = bench_max((double)(s1->context_loads - s0->context_loads));
@@ -541,8 +550,8 @@ static void bench_print_stats(bench_t *b, const dfccl_stats_t *s0, const dfccl_s
         if (slow_nccl >= 0.0) {
             printf(" (NCCL %.1f us)", slow_nccl);
         }
-        printf("; daemon, most on a rank: %.0f launches, %.0f quits, %.0f preemptions, "
-               "%.0f context loads\n", launches, quits, preempt, loads);
+        printf("; daemon, most on a rank: %.0f launches (%.0f on a peer's bell), %.0f quits, "
+               "%.0f preemptions, %.0f context loads\n", launches, bells, quits, preempt, loads);
     }
 }
 
@@ -862,6 +871,9 @@ static void bench_usage(void)
            "      --cold US        idle US microseconds before every timed call (longer\n"
            "                       than DFCCL_QUIT_US: the daemon has quit, and each call\n"
            "                       includes its relaunch); times are per call\n"
+           "      --late US        the last rank idles US microseconds before every timed\n"
+           "                       call, the others call at once and wait for it: the\n"
+           "                       times (the slowest rank's) include the wait\n"
            "      --plot FILE.svg  draw busbw and time against size (dfccl, and NCCL with\n"
            "                       --compare nccl) into FILE.svg\n"
            "      --disorder N     rounds of N collectives of each size, posted in the same\n"
@@ -882,7 +894,7 @@ int main(int argc, char **argv)
         {"warmup", 1, NULL, 'w'},   {"iters", 1, NULL, 'n'},      {"root", 1, NULL, 'r'},
         {"check", 1, NULL, 'k'},    {"compare", 1, NULL, 'C'},    {"help", 0, NULL, 'h'},
         {"cold", 1, NULL, 'Q'},     {"plot", 1, NULL, 'P'},       {"disorder", 1, NULL, 'D'},
-        {"registered", 1, NULL, 'G'}, {"stats", 0, NULL, 'S'},
+        {"registered", 1, NULL, 'G'}, {"stats", 0, NULL, 'S'},       {"late", 1, NULL, 'L'},
         {NULL, 0, NULL, 0}};
     bench_opts_t o = {.coll = 0, .dtype = DFCCL_FLOAT32, .op = DFCCL_SUM, .min_bytes = 8,
                       .factor = 2.0, .warmup = 5, .iters = 20, .check = 1};
@@ -913,6 +925,7 @@ int main(int argc, char **argv)
         case 'r': o.root = atoi(optarg); break;
         case 'k': o.check = atoi(optarg); break;
         case 'Q': o.cold_us = atoi(optarg); break;
+        case 'L': o.late_us = atoi(optarg); break;
         case 'P': o.plot = optarg; break;
         case 'D': o.disorder = atoi(optarg); break;
         case 'G': o.registered = atoi(optarg); break;
@@ -936,14 +949,15 @@ int main(int argc, char **argv)
             return c == 'h' ? 0 : 1;
         }
     }
-    if (o.factor <= 1.0 || o.iters < 1 || o.warmup < 0 || o.root < 0 || o.root >= b.nranks) {
+    if (o.factor <= 1.0 || o.iters < 1 || o.warmup < 0 || o.root < 0 || o.root >= b.nranks ||
+        o.cold_us < 0 || o.late_us < 0) {
         bench_die("bad option value%s; see --help", "");
     }
     if (o.disorder < 0 || o.disorder > 64 || o.registered < 0 || o.registered > 100000 ||
-        (o.disorder > 0 && (o.nccl || o.cold_us > 0 || o.plot != NULL)) ||
+        (o.disorder > 0 && (o.nccl || o.cold_us > 0 || o.late_us > 0 || o.plot != NULL)) ||
         (o.registered > 0 && (o.disorder > 0 || o.nccl || o.plot != NULL))) {
         bench_die("--disorder takes 1 to 64 and --registered 1 to 100000, alone (no --compare, "
-                  "--cold or --plot with them)%s; see --help", "");
+                  "--cold, --late or --plot with them)%s; see --help", "");
     }
     /* NCCL's NVLink multicast can take shared GPUs out of service. */
     setenv("NCCL_NVLS_ENABLE", "0", 1);
@@ -1023,6 +1037,10 @@ int main(int argc, char **argv)
         printf("# time: mean us per call (run + wait), slowest rank; bandwidths in GB/s\n");
         if (o.cold_us > 0) {
             printf("# cold: every timed call follows %d us of idling\n", o.cold_us);
+        }
+        if (o.late_us > 0) {
+            printf("# late: rank %d idles %d us before every timed call, the others wait for "
+                   "it (included)\n", b.nranks - 1, o.late_us);
         }
         printf("#%11s %12s %8s %6s %10s %8s %8s %7s", "size", "count", "type", "redop",
                "time", "algbw", "busbw", "#wrong");

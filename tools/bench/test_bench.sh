@@ -53,6 +53,15 @@ if [ "$nstats" -ne 3 ]; then
     echo "FAIL: --stats printed $nstats stats lines for 3 sizes"
     failed=1
 fi
+# --late: the last rank idles 20 ms before every timed call, and the others
+# wait for it: no call can take less
+run "allreduce --late 20000" 8 -c allreduce -b 1K -e 1K -w 1 -n 3 --late 20000 --stats
+short=$(awk '$1 ~ /^[0-9]+$/ && $5 < 20000' "$out" | wc -l)
+if [ "$short" -ne 0 ] && [ -n "$launch" ]; then
+    echo "FAIL: --late 20000: $short sizes took less than the 20 ms the last rank idled"
+    sed 's/^/    /' "$out" | tail -10
+    failed=1
+fi
 # connectors of 2 slots with 16 slices per ring step asked for: a ring step
 # must be cut into fewer slices than a connector has slots, or every slot
 # fills in the first step and the ring stops
