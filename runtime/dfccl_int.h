@@ -265,6 +265,8 @@ dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
                                      uint64_t deadline_ns);
 void dfccl_net_stop(struct dfccl_rank_ctx *ctx);
 /* 1 (and the collective, status, message) once the transport failed */
+/* slots and credits received from peers so far (0 without net) */
+uint64_t dfccl_net_arrivals(struct dfccl_rank_ctx *ctx);
 int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *status_p,
                      char *msg, size_t len);
 
@@ -292,7 +294,8 @@ struct dfccl_group {
      * in a shared page that the group's other ranks on this host map. A
      * host whose daemon quit, stuck, relaunches it when a peer's count
      * moved (what it waits for may have come) instead of waiting out its
-     * backoff. */
+     * backoff; peers on other hosts are heard through the net proxy's
+     * arrivals. */
     dfccl_seg_t              bell_seg;   /* ours; base NULL if it could not be made */
     dfccl_seg_t             *peer_bells; /* per rank; base NULL: not mapped */
     struct dfccl_group      *next;
@@ -413,8 +416,9 @@ struct dfccl_rank_ctx {
 
 /* group.c */
 void dfccl_group_free(struct dfccl_group *g);
-/* sum of the bells of every group's same-host peers (ctx->lock held) */
-uint64_t dfccl_group_peer_bells(const struct dfccl_rank_ctx *ctx);
+/* news from peers (ctx->lock held): the bells of every group's same-host
+ * peers, plus the slots and credits the net proxy received */
+uint64_t dfccl_group_peer_bells(struct dfccl_rank_ctx *ctx);
 /* count a dfcclRun* on the group */
 void dfccl_group_ring(struct dfccl_group *g);
 

@@ -75,9 +75,14 @@ void dfccl_group_ring(struct dfccl_group *g)
     }
 }
 
-uint64_t dfccl_group_peer_bells(const struct dfccl_rank_ctx *ctx)
+uint64_t dfccl_group_peer_bells(struct dfccl_rank_ctx *ctx)
 {
-    uint64_t sum = 0;
+    uint64_t sum;
+
+    if (!ctx->cfg.peer_bells) {
+        return 0;
+    }
+    sum = dfccl_net_arrivals(ctx);
 
     for (const struct dfccl_group *g = ctx->groups; g != NULL; g = g->next) {
         for (int i = 0; g->peer_bells != NULL && i < g->nranks; i++) {

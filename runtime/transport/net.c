@@ -91,6 +91,10 @@ dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
     return DFCCL_OK;
 }
 void dfccl_net_stop(struct dfccl_rank_ctx *ctx) {}
+uint64_t dfccl_net_arrivals(struct dfccl_rank_ctx *ctx)
+{
+    return 0;
+}
 int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *status_p,
                      char *msg, size_t len)
 {
@@ -194,6 +198,9 @@ struct dfccl_net {
     dfccl_net_chan_t *chans;
     dfccl_net_pend_t *pend;
     uint8_t           connected[4096]; /* a CONNECT arrived for this group id */
+    /* data or credits that came from peers: news for a host whose daemon
+     * quit stuck (dfccl_net_arrivals) */
+    uint64_t          arrivals;
     /* first failure, reported by the context's health check */
     int               failed;
     int               fail_coll;
@@ -222,6 +229,13 @@ static void dfccl_net_fail(struct dfccl_net *net, int coll, dfccl_status_t st, c
      * collective is affected: a peer that exits after its last collective
      * must not print an error */
     dfccl_debug("%s", net->fail_msg);
+}
+
+uint64_t dfccl_net_arrivals(struct dfccl_rank_ctx *ctx)
+{
+    struct dfccl_net *net = __atomic_load_n(&ctx->net, __ATOMIC_ACQUIRE);
+
+    return net != NULL ? __atomic_load_n(&net->arrivals, __ATOMIC_ACQUIRE) : 0;
 }
 
 int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *status_p,
@@ -422,6 +436,7 @@ static int dfccl_net_handle(struct dfccl_net *net, ucp_tag_message_h msg,
         DFCCL_CHECK(dfccl_net_recv_now(net, &v, sizeof(v), msg));
         if (c != NULL && v > c->credit) {
             c->credit = v;
+            __atomic_fetch_add(&net->arrivals, 1, __ATOMIC_RELEASE);
         }
         return 1; /* a credit for a deregistered collective is dropped */
     }
@@ -546,6 +561,7 @@ static int dfccl_net_drive_recv(struct dfccl_net *net, dfccl_net_chan_t *c)
     }
     if (moved) {
         __atomic_store_n(&c->ctrl->tail, c->tail, __ATOMIC_RELEASE);
+        __atomic_fetch_add(&net->arrivals, 1, __ATOMIC_RELEASE);
     }
     if (c->creq != NULL && dfccl_net_req_test(&c->creq) == 0) {
         return moved;
@@ -733,7 +749,7 @@ dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
         goto err_addr;
     }
     net->proxy_started = 1;
-    ctx->net           = net;
+    __atomic_store_n(&ctx->net, net, __ATOMIC_RELEASE);
     dfccl_info("net transport: UCX worker address %zu bytes, proxy started", net->addr_len);
     return DFCCL_OK;
 

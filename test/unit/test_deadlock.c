@@ -420,11 +420,12 @@ END_TEST
 /* ---- a late peer's bell ------------------------------------------------ */
 
 /*
- * Ranks 0..n-2 run an allreduce at once; rank n-1 runs it 400 ms later.
- * With a 2 ms quit and a 20 ms relaunch gap, the early ranks' daemons quit
- * stuck and are relaunched after 20, 40, 80, 160 ms (at about 20, 60, 140
- * and 300 ms), so at 400 ms they are off until about 620 ms: only the late
- * rank's bell can bring their relaunch forward. *arg: DFCCL_PEER_BELLS.
+ * Ranks 0..n-2 run an allreduce; rank n-1 runs it once their daemons have
+ * been launched 4 times and are off. With a 2 ms quit and a 20 ms relaunch
+ * gap, the early daemons quit stuck and are relaunched after 20, 40, 80 ms
+ * (launches at about 0, 20, 60 and 140 ms), and the next one is due 160 ms
+ * after the fourth: only the late rank's bell can bring it forward.
+ * *arg: DFCCL_PEER_BELLS.
  */
 static int bell_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 {
@@ -447,10 +448,17 @@ static int bell_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     fill(h, 1024, rank, 0, 0);
     dfccl_test_put(ctx, d, h, sizeof(h));
     dfccl_test_barrier(oob);
-    if (rank == n - 1) {
-        usleep(400000);
+    if (rank != n - 1) {
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+        do {
+            usleep(1000);
+            dfcclGetStats(ctx, &st);
+        } while (st.launches < 4 || st.running);
     }
-    DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    dfccl_test_barrier(oob);
+    if (rank == n - 1) {
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    }
     DFCCL_TEST_CHECK(dfcclWait(id, 60000, ctx) == DFCCL_OK, "wait");
     dfccl_test_get(ctx, h, d, sizeof(h));
     if (check_sum(h, 1024, n, 0, 0)) {

@@ -6,7 +6,8 @@
  * 0, 1, odd and >= 1 MiB, in and out of place, 2 and 4 ranks), the disorder
  * and synchronization scenarios, and a registration mismatch reported over
  * the net; then with DFCCL_HOST_ID making ranks 0,1 one host and 2,3
- * another (only the edges 1->2 and 3->0 are net), the matrix and disorder.
+ * another (only the edges 1->2 and 3->0 are net), the matrix and disorder,
+ * and on two such hosts of one rank each, a late peer heard through the net.
  * Built as test_net_ns (NET_NS_ONLY), two hosts of one rank each are two
  * network namespaces joined by a veth pair that the test makes itself, and
  * UCX may use TCP only, so both edges of the ring cross a real (virtual)
@@ -196,6 +197,22 @@ static int net_sync_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     net_env(rank, n, *(const net_mode_t *)arg);
     return sync_body(rank, n, oob, NULL);
 }
+
+/* A late rank on another host: the early rank's daemon, quit stuck, is
+ * relaunched when the late rank's first slot reaches its proxy (there is
+ * no shared bell between hosts). */
+static int net_bell_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    net_env(rank, n, NET_TWO_HOSTS);
+    return bell_body(rank, n, oob, arg);
+}
+
+START_TEST(test_net_two_hosts_late_peer)
+{
+    int on = 1;
+    ck_assert_int_eq(dfccl_test_mp_run(2, 60, net_bell_body, &on), 0);
+}
+END_TEST
 
 START_TEST(test_net_synchronize)
 {
@@ -456,6 +473,7 @@ int main(void)
     tcase_add_test(fail, test_net_dead_peer);
     tcase_add_test(hosts, test_net_two_hosts_matrix);
     tcase_add_test(hosts, test_net_two_hosts_disorder);
+    tcase_add_test(hosts, test_net_two_hosts_late_peer);
     suite_add_tcase(s, forced);
     suite_add_tcase(s, fail);
     suite_add_tcase(s, hosts);
