@@ -141,7 +141,8 @@ typedef struct {
     uint32_t relaunch_us;           /* DFCCL_RELAUNCH_US: min gap between stuck relaunches */
     int      peer_bells;            /* DFCCL_PEER_BELLS: 1 = a stuck daemon is relaunched
                                      * as soon as a rank of its group on this host
-                                     * submits (shared page per group); 0 = on its
+                                     * submits (shared page per group) or the net
+                                     * proxy receives from a peer; 0 = on its
                                      * backoff only */
     uint32_t wait_spin_us;          /* DFCCL_WAIT_SPIN_US: dfcclWait polls the completion
                                      * queue itself this long before it sleeps */
@@ -189,7 +190,8 @@ typedef struct {
     int      running;       /* 1 while the daemon runs */
     uint64_t peer_relaunches; /* launches of a stuck daemon brought forward
                                * because a rank of one of its groups on this
-                               * host submitted since the last launch */
+                               * host submitted, or the net proxy received
+                               * from a peer, since the last launch */
 } dfccl_stats_t;
 
 /* Text for a status. Never NULL. Thread-safe. */
