@@ -328,8 +328,9 @@ static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int for
          * device synchronization waiting for the daemon can slip in. The
          * gap doubles with every relaunch that found nothing new (up to
          * 128x), and resets when a collective completes or an SQE arrives,
-         * or when a peer of this host submitted since the last launch
-         * (its bell moved): what the stuck work waits for may have come,
+         * or when a peer submitted since the last launch (its bell moved,
+         * on this host) or sent something (the net proxy received it):
+         * what the stuck work waits for may have come,
          * and a daemon left off for the rest of a long gap would hold up
          * every rank. While a long collective runs, the daemon is asked
          * about at most once per relaunch_us. */

@@ -264,9 +264,9 @@ uint64_t dfccl_net_deadline(const struct dfccl_rank_ctx *ctx);
 dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
                                      uint64_t deadline_ns);
 void dfccl_net_stop(struct dfccl_rank_ctx *ctx);
-/* 1 (and the collective, status, message) once the transport failed */
 /* slots and credits received from peers so far (0 without net) */
 uint64_t dfccl_net_arrivals(struct dfccl_rank_ctx *ctx);
+/* 1 (and the collective, status, message) once the transport failed */
 int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *status_p,
                      char *msg, size_t len);
 

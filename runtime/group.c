@@ -83,7 +83,6 @@ uint64_t dfccl_group_peer_bells(struct dfccl_rank_ctx *ctx)
         return 0;
     }
     sum = dfccl_net_arrivals(ctx);
-
     for (const struct dfccl_group *g = ctx->groups; g != NULL; g = g->next) {
         for (int i = 0; g->peer_bells != NULL && i < g->nranks; i++) {
             if (g->peer_bells[i].base != NULL) {

@@ -530,9 +530,9 @@ static void bench_mark(bench_t *b, const bench_opts_t *o, dfccl_stats_t *s)
 /*
  * --stats: after a size's row, a comment line with the slowest timed call
  * (the slowest rank's; NCCL's too with --compare) and what the daemon did
- * during the timed calls (the most on any rank): launches,
- * the launches of a stuck daemon that a peer's submission brought forward,
- * voluntary quits of blocks, preemptions and context loads. A call much
+ * during the timed calls (the most on any rank): launches, and of them
+ * those of a stuck daemon that news from a peer brought forward; voluntary
+ * quits of blocks, preemptions and context loads. A call much
  * slower than the mean with launches or quits beside it waited for a
  * relaunch; with preemptions, for a peer.
  */
