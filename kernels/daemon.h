@@ -273,6 +273,7 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
     x.slice_elems = x.st->slot_bytes / x.st->elem_size;
     x.ll_scratch  = a->ll_scratch + (uint64_t)b * DFCCL_LL_MAX_BYTES;
     x.progressed  = 0;
+    x.handoffs    = 0;
     /* Thresholds halve with the queue position, sticky ones too: the head
      * waits longest; deep in a long queue every collective gets only a
      * short look, so walking 1000 stuck collectives stays cheap. */

@@ -154,6 +154,30 @@ DFCCL_F_DEVICE void dfccl_block_sync(void)
 }
 
 /*
+ * Threads of a block that move the data of a SIMPLE primitive. In blocks of
+ * at least 128 threads the last warp moves nothing: it publishes each slice
+ * (a system-scope release, which waits until the block's stores have
+ * reached the peer, about 2 us across NVLink) while the others already move
+ * the next one.
+ */
+#define DFCCL_NMOVERS (DFCCL_NTHREADS >= 128 ? DFCCL_NTHREADS - 32 : DFCCL_NTHREADS)
+
+/* Named barriers besides __syncthreads' barrier 0. */
+enum {
+    DFCCL_BAR_MOVERS  = 1, /* the movers of a block */
+    DFCCL_BAR_HANDOFF = 2  /* movers and the publishing warp: a slice is written */
+};
+
+/* Barrier `id` of `count` threads (whole warps). Like __syncthreads, it
+ * orders the memory accesses of the threads that take part. Not the
+ * .aligned form: only some warps of the block take it, and thread 0 comes
+ * to it from a branch of its own. */
+DFCCL_F_DEVICE void dfccl_bar_named(uint32_t id, uint32_t count)
+{
+    asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+/*
  * Loads of the data a primitive moves bypass L1 (cached in L2 only): each
  * byte is read once, so L1 would hold nothing worth keeping.
  */
@@ -295,6 +319,20 @@ DFCCL_F_DEVICE void dfccl_pause(void)
 
 DFCCL_F_DEVICE void dfccl_block_sync(void)
 {
+}
+
+/* One thread per block: it moves the data and publishes it. */
+#define DFCCL_NMOVERS 1
+
+enum {
+    DFCCL_BAR_MOVERS  = 1,
+    DFCCL_BAR_HANDOFF = 2
+};
+
+DFCCL_F_DEVICE void dfccl_bar_named(uint32_t id, uint32_t count)
+{
+    (void)id;
+    (void)count;
 }
 
 #define DFCCL_LDV(p) (*(p))

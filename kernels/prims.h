@@ -38,7 +38,9 @@ typedef struct {
     uint32_t rc;      /* scheduler: return code decided at the top of a pass */
     uint32_t active;  /* scheduler: SQEs pulled at the top of a pass */
     uint32_t resize;  /* scheduler: a RESIZE SQE asked this launch to quit */
-    uint32_t pad[1];
+    uint32_t hready[2]; /* SIMPLE with a publishing warp: connectors ready,
+                         * by the parity of the primitive (dfccl_prim_posted) */
+    uint32_t pad[3];
 } dfccl_blk_ctl_t;
 
 /* The collective being executed by a block: the "active context slot". */
@@ -55,6 +57,7 @@ typedef struct {
     uint32_t                   spin;
     uint32_t                   spin_sticky;
     uint32_t                   progressed; /* primitives done in this activation */
+    uint32_t                   handoffs;   /* dfccl_prim_posted calls in this activation */
 } dfccl_exec_t;
 
 /* Poll until the connectors allow `flags`, at most x->spin times. */
@@ -280,34 +283,38 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
     return DFCCL_PRIM_OK;
 }
 
-DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, char *dst,
-                              uint64_t n)
+/* SIMPLE: move slice n of the primitive (recv slot or src, reduced with
+ * src, into dst and/or the send slot). Called by the movers only. */
+DFCCL_F_DEVICE void dfccl_prim_move(const dfccl_exec_t *x, uint32_t flags, const char *src,
+                                    char *dst, uint64_t n)
 {
     const dfccl_coll_static_t *st = x->st;
     const dfccl_chan_t *ch        = x->ch;
-    const char *in;
-    char *sendslot = NULL, *out0, *out1;
+    const uint64_t slot           = (uint64_t)st->slot_bytes;
+    const char *in  = (flags & DFCCL_P_RECV) ?
+                          ch->recv_data + (x->dyn.recv_seq % st->nslots) * slot : src;
+    char *sendslot  = (flags & DFCCL_P_SEND) ?
+                          ch->send_data + (x->dyn.send_seq % st->nslots) * slot : NULL;
+    char *out0      = (flags & DFCCL_P_COPY) ? dst : sendslot;
+    char *out1      = (flags & DFCCL_P_COPY) ? sendslot : NULL;
 
-    if (st->proto == DFCCL_K_PROTO_LL && (flags & (DFCCL_P_RECV | DFCCL_P_SEND))) {
-        return dfccl_prim_ll(x, flags, src, dst, n);
-    }
-    if ((flags & (DFCCL_P_RECV | DFCCL_P_SEND)) && !dfccl_prim_ready(x, flags)) {
-        return DFCCL_PRIM_STUCK;
-    }
-
-    in = (flags & DFCCL_P_RECV) ?
-             ch->recv_data + (x->dyn.recv_seq % st->nslots) * (uint64_t)st->slot_bytes :
-             src;
-    if (flags & DFCCL_P_SEND) {
-        sendslot = ch->send_data + (x->dyn.send_seq % st->nslots) * (uint64_t)st->slot_bytes;
-    }
-    out0 = (flags & DFCCL_P_COPY) ? dst : sendslot;
-    out1 = (flags & DFCCL_P_COPY) ? sendslot : NULL;
     if (n > 0 && out0 != NULL) {
         dfccl_reduce_copy(st->dtype, st->op, in, (flags & DFCCL_P_REDUCE) ? src : NULL, out0,
                           out1, n, (flags & DFCCL_P_FINAL) ? (uint32_t)st->nranks : 0);
     }
-    dfccl_block_sync();
+}
+
+/*
+ * SIMPLE, after a barrier that ordered the movers' accesses to the slots
+ * before thread `publisher`: every thread advances its copy of the
+ * sequence numbers, and the publisher releases the send tail (cumulative:
+ * a receiver that acquires it sees the whole slot; a full system fence
+ * here cost ~10 us per primitive on H200s) and stores the receive head,
+ * which needs no fence (dfccl_st_consumed).
+ */
+DFCCL_F_DEVICE void dfccl_prim_commit(dfccl_exec_t *x, uint32_t flags, int publisher)
+{
+    const dfccl_chan_t *ch = x->ch;
 
     if (flags & DFCCL_P_SEND) {
         x->dyn.send_seq++;
@@ -315,12 +322,7 @@ DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, 
     if (flags & DFCCL_P_RECV) {
         x->dyn.recv_seq++;
     }
-    if (DFCCL_TID == 0) {
-        /* The barrier above orders every thread's data writes before this
-         * thread's release of the tail; a release is cumulative, so a
-         * receiver that acquires the tail sees the whole slot. (A full
-         * system fence here cost ~10 us per primitive on H200s.) The head
-         * needs no fence of its own (dfccl_st_consumed). */
+    if (DFCCL_TID == publisher) {
         if (flags & DFCCL_P_SEND) {
             dfccl_st_release_sys(&ch->send_ctrl->tail, x->dyn.send_seq);
         }
@@ -329,6 +331,65 @@ DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, 
         }
     }
     dfccl_prim_moved(x);
+}
+
+/*
+ * SIMPLE with a publishing warp (GPU blocks of at least 128 threads): thread
+ * 0 polls the connectors and tells the movers (threads below DFCCL_NMOVERS)
+ * through their own barrier; they move the slice and meet the last warp at
+ * the handoff barrier, where it learns whether the primitive happened. The
+ * first thread of that warp then publishes the slice (the release of the
+ * send tail waits until the block's stores have reached the peer) while the
+ * movers already poll for and move the next slice: they wait for the
+ * publisher only at the next handoff. `ready` is kept by the parity of the
+ * primitive: thread 0 writes it for primitive k + 2 only after every thread
+ * passed the handoff of k + 1, so after the last warp read it for k. A
+ * STUCK primitive moves and publishes nothing; every thread returns STUCK.
+ */
+DFCCL_F_DEVICE int dfccl_prim_posted(dfccl_exec_t *x, uint32_t flags, const char *src,
+                                     char *dst, uint64_t n)
+{
+    const uint32_t par = x->handoffs++ & 1u;
+    const int movers   = DFCCL_NMOVERS;
+
+    if (DFCCL_TID < movers) {
+        if (DFCCL_TID == 0) {
+            x->ctl->hready[par] = dfccl_prim_wait(x, flags);
+        }
+        dfccl_bar_named(DFCCL_BAR_MOVERS, (uint32_t)movers);
+        if (x->ctl->hready[par]) {
+            dfccl_prim_move(x, flags, src, dst, n);
+        }
+    }
+    dfccl_bar_named(DFCCL_BAR_HANDOFF, (uint32_t)DFCCL_NTHREADS);
+    if (!x->ctl->hready[par]) {
+        return DFCCL_PRIM_STUCK;
+    }
+    dfccl_prim_commit(x, flags, movers);
+    return DFCCL_PRIM_OK;
+}
+
+DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, char *dst,
+                              uint64_t n)
+{
+    const int comm = (flags & (DFCCL_P_RECV | DFCCL_P_SEND)) != 0;
+
+    if (x->st->proto == DFCCL_K_PROTO_LL && comm) {
+        return dfccl_prim_ll(x, flags, src, dst, n);
+    }
+    if (comm && DFCCL_NMOVERS < DFCCL_NTHREADS) {
+        return dfccl_prim_posted(x, flags, src, dst, n);
+    }
+    /* one thread per block (host), blocks below 128 threads, or a copy
+     * that involves no connector: thread 0 publishes after a barrier */
+    if (comm && !dfccl_prim_ready(x, flags)) {
+        return DFCCL_PRIM_STUCK;
+    }
+    if (DFCCL_TID < DFCCL_NMOVERS) {
+        dfccl_prim_move(x, flags, src, dst, n);
+    }
+    dfccl_block_sync();
+    dfccl_prim_commit(x, flags, 0);
     return DFCCL_PRIM_OK;
 }
 

@@ -2,8 +2,9 @@
 /*
  * Reduction and copy loops of the daemon for every supported datatype and
  * op. dfccl_reduce_copy() computes out = a (op) b elementwise (or out = a when
- * b is NULL) and writes out to one or two destinations, with the threads of
- * the calling block sharing the elements. Signed integers wrap like two's
+ * b is NULL) and writes out to one or two destinations, with the movers of
+ * the calling block (threads below DFCCL_NMOVERS, the only ones that call
+ * it) sharing the elements. Signed integers wrap like two's
  * complement (computed in the unsigned type); float16 and bfloat16 are
  * computed in float32 and rounded to nearest even on every store.
  */
@@ -154,7 +155,7 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
             const uint4 *va_ = (const uint4 *)pa, *vb_ = (const uint4 *)pb;   \
             uint4 *v0_ = (uint4 *)pd0, *v1_ = (uint4 *)pd1;                   \
             const uint64_t nv_ = n / per_;                                    \
-            const uint64_t st_ = (uint64_t)DFCCL_NTHREADS;                    \
+            const uint64_t st_ = (uint64_t)DFCCL_NMOVERS;                     \
             uint64_t j_ = (uint64_t)DFCCL_TID;                                \
             /* whole rounds: all loads of the round in flight at once */      \
             for (; j_ + st_ * DFCCL_VEC_UNROLL - (uint64_t)DFCCL_TID <= nv_;  \
@@ -184,7 +185,7 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
         uint64_t done_ = 0;                                                   \
         DFCCL_VEC_LOOP(T, v_ = (EXPR));                                       \
         for (uint64_t i_ = done_ + (uint64_t)DFCCL_TID; i_ < n;               \
-             i_ += (uint64_t)DFCCL_NTHREADS) {                                \
+             i_ += (uint64_t)DFCCL_NMOVERS) {                                 \
             T x_ = DFCCL_LD1(T, pa, i_), y_ = DFCCL_LD1(T, pb, i_), v_;       \
             v_ = (EXPR);                                                      \
             pd0[i_] = v_;                                                     \
@@ -267,7 +268,7 @@ DFCCL_F_DEVICE float dfccl_red_f32_op(int op, uint32_t div, float x, float y)
         uint64_t done_ = 0;                                                   \
         DFCCL_VEC_LOOP(uint16_t, v_ = FROM_F(dfccl_red_f32_op(op, div, TO_F(x_), TO_F(y_)))); \
         for (uint64_t i_ = done_ + (uint64_t)DFCCL_TID; i_ < n;               \
-             i_ += (uint64_t)DFCCL_NTHREADS) {                                \
+             i_ += (uint64_t)DFCCL_NMOVERS) {                                 \
             float v_ = dfccl_red_f32_op(op, div, TO_F(DFCCL_LD1(uint16_t, pa, i_)), \
                                          TO_F(DFCCL_LD1(uint16_t, pb, i_)));  \
             uint16_t h_ = FROM_F(v_);                                         \
@@ -367,7 +368,7 @@ DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t byt
     if ((((uintptr_t)s | (uintptr_t)p0 | (uintptr_t)p1) & 15) == 0) {
         const uint4 *vs = (const uint4 *)s;
         uint4 *v0 = (uint4 *)p0, *v1 = (uint4 *)p1;
-        const uint64_t st = (uint64_t)DFCCL_NTHREADS;
+        const uint64_t st = (uint64_t)DFCCL_NMOVERS;
         const uint64_t big = st * DFCCL_COPY_UNROLL;
         uint64_t i = (uint64_t)DFCCL_TID;
         nvec = bytes / 16;
@@ -398,7 +399,7 @@ DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t byt
             }
         }
     }
-    for (uint64_t i = nvec * 16 + DFCCL_TID; i < bytes; i += DFCCL_NTHREADS) {
+    for (uint64_t i = nvec * 16 + DFCCL_TID; i < bytes; i += DFCCL_NMOVERS) {
         char v = DFCCL_LD1(char, s, i);
         p0[i] = v;
         if (p1 != NULL) {

@@ -135,6 +135,12 @@ fi
 if want gpu; then
     for n in $ranks; do
         step "gpu-tests-${n}ranks" env DFCCL_TEST_NRANKS="$n" make -C test/gpu check
+        # SIMPLE with a spin threshold of 1 and 4 slices per ring step: the
+        # collectives are preempted at almost every primitive, between the
+        # slices the publishing warp releases
+        step "gpu-preempt-simple-${n}ranks" env DFCCL_TEST_NRANKS="$n" DFCCL_PROTO=simple \
+            DFCCL_SPIN_HEAD=1 DFCCL_SPIN_MIN=1 DFCCL_SPIN_STICKY=1 DFCCL_STEP_SLICES=4 \
+            test/gpu/test_gpu_allreduce
     done
 fi
 # the MPI component on device buffers: the collective matrix (every
@@ -172,6 +178,18 @@ if want sanitizer; then
         step racecheck-allreduce-2ranks env DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=4096 \
             DFCCL_MAX_BLOCKS=2 "$san" --tool racecheck --target-processes all \
             --error-exitcode 1 test/gpu/test_gpu_allreduce
+        # SIMPLE slices: racecheck reports shared-memory accesses ordered
+        # by __syncthreads as races once some warps of the block also take
+        # a barrier of their own (the publishing warp, kernels/prims.h), so
+        # it checks SIMPLE in 96-thread blocks (no publishing warp), and
+        # synccheck checks the barriers with the publishing warp
+        step racecheck-simple-2ranks env DFCCL_PROTO=simple DFCCL_THREADS=96 \
+            DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=300000 DFCCL_MAX_BLOCKS=2 \
+            "$san" --tool racecheck --target-processes all --error-exitcode 1 \
+            test/gpu/test_gpu_allreduce
+        step synccheck-simple-2ranks env DFCCL_PROTO=simple DFCCL_TEST_NRANKS=2 \
+            DFCCL_TEST_MAX_COUNT=300000 DFCCL_MAX_BLOCKS=2 "$san" --tool synccheck \
+            --target-processes all --error-exitcode 1 test/gpu/test_gpu_allreduce
         # device memory leaks: every rank destroys its context and frees
         # its buffers before it exits
         make -C "$build/test/reliability" test_small >/dev/null 2>&1
