@@ -3,7 +3,9 @@
  * GPU build of the daemon: the scheduler and primitives of daemon.h as one
  * persistent kernel. Each CUDA block is one daemon block; within a block,
  * thread 0 takes the control decisions (polling connectors and queues) and
- * every thread moves data. The launcher is called by the CUDA backend.
+ * every thread moves data, except in SIMPLE primitives the last warp, which
+ * publishes each slice while the others move the next (kernels/prims.h).
+ * The launcher is called by the CUDA backend.
  */
 #include "daemon_host.h"
 
