@@ -122,15 +122,26 @@ typedef struct {
     dfccl_backend_t   backend;      /* DFCCL_BACKEND */
     dfccl_progress_t  progress;     /* DFCCL_PROGRESS: thread|explicit */
     dfccl_transport_t transport;    /* DFCCL_TRANSPORT: auto|shm|p2p */
-    int      max_blocks;            /* DFCCL_MAX_BLOCKS: daemon blocks (= max channels) */
+    int      max_blocks;            /* DFCCL_MAX_BLOCKS: daemon blocks: the most channels
+                                     * of any collective (host 2, cuda 20) */
     int      threads_per_block;     /* DFCCL_THREADS: CUDA threads per daemon block */
-    int      max_channels;          /* DFCCL_CHANNELS: [group] channels per collective */
+    int      max_channels;          /* DFCCL_CHANNELS: [group] channels per collective
+                                     * (host max_blocks, cuda 16; at most max_blocks) */
+    size_t   wide_bytes;            /* DFCCL_WIDE_BYTES: [group] allreduces, allgathers
+                                     * and reduce-scatters of at least this many
+                                     * bytes may use max_blocks channels (0: never;
+                                     * default 256 MiB) */
     size_t   min_channel_bytes;     /* DFCCL_CHANNEL_BYTES: [group] bytes per extra channel */
     size_t   slot_bytes;            /* DFCCL_SLOT_BYTES: [group] connector slot size */
     int      nslots;                /* DFCCL_SLOTS: [group] slots per connector */
     dfccl_proto_t proto;            /* DFCCL_PROTO: [group] default|auto|simple|ll */
     size_t   ll_max_bytes;          /* DFCCL_LL_BYTES: [group] largest slot that auto
                                      * carries in LL (256 B to 64 KiB; 0: default) */
+    size_t   conn_budget;           /* DFCCL_CONN_BUDGET: [group] connector bytes a group's
+                                     * collectives hold at full size; a registration
+                                     * that would pass it gets lean connectors
+                                     * (at most 4 channels of 32 KiB slots). 0: no
+                                     * limit. Default 1 GiB */
     int      step_slices;           /* DFCCL_STEP_SLICES: [group] slices a ring step is
                                      * cut into, to pipeline it (1 to 16; 0: backend
                                      * default, host 4, cuda 1) */

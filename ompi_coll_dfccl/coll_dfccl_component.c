@@ -171,12 +171,22 @@ static int dfccl_register(void)
               "caller's streams); 0: the application synchronizes every stream that wrote "
               "the buffers before the MPI call", MCA_BASE_VAR_TYPE_INT, NULL,
               &cm->sync_default_stream);
-    dfccl_reg("max_blocks", "Daemon blocks, 0 = backend default (DFCCL_MAX_BLOCKS)",
+    dfccl_reg("max_blocks", "Daemon blocks, the most channels of any collective, 0 = "
+              "backend default (20 on GPUs) (DFCCL_MAX_BLOCKS)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->max_blocks);
     dfccl_reg("threads", "CUDA threads per daemon block (DFCCL_THREADS)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->threads_per_block);
-    dfccl_reg("channels", "Channels per collective, 0 = max_blocks; same on every rank "
-              "(DFCCL_CHANNELS)", MCA_BASE_VAR_TYPE_INT, NULL, &c->max_channels);
+    dfccl_reg("channels", "Channels per collective, 0 = backend default (16 on GPUs, at "
+              "most max_blocks); same on every rank (DFCCL_CHANNELS)", MCA_BASE_VAR_TYPE_INT,
+              NULL, &c->max_channels);
+    dfccl_reg("wide_bytes", "Allreduces, allgathers and reduce-scatters of at least this "
+              "many bytes may use max_blocks channels instead of channels, 0 = never; same "
+              "on every rank (DFCCL_WIDE_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
+              &c->wide_bytes);
+    dfccl_reg("conn_budget", "Connector bytes that a communicator's registered collectives "
+              "hold at full size; registrations past it get lean connectors (at most 4 "
+              "channels of 32 KiB slots), 0 = no limit; same on every rank "
+              "(DFCCL_CONN_BUDGET)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->conn_budget);
     dfccl_reg("channel_bytes", "Bytes per extra channel, 0 = backend default; same on "
               "every rank (DFCCL_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->min_channel_bytes);
     dfccl_reg("slot_bytes", "Connector slot size, 0 = backend default; same on every rank "

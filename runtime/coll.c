@@ -12,6 +12,11 @@
 #include <time.h>
 
 #define DFCCL_MIN_PIPE_SLICE (16u << 10)
+/* Lean connectors, for registrations past DFCCL_CONN_BUDGET: at most this
+ * many channels of slots of at most this size (4 x nslots x 32 KiB = 512
+ * KiB with 4 slots), so that a thousand of them fit in 512 MiB. */
+#define DFCCL_LEAN_CHANNELS   4
+#define DFCCL_LEAN_SLOT_BYTES (32u << 10)
 
 static const char *const dfccl_run_names[] = {"dfcclRunAllReduce", "dfcclRunAllGather",
                                               "dfcclRunReduceScatter", "dfcclRunReduce",
@@ -275,6 +280,7 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
                                "registered %s but rank %d registered %s at the same position; "
                                "every rank must register the group's collectives in the same "
                                "order with the same arguments (and the same DFCCL_CHANNELS, "
+                               "DFCCL_MAX_BLOCKS, DFCCL_WIDE_BYTES, DFCCL_CONN_BUDGET, "
                                "DFCCL_SLOT_BYTES, DFCCL_SLOTS, DFCCL_STEP_SLICES)", id,
                                g->name, g->rank, mine, (g->rank + 1) % g->nranks, theirs);
         }
@@ -369,6 +375,40 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
              (size_t)st.nslots * st.slot_bytes * (st.proto == DFCCL_K_PROTO_LL ? 2 : 1);
 
     pthread_mutex_lock(&ctx->lock);
+    /* Past the group's connector budget a collective gets lean connectors.
+     * Registrations and deregistrations come in the same order on every
+     * rank, so g->conn_bytes, and with it the choice, is the same there. */
+    if (g->nranks > 1 && ctx->cfg.conn_budget != 0 &&
+        g->conn_bytes + (size_t)nch * region > ctx->cfg.conn_budget) {
+        dfccl_coll_static_t lean = st;
+        size_t lregion;
+
+        lean.nchannels  = nch < DFCCL_LEAN_CHANNELS ? nch : DFCCL_LEAN_CHANNELS;
+        lean.slot_bytes = dfccl_coll_slot_bytes(&ctx->cfg, kind, count, dtype, g->nranks,
+                                                lean.nchannels);
+        if (lean.slot_bytes > DFCCL_LEAN_SLOT_BYTES) {
+            lean.slot_bytes = DFCCL_LEAN_SLOT_BYTES;
+        }
+        lean.proto = dfccl_coll_proto(&ctx->cfg, g, &lean.slot_bytes);
+        lregion    = sizeof(dfccl_conn_ctrl_t) + (size_t)lean.nslots * lean.slot_bytes *
+                                                  (lean.proto == DFCCL_K_PROTO_LL ? 2 : 1);
+        if ((size_t)lean.nchannels * lregion < (size_t)nch * region) {
+            if (!g->lean_warned) {
+                g->lean_warned = 1;
+                dfccl_log_msg(0, __FILE__, __LINE__,
+                              "%s on group %s: its connectors (%zu KiB) would take the "
+                              "group's connectors past DFCCL_CONN_BUDGET=%zu bytes, so it and later "
+                              "registrations past the budget get lean connectors (%d "
+                              "channel(s), %u-byte slots), which are slower; raise "
+                              "DFCCL_CONN_BUDGET (same on every rank) or deregister unused "
+                              "collectives", fn, g->name, (size_t)nch * region >> 10,
+                              ctx->cfg.conn_budget, lean.nchannels, lean.slot_bytes);
+            }
+            st     = lean;
+            nch    = lean.nchannels;
+            region = lregion;
+        }
+    }
     id = dfccl_coll_find_free(ctx);
     if (id < 0) {
         pthread_mutex_unlock(&ctx->lock);
@@ -474,6 +514,10 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     c->state    = DFCCL_COLL_IDLE;
     c->status   = DFCCL_OK;
     g->ncolls++;
+    if (g->nranks > 1) {
+        c->pool_bytes = (size_t)nch * region;
+        g->conn_bytes += c->pool_bytes;
+    }
     ctx->nregistered++;
     if (!c->resolved) {
         dfccl_coll_resolve(ctx, id); /* often possible already; else at run */
@@ -600,6 +644,7 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
         ctx->be->host_free(ctx, c->stage[ch]);
     }
     c->group->ncolls--;
+    c->group->conn_bytes -= c->pool_bytes;
     ctx->nregistered--;
     dfccl_coll_free_host(c);
     free(c->errmsg);

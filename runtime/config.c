@@ -81,9 +81,11 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->progress          = DFCCL_PROGRESS_THREAD;
     c->transport         = DFCCL_TRANSPORT_AUTO;
     c->proto             = DFCCL_PROTO_DEFAULT; /* auto on both backends */
-    c->max_blocks        = 0;     /* 0: backend default (host 2, cuda 16) */
+    c->max_blocks        = 0;     /* 0: backend default (host 2, cuda 20) */
     c->threads_per_block = 512;
-    c->max_channels      = 0;     /* 0: = max_blocks */
+    c->max_channels      = 0;     /* 0: backend default (host max_blocks, cuda 16) */
+    c->wide_bytes        = (size_t)256 << 20; /* no effect while max_channels = max_blocks */
+    c->conn_budget       = (size_t)1 << 30;
     c->min_channel_bytes = 0;     /* 0: backend default (host 256 KiB, cuda 32 KiB) */
     c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 1 MiB) */
     /* 4 slots: with one slice per ring step a sender runs at most a step
@@ -123,6 +125,8 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_MAX_BLOCKS", c->max_blocks, 0, DFCCL_MAX_CHANNELS);
     DFCCL_ENV_INT("DFCCL_THREADS", c->threads_per_block, 32, 1024);
     DFCCL_ENV_INT("DFCCL_CHANNELS", c->max_channels, 0, DFCCL_MAX_CHANNELS);
+    DFCCL_ENV_INT("DFCCL_WIDE_BYTES", c->wide_bytes, 0, 1ull << 50);
+    DFCCL_ENV_INT("DFCCL_CONN_BUDGET", c->conn_budget, 0, 1ull << 50);
     DFCCL_ENV_INT("DFCCL_CHANNEL_BYTES", c->min_channel_bytes, 0, 1ull << 40);
     DFCCL_ENV_INT("DFCCL_SLOT_BYTES", c->slot_bytes, 0, 64u << 20);
     DFCCL_ENV_INT("DFCCL_SLOTS", c->nslots, 2, 64);

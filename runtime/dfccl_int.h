@@ -283,6 +283,9 @@ struct dfccl_group {
     dfccl_pool_t             pool;
     uint64_t                 nreg;   /* registrations so far, same on all ranks */
     int                      ncolls; /* registered collectives on this group */
+    size_t                   conn_bytes; /* their receive connectors (pool), same on all
+                                          * ranks: what DFCCL_CONN_BUDGET bounds */
+    int                      lean_warned; /* a registration went lean: said once */
     int                     *pids;   /* every member's process id */
     int                     *same_host; /* per rank: 1 if on our host (pids, shm) */
     int                      net;      /* some edge of the ring is net: staging everywhere */
@@ -338,6 +341,7 @@ typedef struct {
     uint64_t            runs;
     size_t              bytes;      /* memory held for this collective */
     size_t              region;     /* bytes of each channel's connector region */
+    size_t              pool_bytes; /* of the group's pool (conn_bytes) */
     dfccl_coll_static_t st;         /* host copy of the static context */
 } dfccl_coll_t;
 

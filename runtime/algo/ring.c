@@ -10,14 +10,22 @@ int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int 
                          int nranks)
 {
     size_t bytes = count * dfccl_dtype_bytes(dtype);
-    size_t nch;
+    size_t nch, most = (size_t)cfg->max_channels;
 
     if (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER) {
         bytes *= (size_t)nranks;
     }
+    /* The largest allreduces, allgathers and reduce-scatters may spread
+     * over every daemon block (a channel per block). */
+    if (cfg->wide_bytes != 0 && bytes >= cfg->wide_bytes &&
+        (kind == DFCCL_COLL_ALLREDUCE || kind == DFCCL_COLL_ALLGATHER ||
+         kind == DFCCL_COLL_REDUCESCATTER) &&
+        (size_t)cfg->max_blocks > most) {
+        most = (size_t)cfg->max_blocks;
+    }
     nch = (bytes + cfg->min_channel_bytes - 1) / cfg->min_channel_bytes;
-    if (nch > (size_t)cfg->max_channels) {
-        nch = (size_t)cfg->max_channels;
+    if (nch > most) {
+        nch = most;
     }
     if (nch > count) {
         nch = count;

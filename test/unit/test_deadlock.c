@@ -381,6 +381,112 @@ START_TEST(test_many_collectives)
 }
 END_TEST
 
+/* ---- past the connector budget ----------------------------------------- */
+
+#define NBUDGET     12
+#define BUDGET_CNT  (256 * 1024) /* floats: 1 MiB allreduces */
+#define BUDGET      ((size_t)4 << 20)
+
+/*
+ * Registrations past DFCCL_CONN_BUDGET get lean connectors: the first ones
+ * hold full-size connectors up to the budget, every later one less, and
+ * all of them, full and lean, run correctly in a different order on every
+ * rank. Deregistering gives the budget back.
+ */
+static int budget_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_config_t cfg;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    size_t delta[NBUDGET], prev = 0, full;
+    int id[NBUDGET], order[NBUDGET], nfull = 0;
+    unsigned seed = 7u + (unsigned)rank;
+    float *d, *h = malloc(BUDGET_CNT * sizeof(float));
+    dfccl_stats_t s;
+
+    (void)arg;
+    setenv("DFCCL_BACKEND", "host", 0);
+    dfcclConfigInit(&cfg);
+    cfg.conn_budget = BUDGET;
+    dfccl_test_setup(rank, n, oob, &cfg, &ctx, &g);
+    d = dfccl_test_malloc(ctx, (size_t)NBUDGET * BUDGET_CNT * sizeof(float));
+    for (int c = 0; c < NBUDGET; c++) {
+        dfccl_status_t st = dfcclRegisterAllReduce(BUDGET_CNT, DFCCL_FLOAT32, DFCCL_SUM, g, 0,
+                                                   &id[c]);
+        DFCCL_TEST_CHECK(st == DFCCL_OK, "register %d: %s", c, dfcclGetErrorString(st));
+        dfcclGetStats(ctx, &s);
+        delta[c] = s.connector_bytes - prev;
+        prev     = s.connector_bytes;
+        order[c] = c;
+    }
+    full = delta[0];
+    while (nfull < NBUDGET && delta[nfull] == full) {
+        nfull++;
+    }
+    DFCCL_TEST_CHECK(full > 0 && (size_t)nfull * full <= BUDGET &&
+                         (size_t)(nfull + 1) * full > BUDGET,
+                     "%d registrations of %zu connector bytes each before the first lean one, "
+                     "with a budget of %zu", nfull, full, BUDGET);
+    DFCCL_TEST_CHECK(nfull <= NBUDGET - 3, "only %d of %d registrations went lean",
+                     NBUDGET - nfull, NBUDGET);
+    for (int c = nfull; c < NBUDGET; c++) {
+        /* at most 4 channels of nslots slots of 32 KiB (LL: twice), and
+         * a control block per channel */
+        size_t most = 4 * ((size_t)cfg.nslots * (64u << 10) + (64u << 10));
+        DFCCL_TEST_CHECK(delta[c] == delta[nfull] && delta[c] < full && delta[c] <= most,
+                         "registration %d past the budget holds %zu connector bytes (full "
+                         "%zu, lean at most %zu)", c, delta[c], full, most);
+    }
+    for (int it = 0; it < 3; it++) {
+        for (int c = 0; c < NBUDGET; c++) {
+            fill(h, BUDGET_CNT, rank, c, it);
+            dfccl_test_put(ctx, d + (size_t)c * BUDGET_CNT, h, BUDGET_CNT * sizeof(float));
+        }
+        shuffle(order, NBUDGET, &seed);
+        for (int k = 0; k < NBUDGET; k++) {
+            float *p = d + (size_t)order[k] * BUDGET_CNT;
+            DFCCL_TEST_CHECK(dfcclRunAllReduce(p, p, id[order[k]], NULL, NULL, ctx) == DFCCL_OK,
+                             "run %d", order[k]);
+        }
+        for (int c = 0; c < NBUDGET; c++) {
+            DFCCL_TEST_CHECK(dfcclWait(id[c], 120000, ctx) == DFCCL_OK, "wait %d: %s", c,
+                             dfcclGetLastErrorMessage());
+            dfccl_test_get(ctx, h, d + (size_t)c * BUDGET_CNT, BUDGET_CNT * sizeof(float));
+            if (check_sum(h, BUDGET_CNT, n, c, it)) {
+                return 1;
+            }
+        }
+    }
+    for (int c = 0; c < NBUDGET; c++) {
+        DFCCL_TEST_CHECK(dfcclDeregister(id[c], ctx) == DFCCL_OK, "deregister %d", c);
+    }
+    dfcclGetStats(ctx, &s);
+    prev = s.connector_bytes;
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(BUDGET_CNT, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id[0]) ==
+                         DFCCL_OK, "register again");
+    dfcclGetStats(ctx, &s);
+    DFCCL_TEST_CHECK(s.connector_bytes - prev == full,
+                     "after deregistering everything a registration holds %zu bytes, not %zu",
+                     s.connector_bytes - prev, full);
+    if (rank == 0) {
+        printf("budget: %d ranks, %zu-byte budget: %d registrations of %zu connector bytes, "
+               "%d lean ones of %zu, all correct in 3 disordered rounds\n", n, BUDGET, nfull,
+               full, NBUDGET - nfull, delta[NBUDGET - 1]);
+    }
+    DFCCL_TEST_CHECK(dfcclDeregister(id[0], ctx) == DFCCL_OK, "deregister");
+    dfccl_test_free(ctx, d);
+    free(h);
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_conn_budget)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 200, budget_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 200, budget_body, NULL), 0);
+}
+END_TEST
+
 /* ---- a late joiner ------------------------------------------------------ */
 
 static int late_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
@@ -800,6 +906,7 @@ int main(void)
     tcase_add_test(tc, test_synchronize);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_many_collectives);
+    tcase_add_test(tc, test_conn_budget);
     tcase_add_test(tc, test_late_joiner);
     tcase_add_test(tc, test_late_peer_bell);
     tcase_add_test(tc, test_priority);
