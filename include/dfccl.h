@@ -140,8 +140,8 @@ typedef struct {
     size_t   conn_budget;           /* DFCCL_CONN_BUDGET: [group] connector bytes a group's
                                      * collectives hold at full size; a registration
                                      * that would pass it gets lean connectors
-                                     * (at most 4 channels of 32 KiB slots). 0: no
-                                     * limit. Default 1 GiB */
+                                     * (at most 16 channels of 2 slots of 32 KiB,
+                                     * 1 MiB). 0: no limit. Default 768 MiB */
     int      step_slices;           /* DFCCL_STEP_SLICES: [group] slices a ring step is
                                      * cut into, to pipeline it (1 to 16; 0: backend
                                      * default, host 4, cuda 1) */

@@ -184,8 +184,8 @@ static int dfccl_register(void)
               "on every rank (DFCCL_WIDE_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
               &c->wide_bytes);
     dfccl_reg("conn_budget", "Connector bytes that a communicator's registered collectives "
-              "hold at full size; registrations past it get lean connectors (at most 4 "
-              "channels of 32 KiB slots), 0 = no limit; same on every rank "
+              "hold at full size; registrations past it get lean connectors (at most 16 "
+              "channels of 2 slots of 32 KiB), 0 = no limit; same on every rank "
               "(DFCCL_CONN_BUDGET)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->conn_budget);
     dfccl_reg("channel_bytes", "Bytes per extra channel, 0 = backend default; same on "
               "every rank (DFCCL_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->min_channel_bytes);

@@ -85,7 +85,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->threads_per_block = 512;
     c->max_channels      = 0;     /* 0: backend default (host max_blocks, cuda 16) */
     c->wide_bytes        = (size_t)256 << 20; /* no effect while max_channels = max_blocks */
-    c->conn_budget       = (size_t)1 << 30;
+    c->conn_budget       = (size_t)768 << 20;
     c->min_channel_bytes = 0;     /* 0: backend default (host 256 KiB, cuda 32 KiB) */
     c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 1 MiB) */
     /* 4 slots: with one slice per ring step a sender runs at most a step

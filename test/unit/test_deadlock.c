@@ -430,9 +430,9 @@ static int budget_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     DFCCL_TEST_CHECK(nfull <= NBUDGET - 3, "only %d of %d registrations went lean",
                      NBUDGET - nfull, NBUDGET);
     for (int c = nfull; c < NBUDGET; c++) {
-        /* at most 4 channels of nslots slots of 32 KiB (LL: twice), and
-         * a control block per channel */
-        size_t most = 4 * ((size_t)cfg.nslots * (64u << 10) + (64u << 10));
+        /* at most 16 channels of 2 slots of 32 KiB (LL: twice), and a
+         * control block per channel */
+        size_t most = 16 * (2 * (64u << 10) + (64u << 10));
         DFCCL_TEST_CHECK(delta[c] == delta[nfull] && delta[c] < full && delta[c] <= most,
                          "registration %d past the budget holds %zu connector bytes (full "
                          "%zu, lean at most %zu)", c, delta[c], full, most);
