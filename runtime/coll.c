@@ -408,7 +408,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
                 g->lean_warned = 1;
                 dfccl_log_msg(0, __FILE__, __LINE__,
                               "%s on group %s: its connectors (%zu KiB) would take the "
-                              "group's connectors past DFCCL_CONN_BUDGET=%zu bytes, so it and later "
+                              "group's connector bytes past DFCCL_CONN_BUDGET=%zu, so it and later "
                               "registrations past the budget get lean connectors (%d "
                               "channel(s), %u-byte slots), which are slower; raise "
                               "DFCCL_CONN_BUDGET (same on every rank) or deregister unused "
