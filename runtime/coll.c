@@ -148,6 +148,25 @@ static uint32_t dfccl_coll_proto(const dfccl_config_t *cfg, const struct dfccl_g
     return *slot_bytes_p <= cfg->ll_max_bytes ? DFCCL_K_PROTO_LL : DFCCL_K_PROTO_SIMPLE;
 }
 
+/*
+ * Lay out the connectors of collective `st` (kind, count, dtype and nranks
+ * set) on `nch` channels under `cfg`: slots, slices per step, slot size and
+ * protocol. Returns the bytes of each channel's connector region. Same on
+ * all ranks.
+ */
+static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_group *g,
+                                int nch, dfccl_coll_static_t *st)
+{
+    st->nchannels    = nch;
+    st->nslots       = (uint32_t)cfg->nslots;
+    st->chunk_slices = dfccl_coll_step_slices(cfg);
+    st->slot_bytes   = dfccl_coll_slot_bytes(cfg, (int)st->kind, st->count, (int)st->dtype,
+                                             (int)st->nranks, nch);
+    st->proto        = dfccl_coll_proto(cfg, g, &st->slot_bytes);
+    return sizeof(dfccl_conn_ctrl_t) +
+           (size_t)st->nslots * st->slot_bytes * (st->proto == DFCCL_K_PROTO_LL ? 2 : 1);
+}
+
 static int dfccl_coll_find_free(struct dfccl_rank_ctx *ctx)
 {
     for (int i = 0; i < ctx->cfg.max_colls; i++) {
@@ -368,17 +387,11 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     st.nranks       = g->nranks;
     st.rank         = g->rank;
     st.root         = (kind == DFCCL_COLL_REDUCE || kind == DFCCL_COLL_BROADCAST) ? root : 0;
-    st.nchannels    = nch;
     st.priority     = priority;
     st.count        = count;
-    st.slot_bytes   = dfccl_coll_slot_bytes(&ctx->cfg, kind, count, dtype, g->nranks, nch);
-    st.nslots       = (uint32_t)ctx->cfg.nslots;
-    st.chunk_slices = dfccl_coll_step_slices(&ctx->cfg);
     st.elem_size    = (uint32_t)dfccl_dtype_bytes(dtype);
     st.registered   = 1;
-    st.proto        = dfccl_coll_proto(&ctx->cfg, g, &st.slot_bytes);
-    region          = sizeof(dfccl_conn_ctrl_t) +
-             (size_t)st.nslots * st.slot_bytes * (st.proto == DFCCL_K_PROTO_LL ? 2 : 1);
+    region          = dfccl_coll_layout(&ctx->cfg, g, nch, &st);
 
     pthread_mutex_lock(&ctx->lock);
     /* Past the group's connector budget a collective gets lean connectors.
@@ -395,14 +408,8 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
         if (lcfg.slot_bytes > DFCCL_LEAN_SLOT_BYTES) {
             lcfg.slot_bytes = DFCCL_LEAN_SLOT_BYTES;
         }
-        lean.nchannels    = nch < DFCCL_LEAN_CHANNELS ? nch : DFCCL_LEAN_CHANNELS;
-        lean.nslots       = (uint32_t)lcfg.nslots;
-        lean.chunk_slices = dfccl_coll_step_slices(&lcfg);
-        lean.slot_bytes   = dfccl_coll_slot_bytes(&lcfg, kind, count, dtype, g->nranks,
-                                                  lean.nchannels);
-        lean.proto        = dfccl_coll_proto(&lcfg, g, &lean.slot_bytes);
-        lregion           = sizeof(dfccl_conn_ctrl_t) + (size_t)lean.nslots * lean.slot_bytes *
-                                                  (lean.proto == DFCCL_K_PROTO_LL ? 2 : 1);
+        lregion = dfccl_coll_layout(&lcfg, g, nch < DFCCL_LEAN_CHANNELS ? nch : DFCCL_LEAN_CHANNELS,
+                                    &lean);
         if ((size_t)lean.nchannels * lregion < (size_t)nch * region) {
             if (!g->lean_warned) {
                 g->lean_warned = 1;
