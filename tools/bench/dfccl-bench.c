@@ -23,8 +23,9 @@
  * every rank against rounds in a random order per rank (what deadlocks a
  * stream-ordered library); --registered N reports the device memory held
  * by N registered allreduces and the SMs the daemon holds, active and idle;
- * --stats adds, after each size, the slowest call and the daemon's
- * launches, quits, preemptions and context loads during its timed calls.
+ * --stats adds, after each size, the median, 99th percentile and slowest
+ * of the timed calls and the daemon's launches, quits, preemptions and
+ * context loads during them.
  *
  * The backend is DFCCL_BACKEND (default: CUDA when a GPU is visible). On
  * GPUs, rank i of a host uses device i % ndev. Ranks are MPI processes
@@ -72,7 +73,7 @@ typedef struct {
     int    disorder;   /* --disorder N: N collectives per round, in order and shuffled */
     int    registered; /* --registered N: memory and SMs with N registered allreduces */
     const char *plot; /* --plot FILE.svg, rank 0 writes it */
-    int    stats;     /* --stats: slowest call and daemon counters per size */
+    int    stats;     /* --stats: call percentiles and daemon counters per size */
 } bench_opts_t;
 
 typedef struct {
@@ -86,6 +87,8 @@ typedef struct {
     int              nids;
     bench_plot_t    *plot;         /* rank 0 with --plot */
     double           slowest;      /* --stats: this rank's slowest timed call (us) */
+    double          *calls;        /* --stats: this rank's timed calls (us), iters */
+    int              ncalls;
 #ifdef DFCCL_BENCH_NCCL
     ncclComm_t       comm;
     cudaStream_t     stream;
@@ -464,7 +467,8 @@ static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
 }
 #endif
 
-/* One call whose time, with --stats, counts towards (_b)->slowest. */
+/* One call whose time, with --stats, counts towards (_b)->slowest and is
+ * kept for the percentiles. */
 #define BENCH_CALL(_b, _o, _call)                                              \
     do {                                                                       \
         double _c0 = (_o)->stats ? bench_now_us() : 0.0;                       \
@@ -472,8 +476,33 @@ static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
         if ((_o)->stats) {                                                     \
             double _d = bench_now_us() - _c0;                                  \
             (_b)->slowest = _d > (_b)->slowest ? _d : (_b)->slowest;           \
+            if ((_b)->ncalls < (_o)->iters) {                                  \
+                (_b)->calls[(_b)->ncalls++] = _d;                              \
+            }                                                                  \
         }                                                                      \
     } while (0)
+
+static int bench_cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, c = *(const double *)y;
+
+    return a < c ? -1 : a > c;
+}
+
+/* --stats: this rank's median and 99th percentile of its timed calls
+ * (nearest rank), then the largest of each over the ranks. */
+static void bench_percentiles(bench_t *b, double *p50, double *p99)
+{
+    double m = 0.0, q = 0.0;
+
+    if (b->ncalls > 0) {
+        qsort(b->calls, (size_t)b->ncalls, sizeof(double), bench_cmp_double);
+        m = b->calls[(b->ncalls - 1) / 2];
+        q = b->calls[(size_t)((b->ncalls - 1) * 0.99 + 0.5)];
+    }
+    *p50 = bench_max(m);
+    *p99 = bench_max(q);
+}
 
 /* With --stats, the daemon's counters into *s (s may be NULL). */
 static void bench_mark(bench_t *b, const bench_opts_t *o, dfccl_stats_t *s)
@@ -496,6 +525,7 @@ static void bench_mark(bench_t *b, const bench_opts_t *o, dfccl_stats_t *s)
             _call;                                                             \
         }                                                                      \
         (_b)->slowest = 0.0;                                                   \
+        (_b)->ncalls  = 0;                                                     \
         bench_barrier();                                                       \
         bench_mark(_b, _o, (_s_p));                                            \
         if ((_o)->cold_us > 0 || (_o)->late_us > 0) {                          \
@@ -527,9 +557,24 @@ static void bench_mark(bench_t *b, const bench_opts_t *o, dfccl_stats_t *s)
         *(_t_p) = bench_max(_t0 / (_o)->iters);                                \
     } while (0)
 
+/* --stats: one library's timed calls, us (each the largest over the ranks). */
+typedef struct {
+    double p50, p99, slowest;
+} bench_calls_t;
+
+static bench_calls_t bench_calls(bench_t *b)
+{
+    bench_calls_t c;
+
+    bench_percentiles(b, &c.p50, &c.p99);
+    c.slowest = bench_max(b->slowest);
+    return c;
+}
+
 /*
- * --stats: after a size's row, a comment line with the slowest timed call
- * (the slowest rank's; NCCL's too with --compare) and what the daemon did
+ * --stats: after a size's row, a comment line with the median, 99th
+ * percentile and slowest of the timed calls (each the slowest rank's;
+ * NCCL's too with --compare) and what the daemon did
  * during the timed calls (the most on any rank): launches, and of them
  * those of a stuck daemon that news from a peer brought forward; voluntary
  * quits of blocks, preemptions and context loads. A call much
@@ -537,7 +582,7 @@ static void bench_mark(bench_t *b, const bench_opts_t *o, dfccl_stats_t *s)
  * relaunch; with preemptions, for a peer.
  */
 static void bench_print_stats(bench_t *b, const dfccl_stats_t *s0, const dfccl_stats_t *s1,
-                              double slow, double slow_nccl)
+                              const bench_calls_t *c, const bench_calls_t *cn)
 {
     double launches = bench_max((double)(s1->launches - s0->launches));
     double bells    = bench_max((double)(s1->peer_relaunches - s0->peer_relaunches));
@@ -546,9 +591,10 @@ static void bench_print_stats(bench_t *b, const dfccl_stats_t *s0, const dfccl_s
     double loads    = bench_max((double)(s1->context_loads - s0->context_loads));
 
     if (b->rank == 0) {
-        printf("#   slowest call %.1f us", slow);
-        if (slow_nccl >= 0.0) {
-            printf(" (NCCL %.1f us)", slow_nccl);
+        printf("#   calls: median %.1f us, p99 %.1f us, slowest %.1f us", c->p50, c->p99,
+               c->slowest);
+        if (cn != NULL) {
+            printf(" (NCCL %.1f, %.1f, %.1f)", cn->p50, cn->p99, cn->slowest);
         }
         printf("; daemon, most on a rank: %.0f launches (%.0f on a peer's bell), %.0f quits, "
                "%.0f preemptions, %.0f context loads\n", launches, bells, quits, preempt, loads);
@@ -568,7 +614,7 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
 {
     size_t count, reg, in, out, esz = dfccl_dtype_size(o->dtype);
     double t, tn = -1.0, f = bench_busbw_factor(o, b->nranks), gb; /* tn: NCCL's time */
-    double slow = 0.0, slow_nccl = -1.0;
+    bench_calls_t calls = {0, 0, 0}, calls_nccl = {-1, -1, -1};
     dfccl_stats_t s[2];
     long wrong = 0;
     int id;
@@ -582,7 +628,7 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     bench_fill(b, o, in);
     BENCH_TIME(b, o, bench_dfccl_run(b, o, id), &t, s);
     if (o->stats) {
-        slow = bench_max(b->slowest);
+        calls = bench_calls(b);
     }
     if (o->check) {
         bench_clear(b, b->rbuf, out * esz);
@@ -603,7 +649,7 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         long wn = 0;
         BENCH_TIME(b, o, bench_nccl_run(b, o, reg), &tn, NULL);
         if (o->stats) {
-            slow_nccl = bench_max(b->slowest);
+            calls_nccl = bench_calls(b);
         }
         if (o->check) {
             bench_clear(b, b->rbuf, out * esz);
@@ -620,7 +666,7 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         printf("\n");
     }
     if (o->stats) {
-        bench_print_stats(b, &s[0], &s[1], slow, slow_nccl);
+        bench_print_stats(b, &s[0], &s[1], &calls, calls_nccl.p50 >= 0 ? &calls_nccl : NULL);
     }
     if (b->rank == 0) {
         fflush(stdout);
@@ -847,6 +893,7 @@ static void bench_finish(bench_t *b, const bench_opts_t *o)
     bench_free(b, b->sbuf);
     bench_free(b, b->rbuf);
     free(b->host);
+    free(b->calls);
 #ifdef DFCCL_BENCH_MPI
     MPI_Finalize();
 #endif
@@ -882,8 +929,9 @@ static void bench_usage(void)
            "      --registered N   register N allreduces (sizes -b, 4x, ... up to -e), run\n"
            "                       each once, print the device memory they hold and the\n"
            "                       daemon's blocks while active and after it quit\n"
-           "      --stats          after each size, the slowest call and what the daemon\n"
-           "                       did (launches, quits, preemptions, context loads)\n");
+           "      --stats          after each size, the median, 99th percentile and slowest\n"
+           "                       of the timed calls and what the daemon did (launches,\n"
+           "                       quits, preemptions, context loads)\n");
 }
 
 int main(int argc, char **argv)
@@ -996,8 +1044,9 @@ int main(int argc, char **argv)
     }
     b.sbuf = bench_alloc(&b, o.max_bytes);
     b.rbuf = bench_alloc(&b, o.max_bytes);
-    b.host = malloc(o.max_bytes);
-    if (b.host == NULL) {
+    b.host  = malloc(o.max_bytes);
+    b.calls = malloc((size_t)o.iters * sizeof(double));
+    if (b.host == NULL || b.calls == NULL) {
         bench_die("out of host memory%s", "");
     }
 #ifdef DFCCL_BENCH_NCCL

@@ -46,11 +46,19 @@ for c in allreduce allgather reducescatter reduce broadcast; do
 done
 run "allreduce int8 max" 8 -t int8 -o max -b 64 -e 64K -f 32 -w 1 -n 3
 run "disorder rounds" 7 --disorder 4 -b 1K -e 256K -f 16 -w 1 -n 3
-# --stats: one line per size with the slowest call and the daemon's counters
-run "allreduce --stats" 8 -c allreduce -b 1K -e 64K -f 8 -w 1 -n 3 --stats
-nstats=$(grep -c '^#   slowest call [0-9.]* us; daemon, most on a rank: [0-9]* launches' "$out")
+# --stats: one line per size with the calls' median, 99th percentile and
+# slowest, which must come in that order, and the daemon's counters
+run "allreduce --stats" 8 -c allreduce -b 1K -e 64K -f 8 -w 1 -n 5 --stats
+stats_re='^#   calls: median [0-9.]* us, p99 [0-9.]* us, slowest [0-9.]* us; daemon, most on a rank: [0-9]* launches'
+nstats=$(grep -c "$stats_re" "$out")
 if [ "$nstats" -ne 3 ]; then
     echo "FAIL: --stats printed $nstats stats lines for 3 sizes"
+    failed=1
+fi
+unordered=$(grep "$stats_re" "$out" | awk '{ m = $4; p = $7; s = $10; if (!(m > 0 && m <= p && p <= s)) print }' | wc -l)
+if [ "$unordered" -ne 0 ]; then
+    echo "FAIL: --stats: $unordered lines where median <= p99 <= slowest does not hold"
+    grep "$stats_re" "$out" | sed 's/^/    /'
     failed=1
 fi
 # --late: the last rank idles 20 ms before every timed call, and the others
