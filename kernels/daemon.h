@@ -118,8 +118,9 @@ DFCCL_F_DEVICE void dfccl_daemon_take(const dfccl_daemon_args_t *a, uint32_t b,
     }
 }
 
-/* Whether the words of an SQ entry all carry `flag`; if so, decode it. */
-DFCCL_F_DEVICE int dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos, dfccl_sqe_t *e)
+/* Whether the words of an SQ entry all carry `flag`; if so, decode it and
+ * return 1 + the number of entries written together after it. */
+DFCCL_F_DEVICE uint32_t dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos, dfccl_sqe_t *e)
 {
     const uint32_t flag = (uint32_t)(pos + 1);
 
@@ -129,7 +130,7 @@ DFCCL_F_DEVICE int dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos, dfcc
         }
     }
     e->seq       = pos + 1;
-    e->kind      = (int32_t)(uint32_t)w[DFCCL_SQW_KIND];
+    e->kind      = (int32_t)((uint32_t)w[DFCCL_SQW_KIND] & 0xffffu);
     e->coll_id   = (int32_t)(uint32_t)w[DFCCL_SQW_COLL];
     e->sendbuff  = (uint64_t)(uint32_t)w[DFCCL_SQW_SEND_LO] |
                   ((uint64_t)(uint32_t)w[DFCCL_SQW_SEND_HI] << 32);
@@ -137,23 +138,29 @@ DFCCL_F_DEVICE int dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos, dfcc
                   ((uint64_t)(uint32_t)w[DFCCL_SQW_RECV_HI] << 32);
     e->nchannels = (uint32_t)w[DFCCL_SQW_NCHANNELS];
     e->priority  = (int32_t)(uint32_t)w[DFCCL_SQW_PRIORITY];
-    return 1;
+    return 1 + ((uint32_t)w[DFCCL_SQW_KIND] >> DFCCL_SQW_FOLLOW_SHIFT);
 }
 
 /*
  * Leader (block 0, thread 0): take published SQEs, while the log has room,
  * into its own task queue and, for the other blocks, into the device log.
- * The abort flag is read together with the first entry (both loads in
- * flight at once): *abort_p is set only if it was read. ls->min_head caches
- * the slowest block's log position: positions only grow, so the blocks'
- * heads are read again only when the cached one says the log is full.
+ * Each poll reads one entry (its 64 bytes, in flight together with the
+ * abort flag: one round trip across PCIe; reads of more lines at once were
+ * slower). The host writes the first entry of a batch last and says in it
+ * how many follow, so the leader reads on exactly as far as the batch goes
+ * and takes it whole in one pass: after a lone entry it does not ask the
+ * SQ again before the collective starts, and entries published later are
+ * taken in the next pass. *abort_p is set only if the flag was read.
+ * ls->min_head caches the slowest block's log position: positions only
+ * grow, so the blocks' heads are read again only when the cached one says
+ * the log is full.
  */
 DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfccl_task_t *tasks,
                                               dfccl_blk_ctl_t *ctl, dfccl_blk_state_t *ls,
                                               uint64_t *abort_p)
 {
-    uint64_t pos = ls->sq_next;
-    uint32_t fetched = 0;
+    uint64_t pos = ls->sq_next, batch_end = pos;
+    uint32_t fetched = 0, polls = 0;
 
     if (pos - ls->min_head >= a->log_entries) {
         uint64_t min_head = pos; /* block 0 reads no log: its own head is pos */
@@ -165,16 +172,24 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfcc
     while (pos - ls->min_head < a->log_entries) {
         uint64_t w[DFCCL_SQW_WORDS], abort = 0;
         dfccl_sqe_t e;
+        uint32_t span;
 
-        if (fetched == 0) {
+        if (polls++ == 0) {
             abort = dfccl_ld_relaxed(a->abort_flag);
         }
         dfccl_ld_sqw(a->sq[pos % a->sq_entries].w, w);
-        if (fetched == 0) {
+        if (polls == 1) {
             *abort_p = abort;
         }
-        if (!dfccl_daemon_sqw_decode(w, pos, &e)) {
+        span = dfccl_daemon_sqw_decode(w, pos, &e);
+        if (span == 0) {
+            if (pos < batch_end) {
+                continue; /* in the batch, so written: this read was early */
+            }
             break;
+        }
+        if (pos + span > batch_end) {
+            batch_end = pos + span;
         }
         if (a->nblocks > 1) {
             a->log[pos % a->log_entries] = e;
@@ -182,6 +197,9 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfcc
         dfccl_daemon_take(a, 0, &e, tasks, ctl);
         pos++;
         fetched++;
+        if (pos >= batch_end) {
+            break; /* the batch is taken; later entries in the next pass */
+        }
     }
     if (fetched) {
         /* contexts written before these entries are read after them */
@@ -210,7 +228,7 @@ DFCCL_F_DEVICE int dfccl_daemon_sq_pending(const dfccl_daemon_args_t *a,
     dfccl_sqe_t e;
 
     dfccl_ld_sqw(a->sq[ls->sq_next % a->sq_entries].w, w);
-    return dfccl_daemon_sqw_decode(w, ls->sq_next, &e);
+    return dfccl_daemon_sqw_decode(w, ls->sq_next, &e) != 0;
 }
 
 /* Pull new log entries into this block's task queue (blocks other than 0).

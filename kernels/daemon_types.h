@@ -86,6 +86,12 @@ typedef struct {
     uint64_t w[DFCCL_SQW_WORDS];
 } dfccl_sqw_t;
 
+/* The kind word's high 16 bits: how many entries after this one the host
+ * wrote together with it (before it; see dfccl_ctx_drain_pending). The
+ * leader takes them in the same pass. */
+#define DFCCL_SQW_FOLLOW_SHIFT 16
+#define DFCCL_SQW_FOLLOW_MAX   0xffffu
+
 /* Submission ring control: written by block 0 only, read by the host. */
 typedef struct {
     uint64_t head;     /* consumed entries */

@@ -384,13 +384,17 @@ static dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int for
 }
 
 /* Write an entry into the SQ ring: each word carries its position's flag
- * (dfccl_sqw_t). */
-static void dfccl_ctx_write_sqw(struct dfccl_rank_ctx *ctx, uint64_t pos, const dfccl_sqe_t *e)
+ * (dfccl_sqw_t); `follow` entries after it were written before it. */
+static void dfccl_ctx_write_sqw(struct dfccl_rank_ctx *ctx, uint64_t pos, const dfccl_sqe_t *e,
+                                uint64_t follow)
 {
     uint64_t *w = ctx->sq[pos % ctx->args.sq_entries].w, flag = (pos + 1) << 32;
     uint32_t v[DFCCL_SQW_WORDS];
 
-    v[DFCCL_SQW_KIND]      = (uint32_t)e->kind;
+    if (follow > DFCCL_SQW_FOLLOW_MAX) {
+        follow = DFCCL_SQW_FOLLOW_MAX; /* the rest is taken in later passes */
+    }
+    v[DFCCL_SQW_KIND]      = (uint32_t)e->kind | (uint32_t)(follow << DFCCL_SQW_FOLLOW_SHIFT);
     v[DFCCL_SQW_COLL]      = (uint32_t)e->coll_id;
     v[DFCCL_SQW_SEND_LO]   = (uint32_t)e->sendbuff;
     v[DFCCL_SQW_SEND_HI]   = (uint32_t)(e->sendbuff >> 32);
@@ -443,7 +447,7 @@ static void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx)
         if (ctx->sq_tail == first) {
             e0 = e;
         } else {
-            dfccl_ctx_write_sqw(ctx, ctx->sq_tail, &e);
+            dfccl_ctx_write_sqw(ctx, ctx->sq_tail, &e, 0);
         }
         ctx->sq_tail++;
         if (resize) {
@@ -457,7 +461,9 @@ static void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx)
         free(p);
     }
     if (ctx->sq_tail != first) {
-        dfccl_ctx_write_sqw(ctx, first, &e0);
+        /* the batch's other entries are visible before its first one */
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        dfccl_ctx_write_sqw(ctx, first, &e0, ctx->sq_tail - first - 1);
         /* the store half of the handshake with a quitting daemon (the load
          * is in dfccl_ctx_maybe_launch) */
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
