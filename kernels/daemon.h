@@ -23,7 +23,8 @@
 
 #include "ring.h"
 
-/* Least time between two reads of the abort flag by a block's scheduler. */
+/* Least time between two reads of the abort flag in host memory by a block
+ * other than 0 (only once block 0 has quit: before, they read its copy). */
 #define DFCCL_ABORT_CHECK_NS 20000ull
 
 /*
@@ -287,7 +288,8 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
     x.sendbuff    = (const char *)(uintptr_t)task->sendbuff;
     x.recvbuff    = (char *)(uintptr_t)task->recvbuff;
     x.ctl         = ctl;
-    x.abort_flag  = a->abort_flag;
+    /* block 0 polls the flag in host memory; the others its copy */
+    x.abort_flag  = b == 0 ? a->abort_flag : a->abort_dev;
     x.slice_elems = x.st->slot_bytes / x.st->elem_size;
     x.ll_scratch  = a->ll_scratch + (uint64_t)b * DFCCL_LL_MAX_BYTES;
     x.progressed  = 0;
@@ -375,20 +377,28 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         int rc;
 
         if (DFCCL_TID == 0) {
-            uint64_t now = dfccl_now_ns(), abort = 0;
+            uint64_t abort = 0;
             /* The abort flag sits in host memory. Block 0 reads it with
              * every poll of the SQ (in flight together: no extra round
-             * trip). The other blocks read it at most every few
-             * microseconds: every block reading it on every pass would
-             * flood PCIe and delay the leader's polls and the CQEs (a
-             * primitive that waits checks it too). */
+             * trip) and copies it into device memory, where the other
+             * blocks read it on every pass: reads of host memory by the
+             * other blocks delayed the leader's polls. Once block 0 has
+             * quit, they read the flag itself every few microseconds. */
             if (b == 0) {
                 ctl->active = dfccl_daemon_fetch_sq(a, tasks, ctl, ls, &abort);
+                if (abort) {
+                    dfccl_st_release_gpu(a->abort_dev, abort);
+                }
             } else {
                 ctl->active = dfccl_daemon_pull_log(a, b, tasks, ctl);
-                if (now < last_abort_check || now - last_abort_check > DFCCL_ABORT_CHECK_NS) {
-                    last_abort_check = now;
-                    abort = dfccl_ld_relaxed(a->abort_flag);
+                abort       = dfccl_ld_acquire_gpu(a->abort_dev);
+                if (!abort && dfccl_ld_acquire_gpu(a->quit_epoch) == a->launch_epoch) {
+                    uint64_t now = dfccl_now_ns();
+                    if (now < last_abort_check ||
+                        now - last_abort_check > DFCCL_ABORT_CHECK_NS) {
+                        last_abort_check = now;
+                        abort = dfccl_ld_relaxed(a->abort_flag);
+                    }
                 }
             }
             ctl->rc = abort ? DFCCL_DAEMON_ABORT : 0;

@@ -212,6 +212,7 @@ typedef struct {
     dfccl_block_stats_t *stats;     /* nblocks */
     uint64_t            *abort_flag;
     /* daemon state (device memory) */
+    uint64_t            *abort_dev; /* block 0's copy of *abort_flag, for the others */
     dfccl_sqe_t         *log;       /* fan-out of SQEs, log_entries */
     uint64_t            *log_tail;  /* written by block 0 */
     uint64_t            *quit_epoch; /* launch_epoch once block 0 has quit */
