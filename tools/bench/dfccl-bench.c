@@ -489,21 +489,6 @@ static int bench_cmp_double(const void *x, const void *y)
     return a < c ? -1 : a > c;
 }
 
-/* --stats: this rank's median and 99th percentile of its timed calls
- * (nearest rank), then the largest of each over the ranks. */
-static void bench_percentiles(bench_t *b, double *p50, double *p99)
-{
-    double m = 0.0, q = 0.0;
-
-    if (b->ncalls > 0) {
-        qsort(b->calls, (size_t)b->ncalls, sizeof(double), bench_cmp_double);
-        m = b->calls[(b->ncalls - 1) / 2];
-        q = b->calls[(size_t)((b->ncalls - 1) * 0.99 + 0.5)];
-    }
-    *p50 = bench_max(m);
-    *p99 = bench_max(q);
-}
-
 /* With --stats, the daemon's counters into *s (s may be NULL). */
 static void bench_mark(bench_t *b, const bench_opts_t *o, dfccl_stats_t *s)
 {
@@ -557,16 +542,24 @@ static void bench_mark(bench_t *b, const bench_opts_t *o, dfccl_stats_t *s)
         *(_t_p) = bench_max(_t0 / (_o)->iters);                                \
     } while (0)
 
-/* --stats: one library's timed calls, us (each the largest over the ranks). */
+/* --stats: one library's timed calls, us: this rank's median and 99th
+ * percentile (nearest rank) and slowest, each then the largest over the
+ * ranks. */
 typedef struct {
     double p50, p99, slowest;
 } bench_calls_t;
 
 static bench_calls_t bench_calls(bench_t *b)
 {
-    bench_calls_t c;
+    bench_calls_t c = {0.0, 0.0, 0.0};
 
-    bench_percentiles(b, &c.p50, &c.p99);
+    if (b->ncalls > 0) {
+        qsort(b->calls, (size_t)b->ncalls, sizeof(double), bench_cmp_double);
+        c.p50 = b->calls[(b->ncalls - 1) / 2];
+        c.p99 = b->calls[(size_t)((b->ncalls - 1) * 0.99 + 0.5)];
+    }
+    c.p50     = bench_max(c.p50);
+    c.p99     = bench_max(c.p99);
     c.slowest = bench_max(b->slowest);
     return c;
 }
@@ -614,7 +607,11 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
 {
     size_t count, reg, in, out, esz = dfccl_dtype_size(o->dtype);
     double t, tn = -1.0, f = bench_busbw_factor(o, b->nranks), gb; /* tn: NCCL's time */
-    bench_calls_t calls = {0, 0, 0}, calls_nccl = {-1, -1, -1};
+    bench_calls_t calls = {0, 0, 0};
+    const bench_calls_t *cn = NULL; /* NCCL's, once timed */
+#ifdef DFCCL_BENCH_NCCL
+    bench_calls_t calls_nccl;
+#endif
     dfccl_stats_t s[2];
     long wrong = 0;
     int id;
@@ -650,6 +647,7 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         BENCH_TIME(b, o, bench_nccl_run(b, o, reg), &tn, NULL);
         if (o->stats) {
             calls_nccl = bench_calls(b);
+            cn         = &calls_nccl;
         }
         if (o->check) {
             bench_clear(b, b->rbuf, out * esz);
@@ -666,7 +664,7 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         printf("\n");
     }
     if (o->stats) {
-        bench_print_stats(b, &s[0], &s[1], &calls, calls_nccl.p50 >= 0 ? &calls_nccl : NULL);
+        bench_print_stats(b, &s[0], &s[1], &calls, cn);
     }
     if (b->rank == 0) {
         fflush(stdout);
