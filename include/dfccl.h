@@ -137,6 +137,10 @@ typedef struct {
     dfccl_proto_t proto;            /* DFCCL_PROTO: [group] default|auto|simple|ll */
     size_t   ll_max_bytes;          /* DFCCL_LL_BYTES: [group] largest slot that auto
                                      * carries in LL (256 B to 64 KiB; 0: default) */
+    int      ll_slots;              /* DFCCL_LL_SLOTS: [group] most slots of an LL
+                                     * connector: it gets as many as hold 64 KiB of
+                                     * data, at least nslots, at most this (2 to 64;
+                                     * 0: default 16) */
     size_t   conn_budget;           /* DFCCL_CONN_BUDGET: [group] connector bytes a group's
                                      * collectives hold at full size; a registration
                                      * that would pass it gets lean connectors

@@ -204,8 +204,17 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
     }
 
     for (uint64_t i0 = (uint64_t)DFCCL_TID; ok && i0 < nlines; i0 += nt * DFCCL_LL_UNROLL) {
-        uint64_t v[DFCCL_LL_UNROLL];
+        uint64_t v[DFCCL_LL_UNROLL], sv[DFCCL_LL_UNROLL];
 
+        /* The source of a reduction is read before the lines are polled:
+         * its load is then off the ring's path (the peer's line arrives
+         * last), and it is replayed harmlessly if the primitive is STUCK. */
+        if (reduce) {
+            for (int u = 0; u < DFCCL_LL_UNROLL; u++) {
+                const uint64_t i = i0 + (uint64_t)u * nt;
+                sv[u] = i < nlines ? dfccl_ll_get(src, i, bytes) : 0;
+            }
+        }
         if (flags & DFCCL_P_RECV) {
             uint32_t got = 0, d0, d1;
             /* one look at every line, then up to `spin` more at the missing */
@@ -247,7 +256,7 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
                 break;
             }
             if (reduce) {
-                r = dfccl_red_word(st->dtype, st->op, div, r, dfccl_ll_get(src, i, bytes));
+                r = dfccl_red_word(st->dtype, st->op, div, r, sv[u]);
             }
             if (flags & DFCCL_P_SEND) {
                 dfccl_ll_store(sl + i * DFCCL_LL_LINE, (uint32_t)r, (uint32_t)(r >> 32), sflag);

@@ -156,6 +156,9 @@ static int dfccl_register(void)
     dfccl_reg("ll_bytes", "Largest connector slot that proto=auto carries in LL, 256 to "
               "65536, 0 = default (16 KiB); same on every rank (DFCCL_LL_BYTES)",
               MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->ll_max_bytes);
+    dfccl_reg("ll_slots", "Most slots of an LL connector, 2 to 64, 0 = default (16): it "
+              "gets as many as hold 64 KiB of data, and at least slots; same on every rank "
+              "(DFCCL_LL_SLOTS)", MCA_BASE_VAR_TYPE_INT, NULL, &c->ll_slots);
     dfccl_reg("step_slices", "Slices a ring step is cut into to pipeline it (none below "
               "16 KiB, fewer than slots), 1 to 16, 0 = default (1 on GPUs); same on every "
               "rank (DFCCL_STEP_SLICES)",

@@ -24,6 +24,11 @@
 #define DFCCL_LEAN_SLOTS      2
 #define DFCCL_LEAN_SLOT_BYTES (32u << 10)
 
+/* Data bytes an LL connector's slots hold together (dfccl_coll_ll_slots):
+ * 16 slots of up to 4 KiB, 4 of 16 KiB, as many bytes as 4 slots of the
+ * largest LL slot by default. */
+#define DFCCL_LL_RING_BYTES   (64u << 10)
+
 static const char *const dfccl_run_names[] = {"dfcclRunAllReduce", "dfcclRunAllGather",
                                               "dfcclRunReduceScatter", "dfcclRunReduce",
                                               "dfcclRunBroadcast"};
@@ -149,6 +154,25 @@ static uint32_t dfccl_coll_proto(const dfccl_config_t *cfg, const struct dfccl_g
 }
 
 /*
+ * Slots of an LL connector: as many as hold DFCCL_LL_RING_BYTES of data, so
+ * that senders of small slices rarely run out of credit (and read the
+ * receiver's head across the link), but no fewer than cfg->nslots and no
+ * more than cfg->ll_slots. Same on all ranks.
+ */
+static uint32_t dfccl_coll_ll_slots(const dfccl_config_t *cfg, uint32_t slot_bytes)
+{
+    size_t n = DFCCL_LL_RING_BYTES / (slot_bytes > 0 ? slot_bytes : 1);
+
+    if (n > (size_t)cfg->ll_slots) {
+        n = (size_t)cfg->ll_slots;
+    }
+    if (n < (size_t)cfg->nslots) {
+        n = (size_t)cfg->nslots;
+    }
+    return (uint32_t)n;
+}
+
+/*
  * Lay out the connectors of collective `st` (kind, count, dtype and nranks
  * set) on `nch` channels under `cfg`: slots, slices per step, slot size and
  * protocol. Returns the bytes of each channel's connector region. Same on
@@ -163,6 +187,9 @@ static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_gr
     st->slot_bytes   = dfccl_coll_slot_bytes(cfg, (int)st->kind, st->count, (int)st->dtype,
                                              (int)st->nranks, nch);
     st->proto        = dfccl_coll_proto(cfg, g, &st->slot_bytes);
+    if (st->proto == DFCCL_K_PROTO_LL) {
+        st->nslots = dfccl_coll_ll_slots(cfg, st->slot_bytes);
+    }
     return sizeof(dfccl_conn_ctrl_t) +
            (size_t)st->nslots * st->slot_bytes * (st->proto == DFCCL_K_PROTO_LL ? 2 : 1);
 }
@@ -306,7 +333,8 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
                                "every rank must register the group's collectives in the same "
                                "order with the same arguments (and the same DFCCL_CHANNELS, "
                                "DFCCL_MAX_BLOCKS, DFCCL_WIDE_BYTES, DFCCL_CONN_BUDGET, "
-                               "DFCCL_SLOT_BYTES, DFCCL_SLOTS, DFCCL_STEP_SLICES)", id,
+                               "DFCCL_SLOT_BYTES, DFCCL_SLOTS, DFCCL_LL_SLOTS, "
+                               "DFCCL_STEP_SLICES)", id,
                                g->name, g->rank, mine, (g->rank + 1) % g->nranks, theirs);
         }
         c->chans[ch].send_ctrl = dev;
@@ -404,6 +432,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
         size_t lregion;
 
         lcfg.nslots      = DFCCL_LEAN_SLOTS;
+        lcfg.ll_slots    = DFCCL_LEAN_SLOTS;
         lcfg.step_slices = 1;
         if (lcfg.slot_bytes > DFCCL_LEAN_SLOT_BYTES) {
             lcfg.slot_bytes = DFCCL_LEAN_SLOT_BYTES;

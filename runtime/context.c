@@ -93,6 +93,13 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     if (c->ll_max_bytes == 0) {
         c->ll_max_bytes = 16 << 10;
     }
+    /* LL connectors of small slots get up to 16: a sender whose cached
+     * credit runs out reads the receiver's head across NVLink before it
+     * may send, and with 4 slots a ring allreduce on 4 GPUs did that every
+     * call or so (docs/performance.md, "LL: a ring hop"). */
+    if (c->ll_slots == 0) {
+        c->ll_slots = 16;
+    }
     /* GPUs: a ring step is one slice. Each slice pays a barrier, and in
      * SIMPLE a system-scope release that waits for the block's stores to
      * reach the peer (about 2 us), so bigger slices beat a deeper pipeline:
@@ -834,12 +841,13 @@ dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_t *ctx_p)
     dfccl_log_level = ctx->cfg.verbose;
     if (ctx->cfg.max_colls <= 0 || ctx->cfg.sq_entries < 2 || ctx->cfg.nslots < 2 ||
         ctx->cfg.max_blocks < 0 || ctx->cfg.max_blocks > DFCCL_MAX_CHANNELS ||
-        ctx->cfg.step_slices < 0 || ctx->cfg.step_slices > 16) {
+        ctx->cfg.step_slices < 0 || ctx->cfg.step_slices > 16 || ctx->cfg.ll_slots < 0 ||
+        ctx->cfg.ll_slots > 64) {
         st = dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclInit: invalid configuration "
                          "(max_colls %d, sq_entries %d, nslots %d, max_blocks %d, "
-                         "step_slices %d); start from dfcclConfigInit()", ctx->cfg.max_colls,
-                         ctx->cfg.sq_entries, ctx->cfg.nslots, ctx->cfg.max_blocks,
-                         ctx->cfg.step_slices);
+                         "step_slices %d, ll_slots %d); start from dfcclConfigInit()",
+                         ctx->cfg.max_colls, ctx->cfg.sq_entries, ctx->cfg.nslots,
+                         ctx->cfg.max_blocks, ctx->cfg.step_slices, ctx->cfg.ll_slots);
         free(ctx);
         return st;
     }

@@ -487,6 +487,77 @@ START_TEST(test_conn_budget)
 }
 END_TEST
 
+/* ---- LL connector slots ------------------------------------------------ */
+
+#define LLS_CNT 256 /* floats: a 1 KiB allreduce, carried in LL */
+#define LLS_RUNS 40
+
+/*
+ * An LL collective of small slots gets up to ll_slots slots (16 by
+ * default): with ll_slots 4, 8 and the default, its connector grows by the
+ * same slot bytes per slot (so the default holds 16), and each runs right
+ * many times around its slots.
+ */
+static int ll_slots_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    const int setting[3] = {4, 8, 0};
+    size_t bytes[3];
+    float h[LLS_CNT];
+
+    (void)arg;
+    for (int k = 0; k < 3; k++) {
+        dfccl_config_t cfg;
+        dfccl_rank_ctx_t ctx;
+        dfccl_group_t g;
+        dfccl_stats_t s;
+        size_t before;
+        float *d;
+        int id;
+
+        setenv("DFCCL_BACKEND", "host", 0);
+        dfcclConfigInit(&cfg);
+        cfg.ll_slots = setting[k];
+        dfccl_test_setup(rank, n, oob, &cfg, &ctx, &g);
+        d = dfccl_test_malloc(ctx, sizeof(h));
+        dfcclGetStats(ctx, &s);
+        before = s.connector_bytes;
+        DFCCL_TEST_CHECK(dfcclRegisterAllReduce(LLS_CNT, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
+                             DFCCL_OK, "register (ll_slots %d)", setting[k]);
+        dfcclGetStats(ctx, &s);
+        bytes[k] = s.connector_bytes - before;
+        for (int it = 0; it < LLS_RUNS; it++) {
+            fill(h, LLS_CNT, rank, k, it);
+            dfccl_test_put(ctx, d, h, sizeof(h));
+            DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK &&
+                                 dfcclWait(id, 60000, ctx) == DFCCL_OK,
+                             "run %d (ll_slots %d): %s", it, setting[k],
+                             dfcclGetLastErrorMessage());
+            dfccl_test_get(ctx, h, d, sizeof(h));
+            if (check_sum(h, LLS_CNT, n, k, it)) {
+                return 1;
+            }
+        }
+        DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+        dfccl_test_free(ctx, d);
+        DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    }
+    DFCCL_TEST_CHECK(bytes[1] > bytes[0] && bytes[2] - bytes[1] == 2 * (bytes[1] - bytes[0]),
+                     "connector bytes with 4, 8 and 16 LL slots: %zu, %zu, %zu", bytes[0],
+                     bytes[1], bytes[2]);
+    if (rank == 0) {
+        printf("ll slots: %d ranks, connector bytes with 4, 8 and 16 slots %zu, %zu, %zu; "
+               "%d runs each correct\n", n, bytes[0], bytes[1], bytes[2], LLS_RUNS);
+    }
+    return 0;
+}
+
+START_TEST(test_ll_slots)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, ll_slots_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 120, ll_slots_body, NULL), 0);
+}
+END_TEST
+
 /* ---- a late joiner ------------------------------------------------------ */
 
 static int late_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
@@ -907,6 +978,7 @@ int main(void)
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_many_collectives);
     tcase_add_test(tc, test_conn_budget);
+    tcase_add_test(tc, test_ll_slots);
     tcase_add_test(tc, test_late_joiner);
     tcase_add_test(tc, test_late_peer_bell);
     tcase_add_test(tc, test_priority);
