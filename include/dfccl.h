@@ -113,6 +113,24 @@ typedef enum {
 } dfccl_proto_t;
 
 /*
+ * Whether a daemon block with several collectives queued first looks at
+ * their receive connectors and runs those whose previous rank has sent data
+ * already, before the rest in queue order: ranks that queued collectives in
+ * different orders then meet on one another's sooner. OFF: queue order only.
+ * STUCK: in a pass that follows one where a collective got stuck. ALWAYS: in
+ * every pass. The look costs the block about one read of device memory; it
+ * is made only where the connectors are in the block's own memory (p2p on
+ * GPUs, the host backend). DEFAULT: ALWAYS on the host backend, OFF on
+ * GPUs.
+ */
+typedef enum {
+    DFCCL_ARRIVALS_DEFAULT = 0,
+    DFCCL_ARRIVALS_OFF,
+    DFCCL_ARRIVALS_STUCK,
+    DFCCL_ARRIVALS_ALWAYS
+} dfccl_arrivals_t;
+
+/*
  * Tunables. dfcclConfigInit fills the defaults and then applies the
  * environment variables named beside each field (read once per call).
  * Every rank of a group must use the same values for the fields marked
@@ -165,6 +183,8 @@ typedef struct {
     int      sq_entries;            /* DFCCL_SQ_ENTRIES: submission queue size */
     double   timeout_s;             /* DFCCL_TIMEOUT: per-collective timeout, 0 = none */
     int      priority_order;        /* DFCCL_PRIORITY: 1 = order task queue by priority */
+    dfccl_arrivals_t arrivals;      /* DFCCL_ARRIVALS: default|off|stuck|always
+                                     * (host always, cuda off) */
     int      verbose;               /* DFCCL_VERBOSE: 0 quiet, 1 info, 2 debug */
     int      net;                   /* DFCCL_NET: 1 = net (UCX) transport between every
                                      * pair of ranks, even on one host (testing) */

@@ -353,6 +353,62 @@ DFCCL_F_DEVICE void dfccl_daemon_complete(const dfccl_daemon_args_t *a, uint32_t
     dfccl_daemon_post_cqe(a, b, ls, coll_id);
 }
 
+/*
+ * Has the previous rank sent this block data of `task` that it has not
+ * received yet? Then the collective runs on upstream and running it here
+ * makes progress at once. One look at the receive connector: the SIMPLE
+ * tail, or the flags of the first line of the next LL slot. A hint only
+ * (nothing is consumed); 0 for connectors that are costly to read (host
+ * memory seen from a GPU) or absent.
+ */
+DFCCL_F_DEVICE int dfccl_daemon_arrived(const dfccl_daemon_args_t *a, uint32_t b,
+                                        const dfccl_task_t *task)
+{
+    const uint64_t slot           = (uint64_t)task->coll_id * a->max_blocks + b;
+    const dfccl_coll_static_t *st = &a->colls[task->coll_id];
+    const dfccl_chan_t *ch        = &a->chans[slot];
+    const uint64_t seq            = a->dyn[slot].recv_seq;
+    uint32_t d0, d1;
+
+    if (!st->recv_poll || (int32_t)b >= st->nchannels || ch->recv_ctrl == NULL) {
+        return 0;
+    }
+    if (st->proto == DFCCL_K_PROTO_LL) {
+        return dfccl_ll_load(ch->recv_data + (seq % st->nslots) * 2ull * st->slot_bytes,
+                             (uint32_t)(seq + 1), &d0, &d1);
+    }
+    return dfccl_ld_relaxed(&ch->recv_ctrl->tail) > seq;
+}
+
+/*
+ * Which of the first 32 queued tasks have data waiting (dfccl_daemon_arrived),
+ * among those of the head's priority when the queue is kept in priority
+ * order (DFCCL_PRIORITY): the threads look at one task each, so
+ * the block pays about one read of device memory. Every thread returns the
+ * same mask.
+ */
+DFCCL_F_DEVICE uint32_t dfccl_daemon_arrivals(const dfccl_daemon_args_t *a, uint32_t b,
+                                              const dfccl_task_t *tasks, dfccl_blk_ctl_t *ctl)
+{
+    const uint32_t n = DFCCL_MIN(ctl->ntasks, 32u);
+    uint32_t mask;
+
+    if (DFCCL_TID == 0) {
+        ctl->arrived = 0;
+    }
+    dfccl_block_sync();
+    for (uint32_t p = (uint32_t)DFCCL_TID; p < n; p += (uint32_t)DFCCL_NTHREADS) {
+        if ((!a->priority_order || tasks[p].priority == tasks[0].priority) &&
+            dfccl_daemon_arrived(a, b, &tasks[p])) {
+            dfccl_shared_or(&ctl->arrived, 1u << p);
+        }
+    }
+    dfccl_block_sync();
+    mask = ctl->arrived;
+    dfccl_block_sync(); /* everyone read it before thread 0 clears it again */
+    return mask;
+}
+
 /* The scheduler loop of one daemon block. Returns a DFCCL_DAEMON_* code. */
 DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
 {
@@ -362,6 +418,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
     dfccl_blk_state_t *ls  = &ls_s;
     dfccl_task_t *tasks    = a->tasks + (uint64_t)b * a->max_colls;
     uint64_t last_pass = dfccl_now_ns(), last_abort_check = last_pass, idle_ns = 0;
+    int stuck = 0; /* a collective got stuck in the last pass (same in every thread) */
 
     if (DFCCL_TID == 0) {
         ctl->ntasks  = a->task_count[b];
@@ -423,26 +480,52 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
             return rc;
         }
 
-        /* Walk the task queue from the head. */
-        for (uint32_t pos = 0; pos < ctl->ntasks;) {
-            uint32_t progressed = 0;
-            int trc = dfccl_daemon_run_task(a, b, &tasks[pos], pos, ctl, ls, &progressed);
+        /* Walk the task queue from the head, in two rounds when several
+         * collectives are queued (DFCCL_ARRIVALS: after a pass in which one
+         * got stuck, or in every pass): first those whose previous rank has
+         * sent data already (they run upstream, so they progress at once;
+         * in queue order, and only among the head's priority), then the
+         * rest. Ranks that queued the same collectives in different orders
+         * thus meet on one another's instead of each spinning on its own
+         * head. */
+        {
+            const int look = ctl->ntasks > 1 &&
+                             (a->look_arrived == DFCCL_K_ARRIVALS_ALWAYS ||
+                              (a->look_arrived == DFCCL_K_ARRIVALS_STUCK && stuck));
+            const uint32_t arrived = look ? dfccl_daemon_arrivals(a, b, tasks, ctl) : 0;
+            int done = 0;
 
-            if (progressed) {
-                active = 1;
-            }
-            if (trc == DFCCL_PRIM_DONE) {
-                active = 1;
-                if (DFCCL_TID == 0) {
-                    int id = tasks[pos].coll_id;
-                    dfccl_daemon_task_remove(tasks, &ctl->ntasks, pos);
-                    a->task_count[b] = ctl->ntasks;
-                    dfccl_daemon_complete(a, b, ls, id);
+            stuck = 0;
+            for (int round = arrived ? 0 : 1; round < 2 && !done; round++) {
+                for (uint32_t pos = 0; pos < ctl->ntasks; pos++) {
+                    const int hinted = pos < 32 && ((arrived >> pos) & 1u);
+                    uint32_t progressed = 0;
+                    int trc;
+
+                    if (hinted != (round == 0)) {
+                        continue;
+                    }
+                    trc = dfccl_daemon_run_task(a, b, &tasks[pos], pos, ctl, ls, &progressed);
+                    if (progressed) {
+                        active = 1;
+                    }
+                    if (trc == DFCCL_PRIM_STUCK) {
+                        stuck = 1;
+                    }
+                    if (trc == DFCCL_PRIM_DONE) {
+                        active = 1;
+                        if (DFCCL_TID == 0) {
+                            int id = tasks[pos].coll_id;
+                            dfccl_daemon_task_remove(tasks, &ctl->ntasks, pos);
+                            a->task_count[b] = ctl->ntasks;
+                            dfccl_daemon_complete(a, b, ls, id);
+                        }
+                        dfccl_block_sync();
+                        done = 1;
+                        break; /* rescan from the head: new SQEs, priorities */
+                    }
                 }
-                dfccl_block_sync();
-                break; /* rescan from the head: new SQEs, priorities */
             }
-            pos++;
         }
 
         /* The quit decision reads a clock: thread 0 takes it for the block

@@ -27,6 +27,10 @@
 /* dfccl_coll_static_t.proto: the protocol a collective was registered with */
 enum { DFCCL_K_PROTO_SIMPLE = 1, DFCCL_K_PROTO_LL = 2 };
 
+/* When the scheduler looks for collectives whose data has arrived
+ * (dfccl_arrivals_t, resolved). */
+enum { DFCCL_K_ARRIVALS_OFF = 0, DFCCL_K_ARRIVALS_STUCK = 1, DFCCL_K_ARRIVALS_ALWAYS = 2 };
+
 /* Collective kinds. */
 enum {
     DFCCL_COLL_ALLREDUCE = 0,
@@ -168,7 +172,10 @@ typedef struct {
     uint32_t chunk_slices; /* slices per ring chunk */
     uint32_t elem_size;
     uint32_t proto;        /* DFCCL_K_PROTO_LL, or anything else: SIMPLE */
-    uint32_t pad0;
+    uint32_t recv_poll;    /* 1: the receive connectors sit in memory the block
+                            * reads cheaply (this GPU's, or the host's on the
+                            * host backend), so the scheduler may look at them
+                            * to find collectives whose data has arrived */
     uint64_t registered;  /* registration epoch; 0 when the id is free */
 } dfccl_coll_static_t;
 
@@ -238,6 +245,8 @@ typedef struct {
     uint32_t spin_min;
     uint32_t spin_sticky;
     uint32_t priority_order;
+    uint32_t look_arrived;   /* DFCCL_K_ARRIVALS_*: when the scheduler looks for
+                              * collectives whose data has arrived */
     uint64_t quit_ns;
     uint64_t launch_epoch;   /* launches so far, this one included */
 } dfccl_daemon_args_t;

@@ -196,6 +196,12 @@ DFCCL_F_DEVICE int dfccl_block_all(int pred)
     return __syncthreads_and(pred);
 }
 
+/* Set bits in a block-shared word (threads of one block, between barriers). */
+DFCCL_F_DEVICE void dfccl_shared_or(uint32_t *p, uint32_t v)
+{
+    atomicOr(p, v);
+}
+
 /*
  * LL lines: 16 bytes {data0, flag, data1, flag}, written with one 16-byte
  * volatile store and read with one 16-byte volatile load. Each 8-byte half
@@ -346,6 +352,11 @@ DFCCL_F_DEVICE void dfccl_fence_gpu(void)
 DFCCL_F_DEVICE int dfccl_block_all(int pred)
 {
     return pred;
+}
+
+DFCCL_F_DEVICE void dfccl_shared_or(uint32_t *p, uint32_t v)
+{
+    *p |= v;
 }
 
 /* LL lines on the host: each half {data, flag} is one 8-byte atomic word. */

@@ -40,7 +40,9 @@ typedef struct {
     uint32_t resize;  /* scheduler: a RESIZE SQE asked this launch to quit */
     uint32_t hready[2]; /* SIMPLE with a publishing warp: connectors ready,
                          * by the parity of the primitive (dfccl_prim_posted) */
-    uint32_t pad[3];
+    uint32_t arrived;   /* scheduler: queue positions (below 32) whose
+                         * previous rank has sent data not yet received */
+    uint32_t pad[2];
 } dfccl_blk_ctl_t;
 
 /* The collective being executed by a block: the "active context slot". */

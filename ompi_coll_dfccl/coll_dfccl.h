@@ -55,6 +55,7 @@ typedef struct {
     int    progress;   /* dfccl_progress_t */
     int    transport;  /* dfccl_transport_t */
     int    proto;      /* dfccl_proto_t */
+    int    arrivals;   /* dfccl_arrivals_t */
     int    instances;  /* registrations per signature and communicator */
     int    sync_default_stream; /* settle the legacy default stream before a
                                  * device collective starts */

@@ -114,6 +114,9 @@ static int dfccl_register(void)
     static const mca_base_var_enum_value_t protos[] = {
         {DFCCL_PROTO_DEFAULT, "default"}, {DFCCL_PROTO_AUTO, "auto"},
         {DFCCL_PROTO_SIMPLE, "simple"}, {DFCCL_PROTO_LL, "ll"}, {0, NULL}};
+    static const mca_base_var_enum_value_t arrivals[] = {
+        {DFCCL_ARRIVALS_DEFAULT, "default"}, {DFCCL_ARRIVALS_OFF, "off"},
+        {DFCCL_ARRIVALS_STUCK, "stuck"}, {DFCCL_ARRIVALS_ALWAYS, "always"}, {0, NULL}};
     mca_coll_dfccl_component_t *cm = &mca_coll_dfccl_component;
     dfccl_config_t *c              = &cm->cfg;
 
@@ -127,6 +130,7 @@ static int dfccl_register(void)
     cm->progress      = c->progress;
     cm->transport     = c->transport;
     cm->proto         = c->proto;
+    cm->arrivals      = c->arrivals;
     cm->verbose       = c->verbose;
     dfccl_spin_head   = c->spin_head;
     dfccl_spin_min    = c->spin_min;
@@ -223,6 +227,10 @@ static int dfccl_register(void)
     dfccl_reg("priority_order", "1: the daemon's task queue runs higher-priority "
               "collectives first; 0: FIFO (DFCCL_PRIORITY)", MCA_BASE_VAR_TYPE_INT, NULL,
               &c->priority_order);
+    dfccl_reg_enum("arrivals", "When a daemon block with several collectives queued first "
+                   "runs those whose previous rank has sent data already: off, stuck (after "
+                   "a pass in which one got stuck), always, or default (always on the "
+                   "host backend, off on GPUs) (DFCCL_ARRIVALS)", arrivals, &cm->arrivals);
     dfccl_reg("net", "1: move connector data over the UCX net transport even between "
               "ranks on one host, for tests (DFCCL_NET; DFCCL_HOST_ID sets the host "
               "identity)", MCA_BASE_VAR_TYPE_INT, NULL, &c->net);
@@ -238,6 +246,7 @@ static int dfccl_open(void)
     c->progress    = (dfccl_progress_t)cm->progress;
     c->transport   = (dfccl_transport_t)cm->transport;
     c->proto       = (dfccl_proto_t)cm->proto;
+    c->arrivals    = (dfccl_arrivals_t)cm->arrivals;
     c->verbose     = cm->verbose >= 2 ? cm->verbose - 1 : 0;
     c->spin_head   = dfccl_spin_head;
     c->spin_min    = dfccl_spin_min;

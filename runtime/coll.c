@@ -419,6 +419,12 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     st.count        = count;
     st.elem_size    = (uint32_t)dfccl_dtype_bytes(dtype);
     st.registered   = 1;
+    /* the scheduler's look at receive connectors (dfccl_daemon_arrived)
+     * is one read of this GPU's memory with p2p, of host memory from a
+     * thread on the host backend; across PCIe (shm connectors on GPUs) it
+     * would delay every pass, so it is off there */
+    st.recv_poll    = ctx->backend == DFCCL_BACKEND_HOST ||
+                      (g->pool.transport == DFCCL_TRANSPORT_P2P && !g->prev_net);
     region          = dfccl_coll_layout(&ctx->cfg, g, nch, &st);
 
     pthread_mutex_lock(&ctx->lock);

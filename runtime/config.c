@@ -70,6 +70,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     static const char *const progress[]   = {"thread", "explicit"};
     static const char *const transports[] = {"auto", "shm", "p2p"};
     static const char *const protos[]     = {"default", "auto", "simple", "ll"};
+    static const char *const arrivals[]   = {"default", "off", "stuck", "always"};
     int choice;
     uint64_t v;
 
@@ -107,6 +108,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->sq_entries        = 1024;
     c->timeout_s         = 0;
     c->priority_order    = 1;
+    c->arrivals          = DFCCL_ARRIVALS_DEFAULT; /* host always, cuda off */
     c->verbose           = 0;
     c->net               = 0;     /* 1: net between ranks on one host too */
 
@@ -122,6 +124,9 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     choice       = (int)c->proto;
     DFCCL_CHECK(dfccl_env_choice("DFCCL_PROTO", protos, 4, &choice));
     c->proto = (dfccl_proto_t)choice;
+    choice   = (int)c->arrivals;
+    DFCCL_CHECK(dfccl_env_choice("DFCCL_ARRIVALS", arrivals, 4, &choice));
+    c->arrivals = (dfccl_arrivals_t)choice;
 
     DFCCL_ENV_INT("DFCCL_MAX_BLOCKS", c->max_blocks, 0, DFCCL_MAX_CHANNELS);
     DFCCL_ENV_INT("DFCCL_THREADS", c->threads_per_block, 32, 1024);

@@ -156,6 +156,10 @@ START_TEST(test_bad_config)
     ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_LL_SLOTS"));
     unsetenv("DFCCL_LL_SLOTS");
+    setenv("DFCCL_ARRIVALS", "sometimes", 1);
+    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_ARRIVALS"));
+    unsetenv("DFCCL_ARRIVALS");
     ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_OK);
     c.step_slices = 17;
     ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
@@ -165,6 +169,10 @@ START_TEST(test_bad_config)
     ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "ll_slots -1"));
     c.ll_slots = 0;
+    c.arrivals = (dfccl_arrivals_t)7;
+    ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "arrivals 7"));
+    c.arrivals = DFCCL_ARRIVALS_DEFAULT;
     c.nslots      = 1;
     ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
     ck_assert_int_eq(dfcclInit(&c, NULL), DFCCL_ERR_INVALID_ARG);
