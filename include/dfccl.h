@@ -155,6 +155,13 @@ typedef struct {
     dfccl_proto_t proto;            /* DFCCL_PROTO: [group] default|auto|simple|ll */
     size_t   ll_max_bytes;          /* DFCCL_LL_BYTES: [group] largest slot that auto
                                      * carries in LL (256 B to 64 KiB; 0: default) */
+    size_t   oneshot_bytes;         /* DFCCL_ONESHOT_BYTES: [group] allreduces of at most
+                                     * this many bytes on groups whose ranks all reach
+                                     * each other take the one-shot algorithm (every
+                                     * rank writes to every peer: one hop instead of
+                                     * the ring's 2(n-1)); 0: never; up to 64 KiB;
+                                     * SIZE_MAX (dfcclConfigInit): backend default,
+                                     * host 16 KiB, cuda 0 */
     int      ll_slots;              /* DFCCL_LL_SLOTS: [group] most slots of an LL
                                      * connector: it gets as many as hold 64 KiB of
                                      * data, at least nslots, at most this (2 to 64;

@@ -27,6 +27,15 @@
 /* dfccl_coll_static_t.proto: the protocol a collective was registered with */
 enum { DFCCL_K_PROTO_SIMPLE = 1, DFCCL_K_PROTO_LL = 2 };
 
+/* Algorithm of a collective: the ring, or (allreduce of small messages on
+ * a group whose ranks all reach each other) one shot: every rank writes its
+ * input into a connector of its own at every peer and reduces the n inputs
+ * in rank order. */
+enum { DFCCL_K_ALGO_RING = 0, DFCCL_K_ALGO_ONESHOT = 1 };
+
+/* The most ranks of a one-shot collective (dfccl_chan_t.peer). */
+#define DFCCL_ONESHOT_MAX_RANKS 8
+
 /* When the scheduler looks for collectives whose data has arrived
  * (dfccl_arrivals_t, resolved). */
 enum { DFCCL_K_ARRIVALS_OFF = 0, DFCCL_K_ARRIVALS_STUCK = 1, DFCCL_K_ARRIVALS_ALWAYS = 2 };
@@ -154,6 +163,10 @@ typedef struct {
     char              *recv_data;
     dfccl_conn_ctrl_t *send_ctrl; /* next rank's connector (me -> next) */
     char              *send_data;
+    /* one shot: every rank's connector region of this collective (ours
+     * too), which holds a ring of LL slots per sender after the control
+     * words; rank q writes into ring q of every peer */
+    char              *peer[DFCCL_ONESHOT_MAX_RANKS];
 } dfccl_chan_t;
 
 /* Static context: constant while the collective is registered. */
@@ -176,6 +189,8 @@ typedef struct {
                             * reads cheaply (this GPU's, or the host's on the
                             * host backend), so the scheduler may look at them
                             * to find collectives whose data has arrived */
+    uint32_t algo;         /* DFCCL_K_ALGO_* */
+    uint32_t pad0;
     uint64_t registered;  /* registration epoch; 0 when the id is free */
 } dfccl_coll_static_t;
 

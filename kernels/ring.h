@@ -15,6 +15,7 @@
 #ifndef DFCCL_KERNELS_RING_H_
 #define DFCCL_KERNELS_RING_H_
 
+#include "oneshot.h"
 #include "prims.h"
 
 DFCCL_F_DEVICE int dfccl_mod(int a, int n)
@@ -260,6 +261,9 @@ DFCCL_F_DEVICE int dfccl_ring_reduce(dfccl_exec_t *x)
 
 DFCCL_F_DEVICE int dfccl_ring_run(dfccl_exec_t *x)
 {
+    if (x->st->algo == DFCCL_K_ALGO_ONESHOT) {
+        return dfccl_oneshot_allreduce(x);
+    }
     switch (x->st->kind) {
     case DFCCL_COLL_ALLREDUCE:     return dfccl_ring_allreduce(x);
     case DFCCL_COLL_ALLGATHER:     return dfccl_ring_allgather(x);

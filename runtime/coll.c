@@ -29,6 +29,13 @@
  * largest LL slot by default. */
 #define DFCCL_LL_RING_BYTES   (64u << 10)
 
+/* The settings that must be the same on every rank for registrations to
+ * match, named in mismatch errors. */
+static const char dfccl_coll_layout_vars[] =
+    "DFCCL_CHANNELS, DFCCL_MAX_BLOCKS, DFCCL_WIDE_BYTES, DFCCL_CONN_BUDGET, DFCCL_SLOT_BYTES, "
+    "DFCCL_SLOTS, DFCCL_LL_SLOTS, DFCCL_STEP_SLICES, DFCCL_PROTO, DFCCL_LL_BYTES and "
+    "DFCCL_ONESHOT_BYTES";
+
 static const char *const dfccl_run_names[] = {"dfcclRunAllReduce", "dfcclRunAllGather",
                                               "dfcclRunReduceScatter", "dfcclRunReduce",
                                               "dfcclRunBroadcast"};
@@ -173,6 +180,25 @@ static uint32_t dfccl_coll_ll_slots(const dfccl_config_t *cfg, uint32_t slot_byt
 }
 
 /*
+ * Algorithm of a collective (DFCCL_K_ALGO_*): one shot for allreduces of
+ * at most cfg->oneshot_bytes on groups whose ranks all write to each other
+ * (dfccl_group.all_local) and can carry LL, the ring otherwise. Same on
+ * all ranks.
+ */
+static uint32_t dfccl_coll_algo(const dfccl_config_t *cfg, const struct dfccl_group *g,
+                                int kind, size_t count, int dtype)
+{
+    size_t bytes = count * dfccl_dtype_bytes(dtype);
+
+    if (kind != DFCCL_COLL_ALLREDUCE || g->nranks < 2 ||
+        g->nranks > DFCCL_ONESHOT_MAX_RANKS || !g->all_local || g->net ||
+        cfg->proto == DFCCL_PROTO_SIMPLE || bytes == 0 || bytes > cfg->oneshot_bytes) {
+        return DFCCL_K_ALGO_RING;
+    }
+    return DFCCL_K_ALGO_ONESHOT;
+}
+
+/*
  * Lay out the connectors of collective `st` (kind, count, dtype and nranks
  * set) on `nch` channels under `cfg`: slots, slices per step, slot size and
  * protocol. Returns the bytes of each channel's connector region. Same on
@@ -181,6 +207,21 @@ static uint32_t dfccl_coll_ll_slots(const dfccl_config_t *cfg, uint32_t slot_byt
 static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_group *g,
                                 int nch, dfccl_coll_static_t *st)
 {
+    if (st->algo == DFCCL_K_ALGO_ONESHOT) {
+        /* one slot holds the whole message; a ring of LL slots per sender */
+        size_t bytes = st->count * st->elem_size, slot = 256;
+
+        while (slot < bytes) {
+            slot <<= 1;
+        }
+        st->nchannels    = 1;
+        st->chunk_slices = 1;
+        st->slot_bytes   = (uint32_t)slot;
+        st->proto        = DFCCL_K_PROTO_LL;
+        st->nslots       = dfccl_coll_ll_slots(cfg, st->slot_bytes);
+        return sizeof(dfccl_conn_ctrl_t) +
+               (size_t)st->nranks * st->nslots * st->slot_bytes * 2;
+    }
     st->nchannels    = nch;
     st->nslots       = (uint32_t)cfg->nslots;
     st->chunk_slices = dfccl_coll_step_slices(cfg);
@@ -213,7 +254,7 @@ static void dfccl_coll_make_sig(const dfccl_coll_static_t *st, uint64_t nreg, ui
     sig[4] = (uint64_t)(uint32_t)st->nchannels | ((uint64_t)st->chunk_slices << 32);
     sig[5] = (uint64_t)st->slot_bytes | ((uint64_t)st->nslots << 32);
     sig[6] = nreg;
-    sig[7] = st->proto;
+    sig[7] = st->proto | ((uint64_t)st->algo << 32);
     sig[0] = 0x9e3779b97f4a7c15ull;
     for (int i = 1; i < 8; i++) {
         sig[0] = (sig[0] ^ sig[i]) * 0x100000001b3ull;
@@ -288,6 +329,51 @@ static int dfccl_coll_sends(const dfccl_coll_t *c, int ch)
 }
 
 /*
+ * Rank q's connector region of channel `ch` of collective `id` (where we
+ * write): 1 with *dev_p set once rank q has made this registration and
+ * its signature there is ours, 0 while it has not registered this far
+ * (its region at this place may still belong to another collective), or
+ * an error status.
+ */
+static int dfccl_coll_find_peer(struct dfccl_rank_ctx *ctx, int id, int q, int ch, void **dev_p)
+{
+    dfccl_coll_t *c       = &ctx->colls[id];
+    struct dfccl_group *g = c->group;
+    const dfccl_dir_t *d  = dfccl_pool_dir_of(g, q);
+    void *host;
+    uint64_t peer[8];
+    dfccl_status_t st;
+    int rc;
+
+    if (d == NULL) {
+        return dfccl_error(DFCCL_ERR_INTERNAL, "collective %d on group %s: no directory of "
+                           "rank %d", id, g->name, q);
+    }
+    if (__atomic_load_n(&d->nreg, __ATOMIC_ACQUIRE) <= c->sig[6]) {
+        return 0;
+    }
+    rc = dfccl_pool_resolve_rank(g, q, c->conn_seg[ch], c->conn_off[ch], &host, dev_p);
+    if (rc <= 0) {
+        return rc;
+    }
+    st = dfccl_coll_read_sig(ctx, host, *dev_p, peer);
+    if (st != DFCCL_OK) {
+        return st;
+    }
+    if (memcmp(peer, c->sig, sizeof(peer)) != 0) {
+        char mine[160], theirs[160];
+        dfccl_coll_describe_sig(c->sig, mine, sizeof(mine));
+        dfccl_coll_describe_sig(peer, theirs, sizeof(theirs));
+        return dfccl_error(DFCCL_ERR_MISMATCH, "collective %d on group %s: rank %d registered "
+                           "%s but rank %d registered %s at the same position; every rank "
+                           "must register the group's collectives in the same order with the "
+                           "same arguments (and the same %s)", id, g->name, g->rank, mine, q,
+                           theirs, dfccl_coll_layout_vars);
+    }
+    return 1;
+}
+
+/*
  * Find the next rank's connectors of collective `id`: 1 when all are found
  * (and pushed to the daemon), 0 when the next rank has not registered it
  * yet, or a negative status. ctx->lock held.
@@ -302,40 +388,34 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
     if (c->resolved) {
         return 1;
     }
+    /* one shot: every peer's region of this collective, where we write */
+    for (int q = 0; c->st.algo == DFCCL_K_ALGO_ONESHOT && q < g->nranks; q++) {
+        void *dev;
+        int rc;
+
+        if (q == g->rank) {
+            c->chans[0].peer[q] = (char *)c->chans[0].recv_ctrl;
+            continue;
+        }
+        if (c->chans[0].peer[q] != NULL) {
+            continue;
+        }
+        rc = dfccl_coll_find_peer(ctx, id, q, 0, &dev);
+        if (rc <= 0) {
+            return rc;
+        }
+        c->chans[0].peer[q] = dev;
+    }
     for (int ch = 0; ch < c->st.nchannels; ch++) {
-        void *host, *dev;
-        uint64_t peer[8];
+        void *dev;
         int rc;
 
         if (c->chans[ch].send_ctrl != NULL || !dfccl_coll_sends(c, ch)) {
             continue;
         }
-        /* Until the next rank has made this registration, its region at
-         * this place may still belong to another collective. */
-        if (__atomic_load_n(&g->pool.peer_dir->nreg, __ATOMIC_ACQUIRE) <= c->sig[6]) {
-            return 0;
-        }
-        rc = dfccl_pool_resolve(g, c->conn_seg[ch], c->conn_off[ch], &host, &dev);
+        rc = dfccl_coll_find_peer(ctx, id, (g->rank + 1) % g->nranks, ch, &dev);
         if (rc <= 0) {
             return rc;
-        }
-        st = dfccl_coll_read_sig(ctx, host, dev, peer);
-        if (st != DFCCL_OK) {
-            return st;
-        }
-
-        if (memcmp(peer, c->sig, sizeof(peer)) != 0) {
-            char mine[160], theirs[160];
-            dfccl_coll_describe_sig(c->sig, mine, sizeof(mine));
-            dfccl_coll_describe_sig(peer, theirs, sizeof(theirs));
-            return dfccl_error(DFCCL_ERR_MISMATCH, "collective %d on group %s: rank %d "
-                               "registered %s but rank %d registered %s at the same position; "
-                               "every rank must register the group's collectives in the same "
-                               "order with the same arguments (and the same DFCCL_CHANNELS, "
-                               "DFCCL_MAX_BLOCKS, DFCCL_WIDE_BYTES, DFCCL_CONN_BUDGET, "
-                               "DFCCL_SLOT_BYTES, DFCCL_SLOTS, DFCCL_LL_SLOTS, "
-                               "DFCCL_STEP_SLICES)", id,
-                               g->name, g->rank, mine, (g->rank + 1) % g->nranks, theirs);
         }
         c->chans[ch].send_ctrl = dev;
         c->chans[ch].send_data = (char *)dev + sizeof(dfccl_conn_ctrl_t);
@@ -425,13 +505,17 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
      * would delay every pass, so it is off there */
     st.recv_poll    = ctx->backend == DFCCL_BACKEND_HOST ||
                       (g->pool.transport == DFCCL_TRANSPORT_P2P && !g->prev_net);
+    st.algo         = dfccl_coll_algo(&ctx->cfg, g, kind, count, dtype);
+    if (st.algo == DFCCL_K_ALGO_ONESHOT) {
+        nch = 1;
+    }
     region          = dfccl_coll_layout(&ctx->cfg, g, nch, &st);
 
     pthread_mutex_lock(&ctx->lock);
     /* Past the group's connector budget a collective gets lean connectors.
      * Registrations and deregistrations come in the same order on every
      * rank, so g->conn_bytes, and with it the choice, is the same there. */
-    if (g->nranks > 1 && ctx->cfg.conn_budget != 0 &&
+    if (g->nranks > 1 && ctx->cfg.conn_budget != 0 && st.algo == DFCCL_K_ALGO_RING &&
         g->conn_bytes + (size_t)nch * region > ctx->cfg.conn_budget) {
         dfccl_coll_static_t lean = st;
         dfccl_config_t lcfg      = ctx->cfg;

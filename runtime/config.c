@@ -96,6 +96,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->nslots            = 4;
     c->ll_max_bytes      = 0;     /* 0: backend default (16 KiB) */
     c->ll_slots          = 0;     /* 0: default (16) */
+    c->oneshot_bytes     = SIZE_MAX; /* backend default (host 16 KiB, cuda 0) */
     c->step_slices       = 0;     /* 0: backend default (host 4, cuda 1) */
     c->spin_head         = 0;     /* 0: backend defaults */
     c->spin_min          = 0;
@@ -138,6 +139,11 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_SLOTS", c->nslots, 2, 64);
     DFCCL_ENV_INT("DFCCL_LL_BYTES", c->ll_max_bytes, 0, 64u << 10);
     DFCCL_ENV_INT("DFCCL_LL_SLOTS", c->ll_slots, 0, 64);
+    if (getenv("DFCCL_ONESHOT_BYTES") != NULL) {
+        uint64_t v1 = 0;
+        DFCCL_CHECK(dfccl_env_u64("DFCCL_ONESHOT_BYTES", 0, DFCCL_LL_MAX_BYTES, &v1));
+        c->oneshot_bytes = (size_t)v1;
+    }
     DFCCL_ENV_INT("DFCCL_STEP_SLICES", c->step_slices, 0, 16);
     DFCCL_ENV_INT("DFCCL_SPIN_HEAD", c->spin_head, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_SPIN_MIN", c->spin_min, 0, UINT32_MAX);

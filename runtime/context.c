@@ -106,6 +106,15 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
      * (docs/performance.md, "Arrived data first"). GPUs keep queue order
      * until the look, one read of device memory per pass, is measured
      * there. */
+    /* One-shot allreduce up to 16 KiB on the host backend (where it is
+     * tested on every build); on GPUs only when asked for until it is
+     * measured there (docs/performance.md, "One shot"). */
+    if (c->oneshot_bytes == SIZE_MAX) {
+        c->oneshot_bytes = host ? (16 << 10) : 0;
+    }
+    if (c->oneshot_bytes > DFCCL_LL_MAX_BYTES) {
+        c->oneshot_bytes = DFCCL_LL_MAX_BYTES;
+    }
     if (c->arrivals == DFCCL_ARRIVALS_DEFAULT) {
         c->arrivals = host ? DFCCL_ARRIVALS_ALWAYS : DFCCL_ARRIVALS_OFF;
     }

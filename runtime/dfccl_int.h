@@ -132,6 +132,7 @@ typedef struct dfccl_seg {
     size_t   used;
     int      linked;    /* shm name still present */
     int      owner;     /* 1: our segment; 0: a peer's mapping */
+    int      rank;      /* a mapping: the rank whose segment it is */
     uint32_t index;
     uint32_t transport;
     char     name[64];
@@ -194,6 +195,10 @@ typedef struct {
     dfccl_dir_t *peer_dir;     /* the next rank's directory */
     dfccl_seg_t *dirs;         /* every rank's directory (ours included) */
     int          ndirs;
+    int          attachers;    /* ranks that map each of our segments before its
+                                * name may go: the previous one, or every other
+                                * one in groups whose collectives may write to
+                                * every peer (dfccl_group_t.all_local) */
 } dfccl_pool_t;
 
 dfccl_status_t dfccl_pool_init(struct dfccl_group *g, char *dir_name, size_t len);
@@ -206,6 +211,8 @@ dfccl_status_t dfccl_pool_alloc(struct dfccl_group *g, size_t bytes, void **host
                                 void **dev_p, uint32_t *seg_p, uint64_t *off_p);
 /* Find the next rank's region at (seg, off): 1 and pointers when it is
  * published, 0 when not yet, or a negative status. */
+int dfccl_pool_resolve_rank(struct dfccl_group *g, int rank, uint32_t seg, uint64_t off,
+                            void **host_p, void **dev_p);
 int dfccl_pool_resolve(struct dfccl_group *g, uint32_t seg, uint64_t off, void **host_p,
                        void **dev_p);
 void dfccl_pool_reap(struct dfccl_group *g);
@@ -291,6 +298,9 @@ struct dfccl_group {
     int                      net;      /* some edge of the ring is net: staging everywhere */
     int                      next_net; /* we send to the next rank through net */
     int                      prev_net; /* we receive from the previous rank through net */
+    int                      all_local; /* every rank can write into every peer's
+                                         * connectors (same host, no net, p2p to
+                                         * every device on GPUs): same on all ranks */
     int                      net_next_gid, net_prev_gid; /* their group ids (tags) */
     int                      net_next_peer, net_prev_peer;
     /* Submission bells: this rank counts its dfcclRun* calls on the group

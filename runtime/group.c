@@ -289,18 +289,38 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
             goto err;
         }
 #endif
+        /* Can this rank write into every peer's connectors (one host, no
+         * net, and on GPUs p2p to every peer's device, with our own
+         * segments in device memory)? The group may take algorithms that
+         * do (dfccl_group.all_local) only if every rank can. */
+        barrier = !g->net;
+        for (int i = 0; i < nranks && barrier; i++) {
+            barrier = g->same_host[i];
+#ifdef HAVE_CUDART
+            if (barrier && ctx->backend == DFCCL_BACKEND_CUDA) {
+                barrier = g->pool.transport == DFCCL_TRANSPORT_P2P &&
+                          (i == rank || dfccl_p2p_reachable(ctx, all[i].device));
+            }
+#endif
+        }
         st = dfccl_pool_connect(g, all[0].dir, sizeof(all[0]));
         if (st != DFCCL_OK) {
             goto err;
         }
         dfccl_group_bell_attach(g, all);
         /* Everyone attached its neighbour's directory and its local peers'
-         * bells: the names can go. */
+         * bells: the names can go. (The same allgather tells who can write
+         * to every peer.) */
         if (allgather(&barrier, bar, sizeof(barrier), allgather_arg) != 0) {
             st = dfccl_error(DFCCL_ERR_BOOTSTRAP, "dfcclGroupCreate(%s): the out-of-band "
                              "allgather failed", g->name);
             goto err;
         }
+        g->all_local = 1;
+        for (int i = 0; i < nranks; i++) {
+            g->all_local = g->all_local && bar[i];
+        }
+        g->pool.attachers = g->all_local ? nranks - 1 : 1;
         dfccl_pool_unlink_dir(g);
         dfccl_shm_unlink(&g->bell_seg);
     }

@@ -12,11 +12,11 @@
 
 int dfccl_log_level = 0;
 
-static __thread char dfccl_last_error[512];
+static __thread char dfccl_last_error[1024];
 
 void dfccl_log_msg(int level, const char *file, int line, const char *fmt, ...)
 {
-    char buf[512];
+    char buf[1024];
     va_list ap;
 
     if (level > dfccl_log_level) {

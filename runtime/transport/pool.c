@@ -266,27 +266,31 @@ dfccl_status_t dfccl_pool_free(struct dfccl_group *g, uint32_t segi, uint64_t of
     return DFCCL_OK;
 }
 
-int dfccl_pool_resolve(struct dfccl_group *g, uint32_t segi, uint64_t off, void **host_p,
-                       void **dev_p)
+int dfccl_pool_resolve_rank(struct dfccl_group *g, int rank, uint32_t segi, uint64_t off,
+                            void **host_p, void **dev_p)
 {
     dfccl_pool_t *pool = &g->pool;
     dfccl_seg_t *seg   = NULL, *grown;
+    dfccl_dir_t *dir   = rank == (g->rank + 1) % g->nranks ? pool->peer_dir
+                         : rank != g->rank && rank < pool->ndirs ? pool->dirs[rank].base
+                                                                 : NULL;
     dfccl_dir_entry_t *e;
     dfccl_status_t st;
 
     for (int i = 0; i < pool->nmapped; i++) {
-        if (pool->mapped[i].index == segi) {
+        if (pool->mapped[i].index == segi && pool->mapped[i].rank == rank) {
             seg = &pool->mapped[i];
             break;
         }
     }
     if (seg == NULL) {
-        if (segi >= DFCCL_DIR_MAX_SEGS || pool->peer_dir == NULL) {
-            return dfccl_error(DFCCL_ERR_INTERNAL, "group %s: no segment %u", g->name, segi);
+        if (segi >= DFCCL_DIR_MAX_SEGS || dir == NULL) {
+            return dfccl_error(DFCCL_ERR_INTERNAL, "group %s: no segment %u of rank %d",
+                               g->name, segi, rank);
         }
-        e = &pool->peer_dir->e[segi];
+        e = &dir->e[segi];
         if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE)) {
-            return 0; /* the next rank has not registered this far yet */
+            return 0; /* that rank has not registered this far yet */
         }
         grown = realloc(pool->mapped, (size_t)(pool->nmapped + 1) * sizeof(*grown));
         if (grown == NULL) {
@@ -298,17 +302,24 @@ int dfccl_pool_resolve(struct dfccl_group *g, uint32_t segi, uint64_t off, void 
         if (st != DFCCL_OK) {
             return st;
         }
+        seg->rank = rank;
         pool->nmapped++;
-        __atomic_store_n(&e->attached, 1, __ATOMIC_RELEASE);
+        __atomic_fetch_add(&e->attached, 1, __ATOMIC_ACQ_REL);
     }
     if (off >= seg->bytes) {
-        return dfccl_error(DFCCL_ERR_MISMATCH, "group %s: the next rank's segment %u is smaller "
+        return dfccl_error(DFCCL_ERR_MISMATCH, "group %s: rank %d's segment %u is smaller "
                            "than this rank's: ranks registered different collectives",
-                           g->name, segi);
+                           g->name, rank, segi);
     }
     *host_p = seg->base != NULL ? (char *)seg->base + off : NULL;
     *dev_p  = (char *)seg->dev_base + off;
     return 1;
+}
+
+int dfccl_pool_resolve(struct dfccl_group *g, uint32_t segi, uint64_t off, void **host_p,
+                       void **dev_p)
+{
+    return dfccl_pool_resolve_rank(g, (g->rank + 1) % g->nranks, segi, off, host_p, dev_p);
 }
 
 /* Rank r died: unlink the shm segments it published and nobody attached
@@ -332,7 +343,8 @@ void dfccl_pool_reap(struct dfccl_group *g)
     dfccl_pool_t *pool = &g->pool;
 
     for (int i = 0; i < pool->nown; i++) {
-        if (pool->own[i].linked && __atomic_load_n(&pool->dir->e[i].attached, __ATOMIC_ACQUIRE)) {
+        if (pool->own[i].linked && __atomic_load_n(&pool->dir->e[i].attached, __ATOMIC_ACQUIRE) >=
+                                      (uint64_t)(pool->attachers > 0 ? pool->attachers : 1)) {
             dfccl_shm_unlink(&pool->own[i]);
         }
     }

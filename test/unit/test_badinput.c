@@ -156,6 +156,10 @@ START_TEST(test_bad_config)
     ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_LL_SLOTS"));
     unsetenv("DFCCL_LL_SLOTS");
+    setenv("DFCCL_ONESHOT_BYTES", "70000", 1);
+    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_ONESHOT_BYTES"));
+    unsetenv("DFCCL_ONESHOT_BYTES");
     setenv("DFCCL_ARRIVALS", "sometimes", 1);
     ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_ARRIVALS"));

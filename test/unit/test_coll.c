@@ -119,7 +119,8 @@ static int same(int t, const void *got, const void *exp, uint64_t i)
 
 typedef struct {
     int kind;
-    int size_class; /* -1: all */
+    int size_class;      /* -1: all */
+    const char *oneshot; /* DFCCL_ONESHOT_BYTES, or NULL for the backend's default */
 } matrix_arg_t;
 
 static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int kind, int t,
@@ -230,6 +231,9 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_group_t g;
     int kind = a->kind, failures = 0, cases = 0;
 
+    if (a->oneshot != NULL) {
+        setenv("DFCCL_ONESHOT_BYTES", a->oneshot, 1);
+    }
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     for (int ti = 0; ti < NDTYPES; ti++) {
         int t = dtypes[ti];
@@ -263,8 +267,9 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
     DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
     if (rank == 0) {
-        printf("%s on %d ranks: %d cases, %d failures\n", dfccl_coll_name_for_test(kind), n,
-               cases, failures);
+        printf("%s on %d ranks%s%s: %d cases, %d failures\n", dfccl_coll_name_for_test(kind), n,
+               a->oneshot != NULL ? ", DFCCL_ONESHOT_BYTES=" : "",
+               a->oneshot != NULL ? a->oneshot : "", cases, failures);
     }
     return failures;
 }
@@ -275,13 +280,26 @@ static void run_matrix(int kind)
     int quick = getenv("DFCCL_TEST_QUICK") != NULL;
 
     for (int n = quick ? 3 : 2; n <= (quick ? 3 : 4); n++) {
-        matrix_arg_t a = {kind, -1};
+        matrix_arg_t a = {kind, -1, NULL};
         int rc = dfccl_test_mp_run(n, 300, matrix_body, &a);
         ck_assert_msg(rc == 0, "%s on %d ranks failed", dfccl_coll_name_for_test(kind), n);
     }
 }
 
 START_TEST(test_allreduce) { run_matrix(DFCCL_COLL_ALLREDUCE); }
+END_TEST
+
+/* Allreduce on either algorithm whatever the backend's default: the ring
+ * for every size, then one shot for every size up to 64 KiB (count 1, and
+ * 12347 elements of up to 4 bytes), on 3 ranks. */
+START_TEST(test_allreduce_algos)
+{
+    matrix_arg_t ring = {DFCCL_COLL_ALLREDUCE, -1, "0"};
+    matrix_arg_t one  = {DFCCL_COLL_ALLREDUCE, -1, "65536"};
+
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &ring), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &one), 0);
+}
 END_TEST
 START_TEST(test_allgather) { run_matrix(DFCCL_COLL_ALLGATHER); }
 END_TEST
@@ -296,7 +314,7 @@ END_TEST
 START_TEST(test_single_rank)
 {
     for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
-        matrix_arg_t a = {kind, 2};
+        matrix_arg_t a = {kind, 2, NULL};
         ck_assert_int_eq(dfccl_test_mp_run(1, 120, matrix_body, &a), 0);
     }
 }
@@ -311,6 +329,7 @@ int main(void)
 
     tcase_set_timeout(tc, 1000);
     tcase_add_test(tc, test_allreduce);
+    tcase_add_test(tc, test_allreduce_algos);
     tcase_add_test(tc, test_allgather);
     tcase_add_test(tc, test_reducescatter);
     tcase_add_test(tc, test_reduce);

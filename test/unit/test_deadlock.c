@@ -81,6 +81,7 @@ typedef struct {
     int    groups;   /* 1: all on one group, else one group per collective */
     int    explicit; /* DFCCL_PROGRESS=explicit: progress only inside dfcclWait */
     const char *arrivals; /* DFCCL_ARRIVALS, or NULL for the default */
+    const char *oneshot;  /* DFCCL_ONESHOT_BYTES, or NULL for the default */
 } disorder_arg_t;
 
 static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
@@ -98,6 +99,9 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     }
     if (a->arrivals != NULL) {
         setenv("DFCCL_ARRIVALS", a->arrivals, 1);
+    }
+    if (a->oneshot != NULL) {
+        setenv("DFCCL_ONESHOT_BYTES", a->oneshot, 1);
     }
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g[0]);
     for (int c = 1; c < NCOLL; c++) {
@@ -136,9 +140,10 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     pre = stat_sum(oob, ctx, 0);
     if (rank == 0) {
         printf("disorder: %d ranks, %d iterations x %d collectives on %d group(s)%s, "
-               "arrivals %s: all correct, %llu preemptions\n", n, a->iters, NCOLL, a->groups,
-               a->explicit ? ", explicit progress" : "",
-               a->arrivals != NULL ? a->arrivals : "default", pre);
+               "arrivals %s, one shot up to %s bytes: all correct, %llu preemptions\n", n,
+               a->iters, NCOLL, a->groups, a->explicit ? ", explicit progress" : "",
+               a->arrivals != NULL ? a->arrivals : "default",
+               a->oneshot != NULL ? a->oneshot : "default", pre);
     }
     DFCCL_TEST_CHECK(pre > 0, "no preemption in %d disordered iterations", a->iters);
     for (int c = 0; c < NCOLL; c++) {
@@ -152,7 +157,7 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 
 START_TEST(test_disorder)
 {
-    disorder_arg_t a = {200, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL};
+    disorder_arg_t a = {200, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, NULL};
     if (getenv("DFCCL_TEST_QUICK") != NULL) {
         a.iters = 20;
     }
@@ -162,7 +167,7 @@ END_TEST
 
 START_TEST(test_disorder_explicit_progress)
 {
-    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 1, NULL};
+    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 1, NULL, NULL};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
 }
 END_TEST
@@ -171,7 +176,7 @@ START_TEST(test_disorder_groups)
 {
     /* one group per collective, mid-sized collectives, 2 and 3 ranks */
     disorder_arg_t a = {50, {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536}, NCOLL, 0,
-                        NULL};
+                        NULL, NULL};
     ck_assert_int_eq(dfccl_test_mp_run(2, 300, disorder_body, &a), 0);
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
 }
@@ -182,11 +187,24 @@ START_TEST(test_disorder_arrivals)
     /* every policy of the scheduler on either backend (the tests above
      * run the backend's default): queue order only, a look for arrived
      * data after a pass with a stuck collective, and in every pass */
-    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, "off"};
+    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, "off", NULL};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     a.arrivals = "stuck";
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     a.arrivals = "always";
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+}
+END_TEST
+
+START_TEST(test_disorder_algos)
+{
+    /* every allreduce on the ring, then those up to 64 KiB in one shot
+     * (1 to 65536 floats: five of the eight), whatever the backend's
+     * default */
+    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, "0"};
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    a.oneshot = "65536";
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
 }
 END_TEST
@@ -995,6 +1013,7 @@ int main(void)
     tcase_add_test(tc, test_disorder_explicit_progress);
     tcase_add_test(tc, test_disorder_groups);
     tcase_add_test(tc, test_disorder_arrivals);
+    tcase_add_test(tc, test_disorder_algos);
     tcase_add_test(tc, test_synchronize);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_many_collectives);

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * One-shot allreduce, for small messages on groups whose ranks all reach
+ * each other: one primitive, in which every rank writes its input in LL
+ * lines into its own ring of slots at every peer (the peer's connector
+ * region for this collective holds one ring per sender), then polls the
+ * lines the peers wrote into its own region and reduces the n inputs in
+ * rank order, so that every rank computes the same bits. A ring allreduce
+ * takes 2(n - 1) hops one after the other; this takes one.
+ *
+ * Preemption stays exact as in dfccl_prim_ll: if a line has not arrived
+ * within the spin threshold the primitive is STUCK and commits nothing; its
+ * replay writes the same lines with the same flags again (a peer that took
+ * them already has moved its head past them, and the slot is written anew
+ * only after every peer's head has passed it) and polls the same lines. The
+ * result goes to the output only after the block's vote, through the
+ * block's scratch, so an in-place call keeps its input until then.
+ *
+ * Credit: a sender may fill slot s of its ring at a peer once that peer has
+ * consumed the call nslots before. Each receiver publishes one head (the
+ * calls it has completed) in its region's control words; thread 0 keeps the
+ * least head over the peers it has read and reads them all again only when
+ * that runs out (once every nslots calls).
+ */
+#ifndef DFCCL_KERNELS_ONESHOT_H_
+#define DFCCL_KERNELS_ONESHOT_H_
+
+#include "prims.h"
+
+/* Thread 0: wait, at most x->spin polls, until every peer has consumed the
+ * call nslots before this one. */
+DFCCL_F_DEVICE uint32_t dfccl_oneshot_credit(dfccl_exec_t *x)
+{
+    const dfccl_coll_static_t *st = x->st;
+    const int n = st->nranks, me = st->rank;
+    dfccl_dyn_t *d = &x->dyn;
+
+    for (uint32_t i = 0;; i++) {
+        uint64_t least = UINT64_MAX;
+
+        /* a peer that completed this call already (it took our lines from
+         * an earlier try) is one ahead of us */
+        if (d->head_cache >= d->send_seq || d->send_seq - d->head_cache < st->nslots) {
+            return 1;
+        }
+        for (int q = 0; q < n; q++) {
+            if (q != me) {
+                const dfccl_conn_ctrl_t *c = (const dfccl_conn_ctrl_t *)(const void *)x->ch->peer[q];
+                least = DFCCL_MIN(least, dfccl_ld_acquire_sys(&c->head));
+            }
+        }
+        d->head_cache = least;
+        if (least >= d->send_seq || d->send_seq - least < st->nslots) {
+            return 1;
+        }
+        if (i >= x->spin || (((i & 63) == 63) && dfccl_ld_relaxed(x->abort_flag))) {
+            return 0;
+        }
+        dfccl_pause();
+    }
+}
+
+DFCCL_F_DEVICE int dfccl_oneshot_allreduce(dfccl_exec_t *x)
+{
+    const dfccl_coll_static_t *st = x->st;
+    const dfccl_chan_t *ch        = x->ch;
+    const int n = st->nranks, me = st->rank;
+    const uint64_t esz    = st->elem_size;
+    const uint64_t bytes  = ch->cnt * esz;
+    const uint64_t nlines = bytes == 0 ? 1 : DFCCL_DIV_UP(bytes, 8);
+    const uint64_t stride = 2ull * st->slot_bytes;          /* one slot in LL lines */
+    const uint64_t ring   = (uint64_t)st->nslots * stride;  /* one sender's slots */
+    const uint64_t at     = sizeof(dfccl_conn_ctrl_t) + (x->dyn.send_seq % st->nslots) * stride;
+    const uint32_t flag   = (uint32_t)(x->dyn.send_seq + 1);
+    const uint32_t div    = st->op == DFCCL_K_AVG ? (uint32_t)n : 0;
+    const char *src       = x->sendbuff + ch->off * esz;
+    char *dst             = x->recvbuff + ch->off * esz;
+    const char *mine      = (const char *)ch->recv_ctrl;
+    uint64_t *scratch     = (uint64_t *)(void *)x->ll_scratch;
+    int ok = 1;
+
+    if (DFCCL_TID == 0) {
+        x->ctl->ready = dfccl_oneshot_credit(x);
+    }
+    dfccl_block_sync();
+    if (!x->ctl->ready) {
+        dfccl_block_sync(); /* everyone read `ready` before it changes */
+        return DFCCL_PRIM_STUCK;
+    }
+
+    /* every line goes to every peer first, so that no peer waits for a line
+     * of ours behind our wait for one of theirs */
+    for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
+        const uint64_t v = dfccl_ll_get(src, i, bytes);
+
+        for (int q = 0; q < n; q++) {
+            if (q != me) {
+                dfccl_ll_store(x->ch->peer[q] + at + (uint64_t)me * ring + i * DFCCL_LL_LINE,
+                               (uint32_t)v, (uint32_t)(v >> 32), flag);
+            }
+        }
+    }
+    for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
+        const uint64_t v = dfccl_ll_get(src, i, bytes);
+        uint64_t acc     = 0;
+
+        for (int q = 0; q < n && ok; q++) {
+            uint64_t w = v;
+            if (q != me) {
+                const char *line = mine + at + (uint64_t)q * ring + i * DFCCL_LL_LINE;
+                uint32_t d0 = 0, d1 = 0;
+                for (uint32_t s = 0; !dfccl_ll_load(line, flag, &d0, &d1); s++) {
+                    if (s >= x->spin) {
+                        ok = 0;
+                        break;
+                    }
+                    dfccl_pause();
+                }
+                w = (uint64_t)d0 | ((uint64_t)d1 << 32);
+            }
+            acc = q == 0 ? w : dfccl_red_word(st->dtype, st->op, q == n - 1 ? div : 0, acc, w);
+        }
+        if (!ok) {
+            break;
+        }
+        scratch[i] = acc;
+    }
+    if (!dfccl_block_all(ok)) {
+        return DFCCL_PRIM_STUCK; /* nothing committed */
+    }
+    for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
+        dfccl_ll_put(dst, i, bytes, scratch[i]); /* its own lines: no barrier needed */
+    }
+    x->dyn.send_seq++;
+    x->dyn.recv_seq++;
+    if (DFCCL_TID == 0) { /* every thread's polls returned before the vote */
+        dfccl_st_consumed(&((dfccl_conn_ctrl_t *)(void *)ch->recv_ctrl)->head, x->dyn.recv_seq);
+    }
+    dfccl_prim_moved(x);
+    return DFCCL_PRIM_DONE;
+}
+
+#endif /* DFCCL_KERNELS_ONESHOT_H_ */
