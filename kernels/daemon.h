@@ -373,6 +373,13 @@ DFCCL_F_DEVICE int dfccl_daemon_arrived(const dfccl_daemon_args_t *a, uint32_t b
     if (!st->recv_poll || (int32_t)b >= st->nchannels || ch->recv_ctrl == NULL) {
         return 0;
     }
+    if (st->algo == DFCCL_K_ALGO_ONESHOT) {
+        /* the previous rank's ring of slots in our region */
+        const uint64_t prev = (uint64_t)((st->rank + st->nranks - 1) % st->nranks);
+        return dfccl_ll_load(ch->recv_data + (prev * st->nslots + seq % st->nslots) * 2ull *
+                                                 st->slot_bytes,
+                             (uint32_t)(seq + 1), &d0, &d1);
+    }
     if (st->proto == DFCCL_K_PROTO_LL) {
         return dfccl_ll_load(ch->recv_data + (seq % st->nslots) * 2ull * st->slot_bytes,
                              (uint32_t)(seq + 1), &d0, &d1);
