@@ -45,8 +45,9 @@ DFCCL_F_DEVICE uint32_t dfccl_oneshot_credit(dfccl_exec_t *x)
         }
         for (int q = 0; q < n; q++) {
             if (q != me) {
-                const dfccl_conn_ctrl_t *c = (const dfccl_conn_ctrl_t *)(const void *)x->ch->peer[q];
-                least = DFCCL_MIN(least, dfccl_ld_acquire_sys(&c->head));
+                const void *region = x->ch->peer[q];
+                least = DFCCL_MIN(least,
+                                  dfccl_ld_acquire_sys(&((const dfccl_conn_ctrl_t *)region)->head));
             }
         }
         d->head_cache = least;

@@ -171,7 +171,8 @@ static int net_disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 static void net_disorder(net_mode_t mode, int n)
 {
     net_disorder_arg_t a = {mode,
-                            {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, NULL}};
+                            {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL,
+                             NULL}};
     ck_assert_int_eq(dfccl_test_mp_run(n, 300, net_disorder_body, &a), 0);
 }
 
