@@ -139,11 +139,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_SLOTS", c->nslots, 2, 64);
     DFCCL_ENV_INT("DFCCL_LL_BYTES", c->ll_max_bytes, 0, 64u << 10);
     DFCCL_ENV_INT("DFCCL_LL_SLOTS", c->ll_slots, 0, 64);
-    if (getenv("DFCCL_ONESHOT_BYTES") != NULL) {
-        uint64_t v1 = 0;
-        DFCCL_CHECK(dfccl_env_u64("DFCCL_ONESHOT_BYTES", 0, DFCCL_LL_MAX_BYTES, &v1));
-        c->oneshot_bytes = (size_t)v1;
-    }
+    DFCCL_ENV_INT("DFCCL_ONESHOT_BYTES", c->oneshot_bytes, 0, DFCCL_LL_MAX_BYTES);
     DFCCL_ENV_INT("DFCCL_STEP_SLICES", c->step_slices, 0, 16);
     DFCCL_ENV_INT("DFCCL_SPIN_HEAD", c->spin_head, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_SPIN_MIN", c->spin_min, 0, UINT32_MAX);

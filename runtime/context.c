@@ -100,12 +100,6 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     if (c->ll_slots == 0) {
         c->ll_slots = 16;
     }
-    /* The host backend looks for arrived data in every pass: disorder
-     * rounds (8 allreduces in a random order per rank, 2 ranks) ran 1.4 to
-     * 2.1 times faster than in queue order only, ordered rounds as fast
-     * (docs/performance.md, "Arrived data first"). GPUs keep queue order
-     * until the look, one read of device memory per pass, is measured
-     * there. */
     /* One-shot allreduce up to 16 KiB on the host backend (where it is
      * tested on every build); on GPUs only when asked for until it is
      * measured there (docs/performance.md, "One shot"). */
@@ -115,6 +109,12 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     if (c->oneshot_bytes > DFCCL_LL_MAX_BYTES) {
         c->oneshot_bytes = DFCCL_LL_MAX_BYTES;
     }
+    /* The host backend looks for arrived data in every pass: disorder
+     * rounds (8 allreduces in a random order per rank, 2 ranks) ran 1.4 to
+     * 2.1 times faster than in queue order only, ordered rounds as fast
+     * (docs/performance.md, "Arrived data first"). GPUs keep queue order
+     * until the look, one read of device memory per pass, is measured
+     * there. */
     if (c->arrivals == DFCCL_ARRIVALS_DEFAULT) {
         c->arrivals = host ? DFCCL_ARRIVALS_ALWAYS : DFCCL_ARRIVALS_OFF;
     }

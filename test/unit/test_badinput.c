@@ -134,36 +134,31 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* dfcclConfigInit refuses `var`=`value`, naming the variable; then `var`
+ * is unset again. */
+static void expect_bad_env(const char *var, const char *value)
+{
+    dfccl_config_t c;
+
+    setenv(var, value, 1);
+    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), var));
+    unsetenv(var);
+}
+
 START_TEST(test_bad_config)
 {
     dfccl_config_t c;
     dfccl_rank_ctx_t ctx;
 
-    setenv("DFCCL_SLOTS", "abc", 1);
-    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_SLOTS"));
-    unsetenv("DFCCL_SLOTS");
-    setenv("DFCCL_BACKEND", "tpu", 1);
-    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_BACKEND"));
+    expect_bad_env("DFCCL_SLOTS", "abc");
+    expect_bad_env("DFCCL_BACKEND", "tpu");
     setenv("DFCCL_BACKEND", "host", 1);
     ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_OK);
-    setenv("DFCCL_STEP_SLICES", "17", 1);
-    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_STEP_SLICES"));
-    unsetenv("DFCCL_STEP_SLICES");
-    setenv("DFCCL_LL_SLOTS", "65", 1);
-    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_LL_SLOTS"));
-    unsetenv("DFCCL_LL_SLOTS");
-    setenv("DFCCL_ONESHOT_BYTES", "70000", 1);
-    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_ONESHOT_BYTES"));
-    unsetenv("DFCCL_ONESHOT_BYTES");
-    setenv("DFCCL_ARRIVALS", "sometimes", 1);
-    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "DFCCL_ARRIVALS"));
-    unsetenv("DFCCL_ARRIVALS");
+    expect_bad_env("DFCCL_STEP_SLICES", "17");
+    expect_bad_env("DFCCL_LL_SLOTS", "65");
+    expect_bad_env("DFCCL_ONESHOT_BYTES", "70000");
+    expect_bad_env("DFCCL_ARRIVALS", "sometimes");
     ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_OK);
     c.step_slices = 17;
     ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
