@@ -120,8 +120,7 @@ typedef enum {
  * STUCK: in a pass that follows one where a collective got stuck. ALWAYS: in
  * every pass. The look costs the block about one read of device memory; it
  * is made only where the connectors are in the block's own memory (p2p on
- * GPUs, the host backend). DEFAULT: ALWAYS on the host backend, OFF on
- * GPUs.
+ * GPUs, the host backend). DEFAULT: ALWAYS.
  */
 typedef enum {
     DFCCL_ARRIVALS_DEFAULT = 0,
@@ -159,9 +158,15 @@ typedef struct {
                                      * this many bytes on groups whose ranks all reach
                                      * each other take the one-shot algorithm (every
                                      * rank writes to every peer: one hop instead of
-                                     * the ring's 2(n-1)); 0: never; up to 64 KiB;
-                                     * SIZE_MAX (dfcclConfigInit): backend default,
-                                     * host 16 KiB, cuda 0 */
+                                     * the ring's 2(n-1)); 0: never; up to 2 MiB,
+                                     * on as many channels as
+                                     * DFCCL_ONESHOT_CHANNEL_BYTES gives, each share
+                                     * at most 64 KiB; SIZE_MAX (dfcclConfigInit):
+                                     * backend default, host 16 KiB, cuda 256 KiB */
+    size_t   oneshot_channel_bytes; /* DFCCL_ONESHOT_CHANNEL_BYTES: [group] bytes per
+                                     * channel of a one-shot allreduce (up to
+                                     * 64 KiB; 0: backend default, host 64 KiB,
+                                     * cuda 8 KiB) */
     int      ll_slots;              /* DFCCL_LL_SLOTS: [group] most slots of an LL
                                      * connector: it gets as many as hold 64 KiB of
                                      * data, at least nslots, at most this (2 to 64;
@@ -191,7 +196,7 @@ typedef struct {
     double   timeout_s;             /* DFCCL_TIMEOUT: per-collective timeout, 0 = none */
     int      priority_order;        /* DFCCL_PRIORITY: 1 = order task queue by priority */
     dfccl_arrivals_t arrivals;      /* DFCCL_ARRIVALS: default|off|stuck|always
-                                     * (host always, cuda off) */
+                                     * (default: always) */
     int      verbose;               /* DFCCL_VERBOSE: 0 quiet, 1 info, 2 debug */
     int      net;                   /* DFCCL_NET: 1 = net (UCX) transport between every
                                      * pair of ranks, even on one host (testing) */

@@ -35,6 +35,8 @@ enum { DFCCL_K_ALGO_RING = 0, DFCCL_K_ALGO_ONESHOT = 1 };
 
 /* The most ranks of a one-shot collective (dfccl_chan_t.peer). */
 #define DFCCL_ONESHOT_MAX_RANKS 8
+/* Largest one-shot allreduce: each channel's share is one LL slot. */
+#define DFCCL_ONESHOT_MAX_BYTES ((uint64_t)DFCCL_MAX_CHANNELS * DFCCL_LL_MAX_BYTES)
 
 /* When the scheduler looks for collectives whose data has arrived
  * (dfccl_arrivals_t, resolved). */

@@ -100,6 +100,7 @@ static int dfccl_reg_enum(const char *name, const char *help,
 static unsigned int dfccl_spin_head, dfccl_spin_min, dfccl_spin_sticky;
 static unsigned int dfccl_quit_us, dfccl_relaunch_us;
 static int dfccl_wait_spin_us; /* -1: backend default */
+static long dfccl_oneshot_bytes; /* -1: backend default */
 
 static int dfccl_register(void)
 {
@@ -138,6 +139,7 @@ static int dfccl_register(void)
     dfccl_quit_us     = c->quit_us;
     dfccl_relaunch_us = c->relaunch_us;
     dfccl_wait_spin_us = c->wait_spin_us == UINT32_MAX ? -1 : (int)c->wait_spin_us;
+    dfccl_oneshot_bytes = c->oneshot_bytes == SIZE_MAX ? -1 : (long)c->oneshot_bytes;
 
     dfccl_reg("priority", "Priority of the dfccl coll component; it must be above the "
               "components it falls back to (tuned is 30)", MCA_BASE_VAR_TYPE_INT, NULL,
@@ -163,6 +165,15 @@ static int dfccl_register(void)
     dfccl_reg("ll_slots", "Most slots of an LL connector, 2 to 64, 0 = default (16): it "
               "gets as many as hold 64 KiB of data, and at least slots; same on every rank "
               "(DFCCL_LL_SLOTS)", MCA_BASE_VAR_TYPE_INT, NULL, &c->ll_slots);
+    dfccl_reg("oneshot_bytes", "Allreduces of at most this many bytes on a communicator "
+              "whose ranks all reach each other take one shot (every rank writes its input "
+              "to every peer: one hop instead of the ring's 2(n-1)), 0 = never, up to 2 MiB, "
+              "-1 = backend default (256 KiB on GPUs); same on every rank "
+              "(DFCCL_ONESHOT_BYTES)", MCA_BASE_VAR_TYPE_LONG, NULL, &dfccl_oneshot_bytes);
+    dfccl_reg("oneshot_channel_bytes", "Bytes per channel of a one-shot allreduce, up to "
+              "65536, 0 = backend default (8 KiB on GPUs); same on every rank "
+              "(DFCCL_ONESHOT_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
+              &c->oneshot_channel_bytes);
     dfccl_reg("step_slices", "Slices a ring step is cut into to pipeline it (none below "
               "16 KiB, fewer than slots), 1 to 16, 0 = default (1 on GPUs); same on every "
               "rank (DFCCL_STEP_SLICES)",
@@ -229,8 +240,8 @@ static int dfccl_register(void)
               &c->priority_order);
     dfccl_reg_enum("arrivals", "When a daemon block with several collectives queued first "
                    "runs those whose previous rank has sent data already: off, stuck (after "
-                   "a pass in which one got stuck), always, or default (always on the "
-                   "host backend, off on GPUs) (DFCCL_ARRIVALS)", arrivals, &cm->arrivals);
+                   "a pass in which one got stuck), always, or default (always) "
+                   "(DFCCL_ARRIVALS)", arrivals, &cm->arrivals);
     dfccl_reg("net", "1: move connector data over the UCX net transport even between "
               "ranks on one host, for tests (DFCCL_NET; DFCCL_HOST_ID sets the host "
               "identity)", MCA_BASE_VAR_TYPE_INT, NULL, &c->net);
@@ -254,6 +265,7 @@ static int dfccl_open(void)
     c->quit_us     = dfccl_quit_us;
     c->relaunch_us = dfccl_relaunch_us;
     c->wait_spin_us = dfccl_wait_spin_us < 0 ? UINT32_MAX : (uint32_t)dfccl_wait_spin_us;
+    c->oneshot_bytes = dfccl_oneshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_oneshot_bytes;
     if (cm->instances < 1) {
         mca_coll_dfccl_warn("coll_dfccl_instances=%d is below 1; using 1", cm->instances);
         cm->instances = 1;

@@ -33,8 +33,8 @@
  * match, named in mismatch errors. */
 static const char dfccl_coll_layout_vars[] =
     "DFCCL_CHANNELS, DFCCL_MAX_BLOCKS, DFCCL_WIDE_BYTES, DFCCL_CONN_BUDGET, DFCCL_SLOT_BYTES, "
-    "DFCCL_SLOTS, DFCCL_LL_SLOTS, DFCCL_STEP_SLICES, DFCCL_PROTO, DFCCL_LL_BYTES and "
-    "DFCCL_ONESHOT_BYTES";
+    "DFCCL_SLOTS, DFCCL_LL_SLOTS, DFCCL_STEP_SLICES, DFCCL_PROTO, DFCCL_LL_BYTES, "
+    "DFCCL_ONESHOT_BYTES and DFCCL_ONESHOT_CHANNEL_BYTES";
 
 static const char *const dfccl_run_names[] = {"dfcclRunAllReduce", "dfcclRunAllGather",
                                               "dfcclRunReduceScatter", "dfcclRunReduce",
@@ -182,19 +182,32 @@ static uint32_t dfccl_coll_ll_slots(const dfccl_config_t *cfg, uint32_t slot_byt
 /*
  * Algorithm of a collective (DFCCL_K_ALGO_*): one shot for allreduces of
  * at most cfg->oneshot_bytes on groups whose ranks all write to each other
- * (dfccl_group.all_local) and can carry LL, the ring otherwise. Same on
- * all ranks.
+ * (dfccl_group.all_local) and can carry LL, the ring otherwise. A one-shot
+ * allreduce takes a channel per cfg->oneshot_channel_bytes, at most
+ * cfg->max_channels; each channel's share is one LL slot, reduced in its
+ * block's scratch, so at most DFCCL_LL_MAX_BYTES (else the ring). Sets
+ * *nch_p for one shot. Same on all ranks.
  */
 static uint32_t dfccl_coll_algo(const dfccl_config_t *cfg, const struct dfccl_group *g,
-                                int kind, size_t count, int dtype)
+                                int kind, size_t count, int dtype, int *nch_p)
 {
-    size_t bytes = count * dfccl_dtype_bytes(dtype);
+    size_t bytes = count * dfccl_dtype_bytes(dtype), nch;
+    uint64_t off, cnt;
 
     if (kind != DFCCL_COLL_ALLREDUCE || g->nranks < 2 ||
         g->nranks > DFCCL_ONESHOT_MAX_RANKS || !g->all_local || g->net ||
         cfg->proto == DFCCL_PROTO_SIMPLE || bytes == 0 || bytes > cfg->oneshot_bytes) {
         return DFCCL_K_ALGO_RING;
     }
+    nch = (bytes + cfg->oneshot_channel_bytes - 1) / cfg->oneshot_channel_bytes;
+    nch = nch > (size_t)cfg->max_channels ? (size_t)cfg->max_channels : nch;
+    nch = nch > count ? count : nch;
+    nch = nch < 1 ? 1 : nch;
+    dfccl_ring_partition(kind, count, (int)nch, 0, &off, &cnt);
+    if (cnt * dfccl_dtype_bytes(dtype) > DFCCL_LL_MAX_BYTES) {
+        return DFCCL_K_ALGO_RING;
+    }
+    *nch_p = (int)nch;
     return DFCCL_K_ALGO_ONESHOT;
 }
 
@@ -208,17 +221,24 @@ static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_gr
                                 int nch, dfccl_coll_static_t *st)
 {
     if (st->algo == DFCCL_K_ALGO_ONESHOT) {
-        /* one slot holds the whole message; a ring of LL slots per sender */
-        size_t bytes = st->count * st->elem_size, slot = 256;
+        /* one slot holds a channel's share (channel 0's is the largest); a
+         * ring of LL slots per sender, as many as hold DFCCL_LL_RING_BYTES
+         * but at least two (a rank may then be one call ahead) */
+        uint64_t off, cnt;
+        size_t slot = 256, nslots;
 
-        while (slot < bytes) {
+        dfccl_ring_partition((int)st->kind, st->count, nch, 0, &off, &cnt);
+        while (slot < cnt * st->elem_size) {
             slot <<= 1;
         }
-        st->nchannels    = 1;
+        st->nchannels    = nch;
         st->chunk_slices = 1;
         st->slot_bytes   = (uint32_t)slot;
         st->proto        = DFCCL_K_PROTO_LL;
-        st->nslots       = dfccl_coll_ll_slots(cfg, st->slot_bytes);
+        nslots           = DFCCL_LL_RING_BYTES / slot;
+        nslots           = nslots < 2 ? 2 : nslots;
+        nslots           = nslots < (size_t)cfg->ll_slots ? nslots : (size_t)cfg->ll_slots;
+        st->nslots       = (uint32_t)nslots;
         return sizeof(dfccl_conn_ctrl_t) +
                (size_t)st->nranks * st->nslots * st->slot_bytes * 2;
     }
@@ -388,23 +408,25 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
     if (c->resolved) {
         return 1;
     }
-    /* one shot: every peer's region of this collective, where we write */
-    for (int q = 0; c->st.algo == DFCCL_K_ALGO_ONESHOT && q < g->nranks; q++) {
-        void *dev;
-        int rc;
+    /* one shot: every peer's region of each channel, where we write */
+    for (int ch = 0; c->st.algo == DFCCL_K_ALGO_ONESHOT && ch < c->st.nchannels; ch++) {
+        for (int q = 0; q < g->nranks; q++) {
+            void *dev;
+            int rc;
 
-        if (q == g->rank) {
-            c->chans[0].peer[q] = (char *)c->chans[0].recv_ctrl;
-            continue;
+            if (q == g->rank) {
+                c->chans[ch].peer[q] = (char *)c->chans[ch].recv_ctrl;
+                continue;
+            }
+            if (c->chans[ch].peer[q] != NULL) {
+                continue;
+            }
+            rc = dfccl_coll_find_peer(ctx, id, q, ch, &dev);
+            if (rc <= 0) {
+                return rc;
+            }
+            c->chans[ch].peer[q] = dev;
         }
-        if (c->chans[0].peer[q] != NULL) {
-            continue;
-        }
-        rc = dfccl_coll_find_peer(ctx, id, q, 0, &dev);
-        if (rc <= 0) {
-            return rc;
-        }
-        c->chans[0].peer[q] = dev;
     }
     for (int ch = 0; ch < c->st.nchannels; ch++) {
         void *dev;
@@ -481,7 +503,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     dfccl_dyn_t zero[DFCCL_MAX_CHANNELS];
     dfccl_status_t rc = DFCCL_OK;
     size_t region, nb;
-    int id, nch;
+    int id, nch, onch = 1;
 
     DFCCL_CHECK(dfccl_coll_check_args(g, kind, count, dtype, op, root, coll_id_p));
     ctx = g->ctx;
@@ -505,13 +527,23 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
      * would delay every pass, so it is off there */
     st.recv_poll    = ctx->backend == DFCCL_BACKEND_HOST ||
                       (g->pool.transport == DFCCL_TRANSPORT_P2P && !g->prev_net);
-    st.algo         = dfccl_coll_algo(&ctx->cfg, g, kind, count, dtype);
-    if (st.algo == DFCCL_K_ALGO_ONESHOT) {
-        nch = 1;
-    }
-    region          = dfccl_coll_layout(&ctx->cfg, g, nch, &st);
+    st.algo         = dfccl_coll_algo(&ctx->cfg, g, kind, count, dtype, &onch);
+    region          = dfccl_coll_layout(&ctx->cfg, g, st.algo == DFCCL_K_ALGO_ONESHOT ? onch : nch,
+                                        &st);
 
     pthread_mutex_lock(&ctx->lock);
+    /* One shot takes n slots per channel where the ring takes one: past the
+     * group's connector budget the collective runs on the ring (and may
+     * get lean connectors below). Same on every rank, as below. */
+    if (st.algo == DFCCL_K_ALGO_ONESHOT) {
+        if (ctx->cfg.conn_budget != 0 &&
+            g->conn_bytes + (size_t)onch * region > ctx->cfg.conn_budget) {
+            st.algo = DFCCL_K_ALGO_RING;
+            region  = dfccl_coll_layout(&ctx->cfg, g, nch, &st);
+        } else {
+            nch = onch;
+        }
+    }
     /* Past the group's connector budget a collective gets lean connectors.
      * Registrations and deregistrations come in the same order on every
      * rank, so g->conn_bytes, and with it the choice, is the same there. */

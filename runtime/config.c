@@ -96,7 +96,8 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->nslots            = 4;
     c->ll_max_bytes      = 0;     /* 0: backend default (16 KiB) */
     c->ll_slots          = 0;     /* 0: default (16) */
-    c->oneshot_bytes     = SIZE_MAX; /* backend default (host 16 KiB, cuda 0) */
+    c->oneshot_bytes     = SIZE_MAX; /* backend default (host 16 KiB, cuda 256 KiB) */
+    c->oneshot_channel_bytes = 0;  /* 0: backend default (host 64 KiB, cuda 8 KiB) */
     c->step_slices       = 0;     /* 0: backend default (host 4, cuda 1) */
     c->spin_head         = 0;     /* 0: backend defaults */
     c->spin_min          = 0;
@@ -109,7 +110,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->sq_entries        = 1024;
     c->timeout_s         = 0;
     c->priority_order    = 1;
-    c->arrivals          = DFCCL_ARRIVALS_DEFAULT; /* host always, cuda off */
+    c->arrivals          = DFCCL_ARRIVALS_DEFAULT; /* always */
     c->verbose           = 0;
     c->net               = 0;     /* 1: net between ranks on one host too */
 
@@ -139,7 +140,9 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_SLOTS", c->nslots, 2, 64);
     DFCCL_ENV_INT("DFCCL_LL_BYTES", c->ll_max_bytes, 0, 64u << 10);
     DFCCL_ENV_INT("DFCCL_LL_SLOTS", c->ll_slots, 0, 64);
-    DFCCL_ENV_INT("DFCCL_ONESHOT_BYTES", c->oneshot_bytes, 0, DFCCL_LL_MAX_BYTES);
+    DFCCL_ENV_INT("DFCCL_ONESHOT_BYTES", c->oneshot_bytes, 0, DFCCL_ONESHOT_MAX_BYTES);
+    DFCCL_ENV_INT("DFCCL_ONESHOT_CHANNEL_BYTES", c->oneshot_channel_bytes, 0,
+                  DFCCL_LL_MAX_BYTES);
     DFCCL_ENV_INT("DFCCL_STEP_SLICES", c->step_slices, 0, 16);
     DFCCL_ENV_INT("DFCCL_SPIN_HEAD", c->spin_head, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_SPIN_MIN", c->spin_min, 0, UINT32_MAX);

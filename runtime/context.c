@@ -100,23 +100,31 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     if (c->ll_slots == 0) {
         c->ll_slots = 16;
     }
-    /* One-shot allreduce up to 16 KiB on the host backend (where it is
-     * tested on every build); on GPUs only when asked for until it is
-     * measured there (docs/performance.md, "One shot"). */
+    /* One-shot allreduce up to 16 KiB on the host backend (one channel),
+     * and on GPUs up to 256 KiB on channels of 8 KiB: on 4 H200s, 8 B to
+     * 4 KiB took 14.3 to 15.3 us against the ring's 20.3 to 29.7 (NCCL
+     * 17.5 to 21.1), 64 and 128 KiB 23.0 against 40.4, 256 KiB 31.4 against
+     * 40.4; from 512 KiB the ring is faster (docs/performance.md, "One
+     * shot"). */
     if (c->oneshot_bytes == SIZE_MAX) {
-        c->oneshot_bytes = host ? (16 << 10) : 0;
+        c->oneshot_bytes = host ? (16 << 10) : (256 << 10);
     }
-    if (c->oneshot_bytes > DFCCL_LL_MAX_BYTES) {
-        c->oneshot_bytes = DFCCL_LL_MAX_BYTES;
+    if (c->oneshot_bytes > DFCCL_ONESHOT_MAX_BYTES) {
+        c->oneshot_bytes = DFCCL_ONESHOT_MAX_BYTES;
     }
-    /* The host backend looks for arrived data in every pass: disorder
-     * rounds (8 allreduces in a random order per rank, 2 ranks) ran 1.4 to
-     * 2.1 times faster than in queue order only, ordered rounds as fast
-     * (docs/performance.md, "Arrived data first"). GPUs keep queue order
-     * until the look, one read of device memory per pass, is measured
-     * there. */
+    if (c->oneshot_channel_bytes == 0) {
+        c->oneshot_channel_bytes = host ? DFCCL_LL_MAX_BYTES : (8 << 10);
+    }
+    if (c->oneshot_channel_bytes > DFCCL_LL_MAX_BYTES) {
+        c->oneshot_channel_bytes = DFCCL_LL_MAX_BYTES;
+    }
+    /* Blocks look for arrived data in every pass: disorder rounds (8
+     * allreduces in a random order per rank) ran 1.4 to 2.1 times faster
+     * than in queue order only on 2 host-backend ranks, and 1.2 to 1.4
+     * times on 4 H200s; ordered rounds as fast (docs/performance.md,
+     * "Arrived data first"). */
     if (c->arrivals == DFCCL_ARRIVALS_DEFAULT) {
-        c->arrivals = host ? DFCCL_ARRIVALS_ALWAYS : DFCCL_ARRIVALS_OFF;
+        c->arrivals = DFCCL_ARRIVALS_ALWAYS;
     }
     /* GPUs: a ring step is one slice. Each slice pays a barrier, and in
      * SIMPLE a system-scope release that waits for the block's stores to

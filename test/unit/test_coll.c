@@ -121,6 +121,7 @@ typedef struct {
     int kind;
     int size_class;      /* -1: all */
     const char *oneshot; /* DFCCL_ONESHOT_BYTES, or NULL for the backend's default */
+    const char *chbytes; /* DFCCL_ONESHOT_CHANNEL_BYTES, or NULL: default */
 } matrix_arg_t;
 
 static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int kind, int t,
@@ -234,6 +235,9 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     if (a->oneshot != NULL) {
         setenv("DFCCL_ONESHOT_BYTES", a->oneshot, 1);
     }
+    if (a->chbytes != NULL) {
+        setenv("DFCCL_ONESHOT_CHANNEL_BYTES", a->chbytes, 1);
+    }
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     for (int ti = 0; ti < NDTYPES; ti++) {
         int t = dtypes[ti];
@@ -267,9 +271,12 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
     DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
     if (rank == 0) {
-        printf("%s on %d ranks%s%s: %d cases, %d failures\n", dfccl_coll_name_for_test(kind), n,
+        printf("%s on %d ranks%s%s%s%s: %d cases, %d failures\n",
+               dfccl_coll_name_for_test(kind), n,
                a->oneshot != NULL ? ", DFCCL_ONESHOT_BYTES=" : "",
-               a->oneshot != NULL ? a->oneshot : "", cases, failures);
+               a->oneshot != NULL ? a->oneshot : "",
+               a->chbytes != NULL ? ", DFCCL_ONESHOT_CHANNEL_BYTES=" : "",
+               a->chbytes != NULL ? a->chbytes : "", cases, failures);
     }
     return failures;
 }
@@ -280,7 +287,7 @@ static void run_matrix(int kind)
     int quick = getenv("DFCCL_TEST_QUICK") != NULL;
 
     for (int n = quick ? 3 : 2; n <= (quick ? 3 : 4); n++) {
-        matrix_arg_t a = {kind, -1, NULL};
+        matrix_arg_t a = {kind, -1, NULL, NULL};
         int rc = dfccl_test_mp_run(n, 300, matrix_body, &a);
         ck_assert_msg(rc == 0, "%s on %d ranks failed", dfccl_coll_name_for_test(kind), n);
     }
@@ -291,14 +298,20 @@ END_TEST
 
 /* Allreduce on either algorithm whatever the backend's default: the ring
  * for every size, then one shot for every size up to 64 KiB (count 1, and
- * 12347 elements of up to 4 bytes), on 3 ranks. */
+ * 12347 elements of up to 4 bytes), on 3 ranks; then one shot on several
+ * channels of at least 8 KiB each (12347 elements of 1 to 8 bytes: 2 to
+ * 13 channels, as many as the backend has, each at most 64 KiB), on 3 and
+ * 4 ranks. */
 START_TEST(test_allreduce_algos)
 {
-    matrix_arg_t ring = {DFCCL_COLL_ALLREDUCE, -1, "0"};
-    matrix_arg_t one  = {DFCCL_COLL_ALLREDUCE, -1, "65536"};
+    matrix_arg_t ring = {DFCCL_COLL_ALLREDUCE, -1, "0", NULL};
+    matrix_arg_t one  = {DFCCL_COLL_ALLREDUCE, -1, "65536", NULL};
+    matrix_arg_t wide = {DFCCL_COLL_ALLREDUCE, -1, "2097152", "8192"};
 
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &ring), 0);
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &one), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &wide), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, matrix_body, &wide), 0);
 }
 END_TEST
 START_TEST(test_allgather) { run_matrix(DFCCL_COLL_ALLGATHER); }
@@ -314,7 +327,7 @@ END_TEST
 START_TEST(test_single_rank)
 {
     for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
-        matrix_arg_t a = {kind, 2, NULL};
+        matrix_arg_t a = {kind, 2, NULL, NULL};
         ck_assert_int_eq(dfccl_test_mp_run(1, 120, matrix_body, &a), 0);
     }
 }

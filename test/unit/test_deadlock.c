@@ -82,6 +82,7 @@ typedef struct {
     int    explicit; /* DFCCL_PROGRESS=explicit: progress only inside dfcclWait */
     const char *arrivals; /* DFCCL_ARRIVALS, or NULL for the default */
     const char *oneshot;  /* DFCCL_ONESHOT_BYTES, or NULL for the default */
+    const char *chbytes;  /* DFCCL_ONESHOT_CHANNEL_BYTES, or NULL: default */
 } disorder_arg_t;
 
 static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
@@ -102,6 +103,9 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     }
     if (a->oneshot != NULL) {
         setenv("DFCCL_ONESHOT_BYTES", a->oneshot, 1);
+    }
+    if (a->chbytes != NULL) {
+        setenv("DFCCL_ONESHOT_CHANNEL_BYTES", a->chbytes, 1);
     }
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g[0]);
     for (int c = 1; c < NCOLL; c++) {
@@ -157,7 +161,8 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 
 START_TEST(test_disorder)
 {
-    disorder_arg_t a = {200, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, NULL};
+    disorder_arg_t a = {200, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, NULL,
+                        NULL};
     if (getenv("DFCCL_TEST_QUICK") != NULL) {
         a.iters = 20;
     }
@@ -167,7 +172,8 @@ END_TEST
 
 START_TEST(test_disorder_explicit_progress)
 {
-    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 1, NULL, NULL};
+    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 1, NULL, NULL,
+                        NULL};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
 }
 END_TEST
@@ -176,7 +182,7 @@ START_TEST(test_disorder_groups)
 {
     /* one group per collective, mid-sized collectives, 2 and 3 ranks */
     disorder_arg_t a = {50, {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536}, NCOLL, 0,
-                        NULL, NULL};
+                        NULL, NULL, NULL};
     ck_assert_int_eq(dfccl_test_mp_run(2, 300, disorder_body, &a), 0);
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
 }
@@ -187,7 +193,8 @@ START_TEST(test_disorder_arrivals)
     /* every policy of the scheduler on either backend (the tests above
      * run the backend's default): queue order only, a look for arrived
      * data after a pass with a stuck collective, and in every pass */
-    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, "off", NULL};
+    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, "off", NULL,
+                        NULL};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     a.arrivals = "stuck";
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
@@ -200,11 +207,18 @@ START_TEST(test_disorder_algos)
 {
     /* every allreduce on the ring, then those up to 64 KiB in one shot
      * (1 to 65536 floats: five of the eight), whatever the backend's
-     * default */
-    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, "0"};
+     * default, then one shot on several channels */
+    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, "0",
+                        NULL};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     a.oneshot = "65536";
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+    /* one shot on channels of 8 KiB, each share at most 64 KiB: on the
+     * host backend's 2 channels those of up to 10000 floats, on a GPU's 16
+     * all eight */
+    a.oneshot = "2097152";
+    a.chbytes = "8192";
     ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
 }
 END_TEST
