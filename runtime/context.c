@@ -120,7 +120,7 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     }
     /* Blocks look for arrived data in every pass: disorder rounds (8
      * allreduces in a random order per rank) ran 1.4 to 2.1 times faster
-     * than in queue order only on 2 host-backend ranks, and 1.2 to 1.4
+     * than in queue order only on 2 host-backend ranks, and 1.1 to 1.4
      * times on 4 H200s; ordered rounds as fast (docs/performance.md,
      * "Arrived data first"). */
     if (c->arrivals == DFCCL_ARRIVALS_DEFAULT) {
