@@ -163,18 +163,19 @@ static uint32_t dfccl_coll_proto(const dfccl_config_t *cfg, const struct dfccl_g
 /*
  * Slots of an LL connector: as many as hold DFCCL_LL_RING_BYTES of data, so
  * that senders of small slices rarely run out of credit (and read the
- * receiver's head across the link), but no fewer than cfg->nslots and no
- * more than cfg->ll_slots. Same on all ranks.
+ * receiver's head across the link), but no fewer than `least` and no more
+ * than cfg->ll_slots (`least` wins). Same on all ranks.
  */
-static uint32_t dfccl_coll_ll_slots(const dfccl_config_t *cfg, uint32_t slot_bytes)
+static uint32_t dfccl_coll_ll_slots(const dfccl_config_t *cfg, uint32_t slot_bytes,
+                                    size_t least)
 {
     size_t n = DFCCL_LL_RING_BYTES / (slot_bytes > 0 ? slot_bytes : 1);
 
     if (n > (size_t)cfg->ll_slots) {
         n = (size_t)cfg->ll_slots;
     }
-    if (n < (size_t)cfg->nslots) {
-        n = (size_t)cfg->nslots;
+    if (n < least) {
+        n = least;
     }
     return (uint32_t)n;
 }
@@ -191,23 +192,22 @@ static uint32_t dfccl_coll_ll_slots(const dfccl_config_t *cfg, uint32_t slot_byt
 static uint32_t dfccl_coll_algo(const dfccl_config_t *cfg, const struct dfccl_group *g,
                                 int kind, size_t count, int dtype, int *nch_p)
 {
-    size_t bytes = count * dfccl_dtype_bytes(dtype), nch;
+    size_t bytes = count * dfccl_dtype_bytes(dtype);
     uint64_t off, cnt;
+    int nch;
 
     if (kind != DFCCL_COLL_ALLREDUCE || g->nranks < 2 ||
         g->nranks > DFCCL_ONESHOT_MAX_RANKS || !g->all_local || g->net ||
         cfg->proto == DFCCL_PROTO_SIMPLE || bytes == 0 || bytes > cfg->oneshot_bytes) {
         return DFCCL_K_ALGO_RING;
     }
-    nch = (bytes + cfg->oneshot_channel_bytes - 1) / cfg->oneshot_channel_bytes;
-    nch = nch > (size_t)cfg->max_channels ? (size_t)cfg->max_channels : nch;
-    nch = nch > count ? count : nch;
-    nch = nch < 1 ? 1 : nch;
-    dfccl_ring_partition(kind, count, (int)nch, 0, &off, &cnt);
+    nch = dfccl_nchannels_for(bytes, cfg->oneshot_channel_bytes, (size_t)cfg->max_channels,
+                              count);
+    dfccl_ring_partition(kind, count, nch, 0, &off, &cnt);
     if (cnt * dfccl_dtype_bytes(dtype) > DFCCL_LL_MAX_BYTES) {
         return DFCCL_K_ALGO_RING;
     }
-    *nch_p = (int)nch;
+    *nch_p = nch;
     return DFCCL_K_ALGO_ONESHOT;
 }
 
@@ -225,7 +225,7 @@ static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_gr
          * ring of LL slots per sender, as many as hold DFCCL_LL_RING_BYTES
          * but at least two (a rank may then be one call ahead) */
         uint64_t off, cnt;
-        size_t slot = 256, nslots;
+        size_t slot = 256;
 
         dfccl_ring_partition((int)st->kind, st->count, nch, 0, &off, &cnt);
         while (slot < cnt * st->elem_size) {
@@ -235,10 +235,7 @@ static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_gr
         st->chunk_slices = 1;
         st->slot_bytes   = (uint32_t)slot;
         st->proto        = DFCCL_K_PROTO_LL;
-        nslots           = DFCCL_LL_RING_BYTES / slot;
-        nslots           = nslots < 2 ? 2 : nslots;
-        nslots           = nslots < (size_t)cfg->ll_slots ? nslots : (size_t)cfg->ll_slots;
-        st->nslots       = (uint32_t)nslots;
+        st->nslots       = dfccl_coll_ll_slots(cfg, st->slot_bytes, 2);
         return sizeof(dfccl_conn_ctrl_t) +
                (size_t)st->nranks * st->nslots * st->slot_bytes * 2;
     }
@@ -249,7 +246,7 @@ static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_gr
                                              (int)st->nranks, nch);
     st->proto        = dfccl_coll_proto(cfg, g, &st->slot_bytes);
     if (st->proto == DFCCL_K_PROTO_LL) {
-        st->nslots = dfccl_coll_ll_slots(cfg, st->slot_bytes);
+        st->nslots = dfccl_coll_ll_slots(cfg, st->slot_bytes, (size_t)cfg->nslots);
     }
     return sizeof(dfccl_conn_ctrl_t) +
            (size_t)st->nslots * st->slot_bytes * (st->proto == DFCCL_K_PROTO_LL ? 2 : 1);

@@ -451,6 +451,8 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t group, int kind, size_t count, 
 void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id);
 
 /* algo/ring.c */
+/* A channel per `per` bytes, at most `most` and one per element, at least one. */
+int dfccl_nchannels_for(size_t bytes, size_t per, size_t most, size_t count);
 int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int dtype,
                          int nranks);
 void dfccl_ring_partition(int kind, size_t count, int nchannels, int ch, uint64_t *off_p,

@@ -10,7 +10,7 @@ int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int 
                          int nranks)
 {
     size_t bytes = count * dfccl_dtype_bytes(dtype);
-    size_t nch, most = (size_t)cfg->max_channels;
+    size_t most = (size_t)cfg->max_channels;
 
     if (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER) {
         bytes *= (size_t)nranks;
@@ -23,7 +23,15 @@ int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int 
         (size_t)cfg->max_blocks > most) {
         most = (size_t)cfg->max_blocks;
     }
-    nch = (bytes + cfg->min_channel_bytes - 1) / cfg->min_channel_bytes;
+    return dfccl_nchannels_for(bytes, cfg->min_channel_bytes, most, count);
+}
+
+/* A channel per `per` bytes, at most `most` and at most one per element,
+ * at least one. */
+int dfccl_nchannels_for(size_t bytes, size_t per, size_t most, size_t count)
+{
+    size_t nch = (bytes + per - 1) / per;
+
     if (nch > most) {
         nch = most;
     }
