@@ -167,6 +167,18 @@ typedef struct {
                                      * channel of a one-shot allreduce (up to
                                      * 64 KiB; 0: backend default, host 64 KiB,
                                      * cuda 8 KiB) */
+    size_t   twoshot_bytes;         /* DFCCL_TWOSHOT_BYTES: [group] allreduces larger
+                                     * than oneshot_bytes and of at most this many
+                                     * bytes, on the same groups, take the two-shot
+                                     * algorithm (a reduce-scatter and an allgather
+                                     * of one hop each); 0: never; up to 16 MiB, on
+                                     * as many channels as DFCCL_TWOSHOT_CHANNEL_BYTES
+                                     * gives, each rank's part of a share at most
+                                     * 64 KiB; SIZE_MAX (dfcclConfigInit): backend
+                                     * default */
+    size_t   twoshot_channel_bytes; /* DFCCL_TWOSHOT_CHANNEL_BYTES: [group] bytes per
+                                     * channel of a two-shot allreduce (up to
+                                     * 512 KiB; 0: backend default) */
     int      ll_slots;              /* DFCCL_LL_SLOTS: [group] most slots of an LL
                                      * connector: it gets as many as hold 64 KiB of
                                      * data, at least nslots, at most this (2 to 64;
@@ -239,6 +251,9 @@ typedef struct {
                                * because a rank of one of its groups on this
                                * host submitted, or the net proxy received
                                * from a peer, since the last launch */
+    int      oneshot;       /* registered collectives that run one shot */
+    int      twoshot;       /* registered collectives that run two shot (the
+                             * others run on the ring) */
 } dfccl_stats_t;
 
 /* Text for a status. Never NULL. Thread-safe. */

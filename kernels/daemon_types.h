@@ -30,13 +30,25 @@ enum { DFCCL_K_PROTO_SIMPLE = 1, DFCCL_K_PROTO_LL = 2 };
 /* Algorithm of a collective: the ring, or (allreduce of small messages on
  * a group whose ranks all reach each other) one shot: every rank writes its
  * input into a connector of its own at every peer and reduces the n inputs
- * in rank order. */
-enum { DFCCL_K_ALGO_RING = 0, DFCCL_K_ALGO_ONESHOT = 1 };
+ * in rank order; or (mid sizes, same groups) two shot on the same
+ * connectors: a reduce-scatter and an allgather of one hop each. */
+enum { DFCCL_K_ALGO_RING = 0, DFCCL_K_ALGO_ONESHOT = 1, DFCCL_K_ALGO_TWOSHOT = 2 };
 
 /* The most ranks of a one-shot collective (dfccl_chan_t.peer). */
 #define DFCCL_ONESHOT_MAX_RANKS 8
 /* Largest one-shot allreduce: each channel's share is one LL slot. */
 #define DFCCL_ONESHOT_MAX_BYTES ((uint64_t)DFCCL_MAX_CHANNELS * DFCCL_LL_MAX_BYTES)
+/* Largest two-shot allreduce: each part of a channel's share (one per
+ * rank) is at most one LL scratch, and a slot holds two parts. */
+#define DFCCL_TWOSHOT_MAX_BYTES                                                                  \
+    ((uint64_t)DFCCL_MAX_CHANNELS * DFCCL_ONESHOT_MAX_RANKS * DFCCL_LL_MAX_BYTES)
+#define DFCCL_TWOSHOT_MAX_CHANNEL_BYTES ((uint64_t)DFCCL_ONESHOT_MAX_RANKS * DFCCL_LL_MAX_BYTES)
+/* Elements of each part of a two-shot channel's share of cnt elements on n
+ * ranks (esz bytes each, at most 16): a whole number of 16 bytes, so that
+ * parts start aligned. The daemon cuts shares and the host lays out slots
+ * with it. */
+#define DFCCL_TWOSHOT_PART_ELEMS(cnt, n, esz)                                                    \
+    ((((cnt) + (n) - 1) / (n) + 16 / (esz) - 1) / (16 / (esz)) * (16 / (esz)))
 
 /* When the scheduler looks for collectives whose data has arrived
  * (dfccl_arrivals_t, resolved). */

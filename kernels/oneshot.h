@@ -61,6 +61,43 @@ DFCCL_F_DEVICE uint32_t dfccl_oneshot_credit(dfccl_exec_t *x)
     }
 }
 
+/* One LL line's 8 data bytes once it carries `flag`, polled at most x->spin
+ * times; *ok = 0 (and 0 returned) if it has not arrived by then. */
+DFCCL_F_DEVICE uint64_t dfccl_shot_poll(const dfccl_exec_t *x, const char *line, uint32_t flag,
+                                        int *ok)
+{
+    uint32_t d0 = 0, d1 = 0;
+
+    for (uint32_t s = 0; !dfccl_ll_load(line, flag, &d0, &d1); s++) {
+        if (s >= x->spin) {
+            *ok = 0;
+            return 0;
+        }
+        dfccl_pause();
+    }
+    return (uint64_t)d0 | ((uint64_t)d1 << 32);
+}
+
+/* Word i of the n ranks' inputs reduced in rank order (the same bits on
+ * every rank): ours is v, rank q's is line i of ring q at `rings` (rings
+ * `ring` bytes apart). *ok = 0 if a line has not arrived within x->spin. */
+DFCCL_F_DEVICE uint64_t dfccl_shot_reduce(const dfccl_exec_t *x, const char *rings,
+                                          uint64_t ring, uint64_t i, uint64_t v, uint32_t flag,
+                                          int *ok)
+{
+    const dfccl_coll_static_t *st = x->st;
+    const int n = st->nranks, me = st->rank;
+    const uint32_t div = st->op == DFCCL_K_AVG ? (uint32_t)n : 0;
+    uint64_t acc       = 0;
+
+    for (int q = 0; q < n && *ok; q++) {
+        const char *line = rings + (uint64_t)q * ring + i * DFCCL_LL_LINE;
+        const uint64_t w = q == me ? v : dfccl_shot_poll(x, line, flag, ok);
+        acc = q == 0 ? w : dfccl_red_word(st->dtype, st->op, q == n - 1 ? div : 0, acc, w);
+    }
+    return acc;
+}
+
 DFCCL_F_DEVICE int dfccl_oneshot_allreduce(dfccl_exec_t *x)
 {
     const dfccl_coll_static_t *st = x->st;
@@ -73,7 +110,6 @@ DFCCL_F_DEVICE int dfccl_oneshot_allreduce(dfccl_exec_t *x)
     const uint64_t ring   = (uint64_t)st->nslots * stride;  /* one sender's slots */
     const uint64_t at     = sizeof(dfccl_conn_ctrl_t) + (x->dyn.send_seq % st->nslots) * stride;
     const uint32_t flag   = (uint32_t)(x->dyn.send_seq + 1);
-    const uint32_t div    = st->op == DFCCL_K_AVG ? (uint32_t)n : 0;
     const char *src       = x->sendbuff + ch->off * esz;
     char *dst             = x->recvbuff + ch->off * esz;
     const char *mine      = (const char *)ch->recv_ctrl;
@@ -102,25 +138,8 @@ DFCCL_F_DEVICE int dfccl_oneshot_allreduce(dfccl_exec_t *x)
         }
     }
     for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
-        const uint64_t v = dfccl_ll_get(src, i, bytes);
-        uint64_t acc     = 0;
-
-        for (int q = 0; q < n && ok; q++) {
-            uint64_t w = v;
-            if (q != me) {
-                const char *line = mine + at + (uint64_t)q * ring + i * DFCCL_LL_LINE;
-                uint32_t d0 = 0, d1 = 0;
-                for (uint32_t s = 0; !dfccl_ll_load(line, flag, &d0, &d1); s++) {
-                    if (s >= x->spin) {
-                        ok = 0;
-                        break;
-                    }
-                    dfccl_pause();
-                }
-                w = (uint64_t)d0 | ((uint64_t)d1 << 32);
-            }
-            acc = q == 0 ? w : dfccl_red_word(st->dtype, st->op, q == n - 1 ? div : 0, acc, w);
-        }
+        const uint64_t acc = dfccl_shot_reduce(x, mine + at, ring, i,
+                                               dfccl_ll_get(src, i, bytes), flag, &ok);
         if (!ok) {
             break;
         }

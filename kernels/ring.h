@@ -17,6 +17,7 @@
 
 #include "oneshot.h"
 #include "prims.h"
+#include "twoshot.h"
 
 DFCCL_F_DEVICE int dfccl_mod(int a, int n)
 {
@@ -263,6 +264,9 @@ DFCCL_F_DEVICE int dfccl_ring_run(dfccl_exec_t *x)
 {
     if (x->st->algo == DFCCL_K_ALGO_ONESHOT) {
         return dfccl_oneshot_allreduce(x);
+    }
+    if (x->st->algo == DFCCL_K_ALGO_TWOSHOT) {
+        return dfccl_twoshot_allreduce(x);
     }
     switch (x->st->kind) {
     case DFCCL_COLL_ALLREDUCE:     return dfccl_ring_allreduce(x);

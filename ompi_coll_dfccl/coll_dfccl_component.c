@@ -101,6 +101,7 @@ static unsigned int dfccl_spin_head, dfccl_spin_min, dfccl_spin_sticky;
 static unsigned int dfccl_quit_us, dfccl_relaunch_us;
 static int dfccl_wait_spin_us; /* -1: backend default */
 static long dfccl_oneshot_bytes; /* -1: backend default */
+static long dfccl_twoshot_bytes; /* -1: backend default */
 
 static int dfccl_register(void)
 {
@@ -140,6 +141,7 @@ static int dfccl_register(void)
     dfccl_relaunch_us = c->relaunch_us;
     dfccl_wait_spin_us = c->wait_spin_us == UINT32_MAX ? -1 : (int)c->wait_spin_us;
     dfccl_oneshot_bytes = c->oneshot_bytes == SIZE_MAX ? -1 : (long)c->oneshot_bytes;
+    dfccl_twoshot_bytes = c->twoshot_bytes == SIZE_MAX ? -1 : (long)c->twoshot_bytes;
 
     dfccl_reg("priority", "Priority of the dfccl coll component; it must be above the "
               "components it falls back to (tuned is 30)", MCA_BASE_VAR_TYPE_INT, NULL,
@@ -174,6 +176,15 @@ static int dfccl_register(void)
               "65536, 0 = backend default (8 KiB on GPUs); same on every rank "
               "(DFCCL_ONESHOT_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
               &c->oneshot_channel_bytes);
+    dfccl_reg("twoshot_bytes", "Allreduces above oneshot_bytes and of at most this many "
+              "bytes, on the same communicators, take two shot (a reduce-scatter and an "
+              "allgather of one hop each), 0 = never, up to 16 MiB, -1 = backend default "
+              "(0); same on every rank (DFCCL_TWOSHOT_BYTES)",
+              MCA_BASE_VAR_TYPE_LONG, NULL, &dfccl_twoshot_bytes);
+    dfccl_reg("twoshot_channel_bytes", "Bytes per channel of a two-shot allreduce, up to "
+              "524288, 0 = backend default (64 KiB on GPUs); same on every rank "
+              "(DFCCL_TWOSHOT_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
+              &c->twoshot_channel_bytes);
     dfccl_reg("step_slices", "Slices a ring step is cut into to pipeline it (none below "
               "16 KiB, fewer than slots), 1 to 16, 0 = default (1 on GPUs); same on every "
               "rank (DFCCL_STEP_SLICES)",
@@ -266,6 +277,7 @@ static int dfccl_open(void)
     c->relaunch_us = dfccl_relaunch_us;
     c->wait_spin_us = dfccl_wait_spin_us < 0 ? UINT32_MAX : (uint32_t)dfccl_wait_spin_us;
     c->oneshot_bytes = dfccl_oneshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_oneshot_bytes;
+    c->twoshot_bytes = dfccl_twoshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_twoshot_bytes;
     if (cm->instances < 1) {
         mca_coll_dfccl_warn("coll_dfccl_instances=%d is below 1; using 1", cm->instances);
         cm->instances = 1;

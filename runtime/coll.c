@@ -34,7 +34,8 @@
 static const char dfccl_coll_layout_vars[] =
     "DFCCL_CHANNELS, DFCCL_MAX_BLOCKS, DFCCL_WIDE_BYTES, DFCCL_CONN_BUDGET, DFCCL_SLOT_BYTES, "
     "DFCCL_SLOTS, DFCCL_LL_SLOTS, DFCCL_STEP_SLICES, DFCCL_PROTO, DFCCL_LL_BYTES, "
-    "DFCCL_ONESHOT_BYTES and DFCCL_ONESHOT_CHANNEL_BYTES";
+    "DFCCL_ONESHOT_BYTES, DFCCL_ONESHOT_CHANNEL_BYTES, DFCCL_TWOSHOT_BYTES and "
+    "DFCCL_TWOSHOT_CHANNEL_BYTES";
 
 static const char *const dfccl_run_names[] = {"dfcclRunAllReduce", "dfcclRunAllGather",
                                               "dfcclRunReduceScatter", "dfcclRunReduce",
@@ -181,34 +182,43 @@ static uint32_t dfccl_coll_ll_slots(const dfccl_config_t *cfg, uint32_t slot_byt
 }
 
 /*
- * Algorithm of a collective (DFCCL_K_ALGO_*): one shot for allreduces of
- * at most cfg->oneshot_bytes on groups whose ranks all write to each other
- * (dfccl_group.all_local) and can carry LL, the ring otherwise. A one-shot
- * allreduce takes a channel per cfg->oneshot_channel_bytes, at most
- * cfg->max_channels; each channel's share is one LL slot, reduced in its
- * block's scratch, so at most DFCCL_LL_MAX_BYTES (else the ring). Sets
- * *nch_p for one shot. Same on all ranks.
+ * Algorithm of a collective (DFCCL_K_ALGO_*) on groups whose ranks all
+ * write to each other (dfccl_group.all_local) and can carry LL: one shot
+ * for allreduces of at most cfg->oneshot_bytes, on a channel per
+ * cfg->oneshot_channel_bytes, each share one LL slot reduced in its
+ * block's scratch (so at most DFCCL_LL_MAX_BYTES); two shot for larger
+ * ones of at most cfg->twoshot_bytes, on a channel per
+ * cfg->twoshot_channel_bytes, each rank's part of a share at most
+ * DFCCL_LL_MAX_BYTES. Both take at most cfg->max_channels channels; a
+ * share too large for them goes to the ring, as does everything else.
+ * Sets *nch_p for one and two shot. Same on all ranks.
  */
 static uint32_t dfccl_coll_algo(const dfccl_config_t *cfg, const struct dfccl_group *g,
                                 int kind, size_t count, int dtype, int *nch_p)
 {
-    size_t bytes = count * dfccl_dtype_bytes(dtype);
+    const size_t esz = dfccl_dtype_bytes(dtype);
+    const size_t bytes = count * esz;
+    const int two      = bytes > cfg->oneshot_bytes;
     uint64_t off, cnt;
     int nch;
 
     if (kind != DFCCL_COLL_ALLREDUCE || g->nranks < 2 ||
         g->nranks > DFCCL_ONESHOT_MAX_RANKS || !g->all_local || g->net ||
-        cfg->proto == DFCCL_PROTO_SIMPLE || bytes == 0 || bytes > cfg->oneshot_bytes) {
+        cfg->proto == DFCCL_PROTO_SIMPLE || bytes == 0 ||
+        bytes > (two ? cfg->twoshot_bytes : cfg->oneshot_bytes)) {
         return DFCCL_K_ALGO_RING;
     }
-    nch = dfccl_nchannels_for(bytes, cfg->oneshot_channel_bytes, (size_t)cfg->max_channels,
-                              count);
+    nch = dfccl_nchannels_for(bytes, two ? cfg->twoshot_channel_bytes : cfg->oneshot_channel_bytes,
+                              (size_t)cfg->max_channels, count);
     dfccl_ring_partition(kind, count, nch, 0, &off, &cnt);
-    if (cnt * dfccl_dtype_bytes(dtype) > DFCCL_LL_MAX_BYTES) {
+    if (two) {
+        cnt = DFCCL_TWOSHOT_PART_ELEMS(cnt, (uint64_t)g->nranks, esz);
+    }
+    if (cnt * esz > DFCCL_LL_MAX_BYTES) {
         return DFCCL_K_ALGO_RING;
     }
     *nch_p = nch;
-    return DFCCL_K_ALGO_ONESHOT;
+    return two ? DFCCL_K_ALGO_TWOSHOT : DFCCL_K_ALGO_ONESHOT;
 }
 
 /*
@@ -220,15 +230,22 @@ static uint32_t dfccl_coll_algo(const dfccl_config_t *cfg, const struct dfccl_gr
 static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_group *g,
                                 int nch, dfccl_coll_static_t *st)
 {
-    if (st->algo == DFCCL_K_ALGO_ONESHOT) {
-        /* one slot holds a channel's share (channel 0's is the largest); a
-         * ring of LL slots per sender, as many as hold DFCCL_LL_RING_BYTES
+    if (st->algo != DFCCL_K_ALGO_RING) {
+        /* one slot holds a channel's share (channel 0's is the largest), or
+         * in two shot both parts a rank sends a peer, each in whole lines;
+         * a ring of LL slots per sender, as many as hold DFCCL_LL_RING_BYTES
          * but at least two (a rank may then be one call ahead) */
-        uint64_t off, cnt;
+        uint64_t off, cnt, need;
         size_t slot = 256;
 
         dfccl_ring_partition((int)st->kind, st->count, nch, 0, &off, &cnt);
-        while (slot < cnt * st->elem_size) {
+        need = cnt * st->elem_size;
+        if (st->algo == DFCCL_K_ALGO_TWOSHOT) {
+            need = DFCCL_TWOSHOT_PART_ELEMS(cnt, (uint64_t)st->nranks, st->elem_size) *
+                   st->elem_size;
+            need = 2 * ((need + 7) / 8 * 8);
+        }
+        while (slot < need) {
             slot <<= 1;
         }
         st->nchannels    = nch;
@@ -406,7 +423,7 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
         return 1;
     }
     /* one shot: every peer's region of each channel, where we write */
-    for (int ch = 0; c->st.algo == DFCCL_K_ALGO_ONESHOT && ch < c->st.nchannels; ch++) {
+    for (int ch = 0; c->st.algo != DFCCL_K_ALGO_RING && ch < c->st.nchannels; ch++) {
         for (int q = 0; q < g->nranks; q++) {
             void *dev;
             int rc;
@@ -525,14 +542,14 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     st.recv_poll    = ctx->backend == DFCCL_BACKEND_HOST ||
                       (g->pool.transport == DFCCL_TRANSPORT_P2P && !g->prev_net);
     st.algo         = dfccl_coll_algo(&ctx->cfg, g, kind, count, dtype, &onch);
-    region          = dfccl_coll_layout(&ctx->cfg, g, st.algo == DFCCL_K_ALGO_ONESHOT ? onch : nch,
+    region          = dfccl_coll_layout(&ctx->cfg, g, st.algo != DFCCL_K_ALGO_RING ? onch : nch,
                                         &st);
 
     pthread_mutex_lock(&ctx->lock);
-    /* One shot takes n slots per channel where the ring takes one: past the
-     * group's connector budget the collective runs on the ring (and may
-     * get lean connectors below). Same on every rank, as below. */
-    if (st.algo == DFCCL_K_ALGO_ONESHOT) {
+    /* One and two shot take n slots per channel where the ring takes one:
+     * past the group's connector budget the collective runs on the ring
+     * (and may get lean connectors below). Same on every rank, as below. */
+    if (st.algo != DFCCL_K_ALGO_RING) {
         if (ctx->cfg.conn_budget != 0 &&
             g->conn_bytes + (size_t)onch * region > ctx->cfg.conn_budget) {
             st.algo = DFCCL_K_ALGO_RING;

@@ -98,6 +98,8 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->ll_slots          = 0;     /* 0: default (16) */
     c->oneshot_bytes     = SIZE_MAX; /* backend default (host 16 KiB, cuda 256 KiB) */
     c->oneshot_channel_bytes = 0;  /* 0: backend default (host 64 KiB, cuda 8 KiB) */
+    c->twoshot_bytes     = SIZE_MAX; /* backend default */
+    c->twoshot_channel_bytes = 0;  /* 0: backend default */
     c->step_slices       = 0;     /* 0: backend default (host 4, cuda 1) */
     c->spin_head         = 0;     /* 0: backend defaults */
     c->spin_min          = 0;
@@ -143,6 +145,9 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_ONESHOT_BYTES", c->oneshot_bytes, 0, DFCCL_ONESHOT_MAX_BYTES);
     DFCCL_ENV_INT("DFCCL_ONESHOT_CHANNEL_BYTES", c->oneshot_channel_bytes, 0,
                   DFCCL_LL_MAX_BYTES);
+    DFCCL_ENV_INT("DFCCL_TWOSHOT_BYTES", c->twoshot_bytes, 0, DFCCL_TWOSHOT_MAX_BYTES);
+    DFCCL_ENV_INT("DFCCL_TWOSHOT_CHANNEL_BYTES", c->twoshot_channel_bytes, 0,
+                  DFCCL_TWOSHOT_MAX_CHANNEL_BYTES);
     DFCCL_ENV_INT("DFCCL_STEP_SLICES", c->step_slices, 0, 16);
     DFCCL_ENV_INT("DFCCL_SPIN_HEAD", c->spin_head, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_SPIN_MIN", c->spin_min, 0, UINT32_MAX);

@@ -118,6 +118,19 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     if (c->oneshot_channel_bytes > DFCCL_LL_MAX_BYTES) {
         c->oneshot_channel_bytes = DFCCL_LL_MAX_BYTES;
     }
+    /* Two-shot allreduce above the one-shot sizes: off until measured */
+    if (c->twoshot_bytes == SIZE_MAX) {
+        c->twoshot_bytes = 0;
+    }
+    if (c->twoshot_bytes > DFCCL_TWOSHOT_MAX_BYTES) {
+        c->twoshot_bytes = DFCCL_TWOSHOT_MAX_BYTES;
+    }
+    if (c->twoshot_channel_bytes == 0) {
+        c->twoshot_channel_bytes = host ? DFCCL_TWOSHOT_MAX_CHANNEL_BYTES : (64 << 10);
+    }
+    if (c->twoshot_channel_bytes > DFCCL_TWOSHOT_MAX_CHANNEL_BYTES) {
+        c->twoshot_channel_bytes = DFCCL_TWOSHOT_MAX_CHANNEL_BYTES;
+    }
     /* Blocks look for arrived data in every pass: disorder rounds (8
      * allreduces in a random order per rank) ran 1.4 to 2.1 times faster
      * than in queue order only on 2 host-backend ranks, and 1.1 to 1.4
@@ -1104,6 +1117,8 @@ dfccl_status_t dfcclGetStats(dfccl_rank_ctx_t ctx, dfccl_stats_t *s)
     for (int i = 0; i < ctx->cfg.max_colls; i++) {
         if (ctx->colls[i].state != DFCCL_COLL_FREE) {
             s->connector_bytes += ctx->colls[i].bytes;
+            s->oneshot += ctx->colls[i].st.algo == DFCCL_K_ALGO_ONESHOT;
+            s->twoshot += ctx->colls[i].st.algo == DFCCL_K_ALGO_TWOSHOT;
         }
     }
     s->device_bytes += s->connector_bytes;

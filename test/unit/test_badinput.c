@@ -159,6 +159,8 @@ START_TEST(test_bad_config)
     expect_bad_env("DFCCL_LL_SLOTS", "65");
     expect_bad_env("DFCCL_ONESHOT_BYTES", "3000000");
     expect_bad_env("DFCCL_ONESHOT_CHANNEL_BYTES", "70000");
+    expect_bad_env("DFCCL_TWOSHOT_BYTES", "20000000");
+    expect_bad_env("DFCCL_TWOSHOT_CHANNEL_BYTES", "600000");
     expect_bad_env("DFCCL_ARRIVALS", "sometimes");
     ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_OK);
     c.step_slices = 17;

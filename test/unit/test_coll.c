@@ -122,11 +122,19 @@ typedef struct {
     int size_class;      /* -1: all */
     const char *oneshot; /* DFCCL_ONESHOT_BYTES, or NULL for the backend's default */
     const char *chbytes; /* DFCCL_ONESHOT_CHANNEL_BYTES, or NULL: default */
+    const char *twoshot; /* DFCCL_TWOSHOT_BYTES, or NULL: default */
+    const char *tsbytes; /* DFCCL_TWOSHOT_CHANNEL_BYTES, or NULL: default */
+    const char *blocks;  /* DFCCL_MAX_BLOCKS and DFCCL_CHANNELS, or NULL: default */
+    int want[3];         /* cases that must run on the ring, one and two shot:
+                          * at least this many (0: any number), or -1: none */
 } matrix_arg_t;
 
+/* Runs one case; *algo_p: 0 ring, 1 one shot, 2 two shot (from the stats
+ * of the registered collective). */
 static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int kind, int t,
-                    int op, uint64_t count, int inplace)
+                    int op, uint64_t count, int inplace, int *algo_p)
 {
+    dfccl_stats_t stats;
     const int root = (int)(count % (uint64_t)n);
     uint64_t sendn = count, recvn = count, i;
     size_t es = esize(t);
@@ -148,6 +156,10 @@ static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int 
     }
     DFCCL_TEST_CHECK(st == DFCCL_OK, "register %s: %s", dfccl_coll_name_for_test(kind),
                      dfcclGetErrorString(st));
+    DFCCL_TEST_CHECK(dfcclGetStats(ctx, &stats) == DFCCL_OK, "stats");
+    DFCCL_TEST_CHECK(stats.registered == 1 && stats.oneshot + stats.twoshot <= 1,
+                     "one collective registered, on one algorithm");
+    *algo_p = stats.oneshot ? 1 : stats.twoshot ? 2 : 0;
 
     hs = calloc(sendn + 1, es);
     hr = calloc(recvn + 1, es);
@@ -230,8 +242,19 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     const matrix_arg_t *a = varg;
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
-    int kind = a->kind, failures = 0, cases = 0;
+    int kind = a->kind, failures = 0, cases = 0, on[3] = {0, 0, 0};
+    static const char *const algo_names[3] = {"ring", "one shot", "two shot"};
 
+    if (a->twoshot != NULL) {
+        setenv("DFCCL_TWOSHOT_BYTES", a->twoshot, 1);
+    }
+    if (a->tsbytes != NULL) {
+        setenv("DFCCL_TWOSHOT_CHANNEL_BYTES", a->tsbytes, 1);
+    }
+    if (a->blocks != NULL) {
+        setenv("DFCCL_MAX_BLOCKS", a->blocks, 1);
+        setenv("DFCCL_CHANNELS", a->blocks, 1);
+    }
     if (a->oneshot != NULL) {
         setenv("DFCCL_ONESHOT_BYTES", a->oneshot, 1);
     }
@@ -262,7 +285,10 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
                     continue;
                 }
                 for (int inplace = 0; inplace < 2; inplace++) {
-                    failures += run_case(ctx, g, rank, n, kind, t, op, counts[sc], inplace);
+                    int algo = 0;
+                    failures += run_case(ctx, g, rank, n, kind, t, op, counts[sc], inplace,
+                                         &algo);
+                    on[algo]++;
                     cases++;
                 }
             }
@@ -270,13 +296,26 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     }
     DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
     DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    for (int k = 0; k < 3; k++) {
+        if ((a->want[k] < 0 && on[k] != 0) || (a->want[k] > 0 && on[k] < a->want[k])) {
+            fprintf(stderr, "rank %d: %d cases ran on %s, expected %s%d\n", rank, on[k],
+                    algo_names[k], a->want[k] < 0 ? "" : "at least ",
+                    a->want[k] < 0 ? 0 : a->want[k]);
+            failures++;
+        }
+    }
     if (rank == 0) {
-        printf("%s on %d ranks%s%s%s%s: %d cases, %d failures\n",
+        printf("%s on %d ranks%s%s%s%s%s%s%s%s: %d cases (ring %d, one shot %d, two shot %d), "
+               "%d failures\n",
                dfccl_coll_name_for_test(kind), n,
                a->oneshot != NULL ? ", DFCCL_ONESHOT_BYTES=" : "",
                a->oneshot != NULL ? a->oneshot : "",
                a->chbytes != NULL ? ", DFCCL_ONESHOT_CHANNEL_BYTES=" : "",
-               a->chbytes != NULL ? a->chbytes : "", cases, failures);
+               a->chbytes != NULL ? a->chbytes : "",
+               a->twoshot != NULL ? ", DFCCL_TWOSHOT_BYTES=" : "",
+               a->twoshot != NULL ? a->twoshot : "",
+               a->tsbytes != NULL ? ", DFCCL_TWOSHOT_CHANNEL_BYTES=" : "",
+               a->tsbytes != NULL ? a->tsbytes : "", cases, on[0], on[1], on[2], failures);
     }
     return failures;
 }
@@ -287,7 +326,7 @@ static void run_matrix(int kind)
     int quick = getenv("DFCCL_TEST_QUICK") != NULL;
 
     for (int n = quick ? 3 : 2; n <= (quick ? 3 : 4); n++) {
-        matrix_arg_t a = {kind, -1, NULL, NULL};
+        matrix_arg_t a = {kind, -1, NULL, NULL, NULL, NULL, NULL, {0, 0, 0}};
         int rc = dfccl_test_mp_run(n, 300, matrix_body, &a);
         ck_assert_msg(rc == 0, "%s on %d ranks failed", dfccl_coll_name_for_test(kind), n);
     }
@@ -296,22 +335,33 @@ static void run_matrix(int kind)
 START_TEST(test_allreduce) { run_matrix(DFCCL_COLL_ALLREDUCE); }
 END_TEST
 
-/* Allreduce on either algorithm whatever the backend's default: the ring
- * for every size, then one shot for every size up to 64 KiB (count 1, and
- * 12347 elements of up to 4 bytes), on 3 ranks; then one shot on several
- * channels of at least 8 KiB each (12347 elements of 1 to 8 bytes: 2 to
- * 13 channels, as many as the backend has, each at most 64 KiB), on 3 and
- * 4 ranks. */
+/* Allreduce on every algorithm whatever the backend's default, each run
+ * checking which algorithm its cases took: the ring for every size; one
+ * shot for every size up to 64 KiB (count 1, and 12347 elements of up to 4
+ * bytes), on 3 ranks; one shot on several channels of at least 8 KiB each
+ * (12347 elements of 1 to 8 bytes: 2 to 13 channels, as many as the backend
+ * has, each at most 64 KiB), on 3 and 4 ranks; two shot for every size on
+ * channels of at least 4 KiB, on 2, 3 and 4 ranks (on 4 with 6 channels,
+ * so that the 1 MiB cases fit too); and one shot up to 64 KiB with two
+ * shot above it, on 3 ranks. */
 START_TEST(test_allreduce_algos)
 {
-    matrix_arg_t ring = {DFCCL_COLL_ALLREDUCE, -1, "0", NULL};
-    matrix_arg_t one  = {DFCCL_COLL_ALLREDUCE, -1, "65536", NULL};
-    matrix_arg_t wide = {DFCCL_COLL_ALLREDUCE, -1, "2097152", "8192"};
+    const int k = DFCCL_COLL_ALLREDUCE;
+    matrix_arg_t ring = {k, -1, "0", NULL, "0", NULL, NULL, {1, -1, -1}};
+    matrix_arg_t one  = {k, -1, "65536", NULL, "0", NULL, NULL, {0, 1, -1}};
+    matrix_arg_t wide = {k, -1, "2097152", "8192", "0", NULL, NULL, {0, 1, -1}};
+    matrix_arg_t two  = {k, -1, "0", NULL, "16777216", "4096", NULL, {0, -1, 1}};
+    matrix_arg_t two6 = {k, -1, "0", NULL, "16777216", "4096", "6", {0, -1, 1}};
+    matrix_arg_t both = {k, -1, "65536", NULL, "16777216", NULL, NULL, {0, 1, 1}};
 
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &ring), 0);
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &one), 0);
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &wide), 0);
     ck_assert_int_eq(dfccl_test_mp_run(4, 300, matrix_body, &wide), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(2, 300, matrix_body, &two), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &two), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, matrix_body, &two6), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &both), 0);
 }
 END_TEST
 START_TEST(test_allgather) { run_matrix(DFCCL_COLL_ALLGATHER); }
@@ -327,7 +377,7 @@ END_TEST
 START_TEST(test_single_rank)
 {
     for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
-        matrix_arg_t a = {kind, 2, NULL, NULL};
+        matrix_arg_t a = {kind, 2, NULL, NULL, NULL, NULL, NULL, {0, 0, 0}};
         ck_assert_int_eq(dfccl_test_mp_run(1, 120, matrix_body, &a), 0);
     }
 }

@@ -83,6 +83,9 @@ typedef struct {
     const char *arrivals; /* DFCCL_ARRIVALS, or NULL for the default */
     const char *oneshot;  /* DFCCL_ONESHOT_BYTES, or NULL for the default */
     const char *chbytes;  /* DFCCL_ONESHOT_CHANNEL_BYTES, or NULL: default */
+    const char *twoshot;  /* DFCCL_TWOSHOT_BYTES, or NULL for the default */
+    const char *tsbytes;  /* DFCCL_TWOSHOT_CHANNEL_BYTES, or NULL: default */
+    int min_two;          /* collectives that must take two shot, at least */
 } disorder_arg_t;
 
 static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
@@ -107,6 +110,12 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     if (a->chbytes != NULL) {
         setenv("DFCCL_ONESHOT_CHANNEL_BYTES", a->chbytes, 1);
     }
+    if (a->twoshot != NULL) {
+        setenv("DFCCL_TWOSHOT_BYTES", a->twoshot, 1);
+    }
+    if (a->tsbytes != NULL) {
+        setenv("DFCCL_TWOSHOT_CHANNEL_BYTES", a->tsbytes, 1);
+    }
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g[0]);
     for (int c = 1; c < NCOLL; c++) {
         if (a->groups > 1) {
@@ -122,6 +131,12 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         d[c]     = dfccl_test_malloc(ctx, a->counts[c] * sizeof(float));
         h[c]     = malloc(a->counts[c] * sizeof(float));
         order[c] = c;
+    }
+    if (a->min_two > 0) {
+        dfccl_stats_t stats;
+        DFCCL_TEST_CHECK(dfcclGetStats(ctx, &stats) == DFCCL_OK, "stats");
+        DFCCL_TEST_CHECK(stats.twoshot >= a->min_two, "%d of %d collectives take two shot, "
+                         "expected at least %d", stats.twoshot, NCOLL, a->min_two);
     }
     for (int it = 0; it < a->iters; it++) {
         shuffle(order, NCOLL, &seed);
@@ -144,10 +159,12 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     pre = stat_sum(oob, ctx, 0);
     if (rank == 0) {
         printf("disorder: %d ranks, %d iterations x %d collectives on %d group(s)%s, "
-               "arrivals %s, one shot up to %s bytes: all correct, %llu preemptions\n", n,
+               "arrivals %s, one shot up to %s bytes, two shot up to %s: all correct, "
+               "%llu preemptions\n", n,
                a->iters, NCOLL, a->groups, a->explicit ? ", explicit progress" : "",
                a->arrivals != NULL ? a->arrivals : "default",
-               a->oneshot != NULL ? a->oneshot : "default", pre);
+               a->oneshot != NULL ? a->oneshot : "default",
+               a->twoshot != NULL ? a->twoshot : "default", pre);
     }
     DFCCL_TEST_CHECK(pre > 0, "no preemption in %d disordered iterations", a->iters);
     for (int c = 0; c < NCOLL; c++) {
@@ -162,7 +179,7 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 START_TEST(test_disorder)
 {
     disorder_arg_t a = {200, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, NULL,
-                        NULL};
+                        NULL, NULL, NULL, 0};
     if (getenv("DFCCL_TEST_QUICK") != NULL) {
         a.iters = 20;
     }
@@ -173,7 +190,7 @@ END_TEST
 START_TEST(test_disorder_explicit_progress)
 {
     disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 1, NULL, NULL,
-                        NULL};
+                        NULL, NULL, NULL, 0};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
 }
 END_TEST
@@ -182,7 +199,7 @@ START_TEST(test_disorder_groups)
 {
     /* one group per collective, mid-sized collectives, 2 and 3 ranks */
     disorder_arg_t a = {50, {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536}, NCOLL, 0,
-                        NULL, NULL, NULL};
+                        NULL, NULL, NULL, NULL, NULL, 0};
     ck_assert_int_eq(dfccl_test_mp_run(2, 300, disorder_body, &a), 0);
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
 }
@@ -194,7 +211,7 @@ START_TEST(test_disorder_arrivals)
      * run the backend's default): queue order only, a look for arrived
      * data after a pass with a stuck collective, and in every pass */
     disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, "off", NULL,
-                        NULL};
+                        NULL, NULL, NULL, 0};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     a.arrivals = "stuck";
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
@@ -209,7 +226,7 @@ START_TEST(test_disorder_algos)
      * (1 to 65536 floats: five of the eight), whatever the backend's
      * default, then one shot on several channels */
     disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, "0",
-                        NULL};
+                        NULL, NULL, NULL, 0};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     a.oneshot = "65536";
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
@@ -219,6 +236,16 @@ START_TEST(test_disorder_algos)
      * all eight */
     a.oneshot = "2097152";
     a.chbytes = "8192";
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+    /* two shot on channels of at least 4 KiB: on 3 ranks all but the
+     * largest (each rank's part of a share of 100000 floats is 67 KB on the
+     * host backend's 2 channels), on 4 ranks all eight */
+    a.oneshot = "0";
+    a.twoshot = "16777216";
+    a.tsbytes = "4096";
+    a.min_two = NCOLL - 1;
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    a.min_two = NCOLL;
     ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
 }
 END_TEST
