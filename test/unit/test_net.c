@@ -122,7 +122,15 @@ static int net_matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
                     continue;
                 }
                 for (int inplace = 0; inplace < 2; inplace++) {
-                    failures += run_case(ctx, g, rank, n, kind, t, op, counts[sc], inplace);
+                    int algo = 0;
+                    failures += run_case(ctx, g, rank, n, kind, t, op, counts[sc], inplace,
+                                         &algo);
+                    /* one and two shot need every rank reachable directly */
+                    if (algo != 0) {
+                        fprintf(stderr, "rank %d: a case on a net group took algorithm %d, "
+                                "not the ring\n", rank, algo);
+                        failures++;
+                    }
                     cases++;
                 }
             }
@@ -172,7 +180,7 @@ static void net_disorder(net_mode_t mode, int n)
 {
     net_disorder_arg_t a = {mode,
                             {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL,
-                             NULL, NULL}};
+                             NULL, NULL, NULL, NULL, 0}};
     ck_assert_int_eq(dfccl_test_mp_run(n, 300, net_disorder_body, &a), 0);
 }
 
@@ -187,7 +195,7 @@ START_TEST(test_net_disorder_groups_explicit)
 {
     net_disorder_arg_t a = {NET_FORCED,
                             {20, {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536}, NCOLL, 1,
-                             NULL, NULL, NULL}};
+                             NULL, NULL, NULL, NULL, NULL, 0}};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, net_disorder_body, &a), 0);
 }
 END_TEST
