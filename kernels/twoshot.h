@@ -1,130 +1,173 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Two-shot allreduce, for mid-size messages on groups whose ranks all reach
- * each other: a reduce-scatter and an allgather, each one hop of direct LL
- * writes into the peers' connector regions (the same layout as one shot: a
- * ring of slots per sender in every rank's region). A channel's share is
- * cut into n parts; rank r reduces part r.
+ * each other: a reduce-scatter and an allgather, each one hop of direct
+ * writes into the peers' connector regions (a ring of slots per sender in
+ * every rank's region, as in one shot). A channel's share is cut into n
+ * parts; rank r reduces part r.
  *
- *   step 0  write part q of our input to rank q (every q but us), poll the
- *           n - 1 copies of part r the peers wrote to us and reduce them
- *           with ours in rank order (every rank computes the same bits);
- *           after the block's vote the result goes to part r of the output
- *   step 1  write part r of the output to every peer, poll the peers'
+ *   step 0  write part q of our input to rank q (every q but us), wait for
+ *           the n - 1 copies of part r the peers wrote to us, and reduce
+ *           them with ours into part r of the output
+ *   step 1  write part r of the output to every peer, wait for the peers'
  *           reduced parts and copy them to the output
  *
  * Each rank sends 2(n - 1)/n of its input, as in the ring, in two hops
- * instead of 2(n - 1). A slot of our ring at a peer holds, in LL lines, the
- * part we send in step 0 and, after it, the part we send in step 1.
+ * instead of 2(n - 1). The data moves as in SIMPLE: whole vectors, then,
+ * after a barrier, one flag word per step that thread 0 releases (the
+ * release is cumulative: a peer that acquires the flag sees the data). A
+ * slot of our ring at a peer holds the part we send in step 0, the part we
+ * send in step 1, and the two flags, each on its own cache line.
  *
- * Preemption stays exact: step 0 commits nothing before its vote, and its
- * replay writes the same lines with the same flags again and polls the
- * same lines; only then does part r of the output change (in place, the
- * input of part r is needed by nobody else). Step 1 writes only parts the
- * peers reduced and replays the same copies. A rank publishes its head
- * once, after step 1, so no peer refills a slot we may still read.
- * Credit is taken as in one shot (dfccl_oneshot_credit), before step 0.
+ * Only rank r reduces part r, so the order of its reduction needs no
+ * agreement: it starts from its own input, which makes an in-place call
+ * safe (part r of the input is read before the output overwrites it).
+ *
+ * Preemption stays exact: only thread 0's waits for flags can run out of
+ * spins, and both come before anything is written to the output; after
+ * them the step runs to its end. A step's data goes out once: the dynamic
+ * context records it (DFCCL_SHOT_SENT), and it stays in the peers' slots
+ * until they are done with the call. A rank publishes its head once, after
+ * step 1, so no peer refills a slot we may still read. Credit is taken as
+ * in one shot (dfccl_oneshot_credit), before step 0.
  */
 #ifndef DFCCL_KERNELS_TWOSHOT_H_
 #define DFCCL_KERNELS_TWOSHOT_H_
 
 #include "oneshot.h"
 
-DFCCL_F_DEVICE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
+/* dfccl_dyn_t.slice of a two-shot allreduce: the data and flag of step 0
+ * (1) or of both steps (2) have been written to the peers. */
+#define DFCCL_SHOT_SENT(step) ((uint32_t)(step) + 1u)
+
+/* Thread 0: wait, at most x->spin polls, until every peer's flag of `step`
+ * in our region has reached `seq1` (the flags only grow). */
+DFCCL_F_DEVICE uint32_t dfccl_twoshot_arrived(const dfccl_exec_t *x, const char *mine,
+                                              uint64_t ring, uint64_t flag_off, uint64_t seq1)
+{
+    const int n = x->st->nranks, me = x->st->rank;
+
+    for (int q = 0; q < n; q++) {
+        const uint64_t *f = (const uint64_t *)(const void *)(mine + (uint64_t)q * ring + flag_off);
+
+        if (q == me) {
+            continue;
+        }
+        for (uint32_t i = 0; dfccl_ld_acquire_sys(f) < seq1; i++) {
+            if (i >= x->spin || (((i & 63) == 63) && dfccl_ld_relaxed(x->abort_flag))) {
+                return 0;
+            }
+            dfccl_pause();
+        }
+    }
+    return 1;
+}
+
+/* The block learns thread 0's answer (`wait` runs on thread 0 only). */
+#define DFCCL_SHOT_BLOCK_WAIT(x, expr)                                                           \
+    do {                                                                                         \
+        if (DFCCL_TID == 0) {                                                                    \
+            (x)->ctl->ready = (expr);                                                            \
+        }                                                                                        \
+        dfccl_block_sync();                                                                      \
+        if (!(x)->ctl->ready) {                                                                  \
+            dfccl_block_sync(); /* everyone read `ready` before it changes */                   \
+            return DFCCL_PRIM_STUCK;                                                             \
+        }                                                                                        \
+    } while (0)
+
+/* After a barrier that ordered the block's writes of a step before it:
+ * thread 0 releases the step's flag at every peer. */
+DFCCL_F_DEVICE void dfccl_twoshot_post(const dfccl_exec_t *x, uint64_t at, uint64_t seq1)
+{
+    if (DFCCL_TID == 0) {
+        for (int q = 0; q < x->st->nranks; q++) {
+            if (q != x->st->rank) {
+                dfccl_st_release_sys((uint64_t *)(void *)(x->ch->peer[q] + at), seq1);
+            }
+        }
+    }
+}
+
+DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
 {
     const dfccl_coll_static_t *st = x->st;
     const dfccl_chan_t *ch        = x->ch;
     const int n = st->nranks, me = st->rank;
+    const int dt = st->dtype, op = st->op;
     const uint64_t esz    = st->elem_size;
     const uint64_t pe     = DFCCL_TWOSHOT_PART_ELEMS(ch->cnt, (uint64_t)n, esz);
-    const uint64_t gather = DFCCL_DIV_UP(pe * esz, 8) * DFCCL_LL_LINE; /* step 1's lines */
-    const uint64_t stride = 2ull * st->slot_bytes;
-    const uint64_t ring   = (uint64_t)st->nslots * stride;
-    const uint64_t at     = sizeof(dfccl_conn_ctrl_t) + (x->dyn.send_seq % st->nslots) * stride;
-    const uint32_t flag   = (uint32_t)(x->dyn.send_seq + 1);
+    const uint64_t pbytes = pe * esz;
+    const uint64_t ring   = (uint64_t)st->nslots * st->slot_bytes;
+    const uint64_t at     = sizeof(dfccl_conn_ctrl_t) + (x->dyn.send_seq % st->nslots) *
+                                                           (uint64_t)st->slot_bytes;
+    const uint64_t ours   = at + (uint64_t)me * ring; /* our ring's slot at a peer */
+    const uint64_t flag0  = 2 * pbytes, flag1 = flag0 + DFCCL_CACHELINE;
+    const uint64_t seq1   = x->dyn.send_seq + 1;
     const char *src       = x->sendbuff + ch->off * esz;
     char *dst             = x->recvbuff + ch->off * esz;
-    const char *mine      = (const char *)ch->recv_ctrl;
-    uint64_t *scratch     = (uint64_t *)(void *)x->ll_scratch;
+    const char *mine      = (const char *)ch->recv_ctrl + at;
     const uint64_t mbeg   = DFCCL_MIN(ch->cnt, (uint64_t)me * pe);
-    const uint64_t mbytes = (DFCCL_MIN(ch->cnt, mbeg + pe) - mbeg) * esz;
-    const uint64_t mlines = DFCCL_DIV_UP(mbytes, 8);
-    int ok = 1;
+    const uint64_t mcnt   = DFCCL_MIN(ch->cnt, mbeg + pe) - mbeg;
+    const int mover       = DFCCL_TID < DFCCL_NMOVERS;
 
     if (x->dyn.step == 0) {
-        if (DFCCL_TID == 0) {
-            x->ctl->ready = dfccl_oneshot_credit(x);
+        if (x->dyn.slice < DFCCL_SHOT_SENT(0)) {
+            DFCCL_SHOT_BLOCK_WAIT(x, dfccl_oneshot_credit(x));
+            for (int k = 1; mover && k < n; k++) {
+                const int q         = (me + k) % n;
+                const uint64_t qbeg = DFCCL_MIN(ch->cnt, (uint64_t)q * pe);
+                const uint64_t qcnt = DFCCL_MIN(ch->cnt, qbeg + pe) - qbeg;
+                if (qcnt > 0) {
+                    dfccl_reduce_copy(dt, op, src + qbeg * esz, NULL, x->ch->peer[q] + ours, NULL,
+                                      qcnt, 0);
+                }
+            }
+            dfccl_block_sync();
+            dfccl_twoshot_post(x, ours + flag0, seq1);
+            x->dyn.slice = DFCCL_SHOT_SENT(0);
+            dfccl_prim_moved(x); /* saved if we are switched out below */
         }
-        dfccl_block_sync();
-        if (!x->ctl->ready) {
-            dfccl_block_sync(); /* everyone read `ready` before it changes */
-            return DFCCL_PRIM_STUCK;
-        }
-        /* every part goes out before we wait for any (no peer waits for a
-         * line of ours behind our wait for one of theirs) */
+        DFCCL_SHOT_BLOCK_WAIT(x, dfccl_twoshot_arrived(x, mine, ring, flag0, seq1));
+        /* ours first, then the peers' copies, into the output */
         for (int k = 1; k < n; k++) {
-            const int q         = (me + k) % n;
-            const uint64_t qbeg = DFCCL_MIN(ch->cnt, (uint64_t)q * pe);
-            const uint64_t qb   = (DFCCL_MIN(ch->cnt, qbeg + pe) - qbeg) * esz;
-            const uint64_t ql   = DFCCL_DIV_UP(qb, 8);
-            char *to            = x->ch->peer[q] + at + (uint64_t)me * ring;
-
-            for (uint64_t i = (uint64_t)DFCCL_TID; i < ql; i += (uint64_t)DFCCL_NTHREADS) {
-                const uint64_t v = dfccl_ll_get(src + qbeg * esz, i, qb);
-                dfccl_ll_store(to + i * DFCCL_LL_LINE, (uint32_t)v, (uint32_t)(v >> 32), flag);
+            const char *in = mine + (uint64_t)((me + k) % n) * ring;
+            if (mover && mcnt > 0) {
+                dfccl_reduce_copy(dt, op, in, k == 1 ? src + mbeg * esz : dst + mbeg * esz,
+                                  dst + mbeg * esz, NULL, mcnt,
+                                  (k == n - 1 && op == DFCCL_K_AVG) ? (uint32_t)n : 0);
             }
-        }
-        for (uint64_t i = (uint64_t)DFCCL_TID; i < mlines; i += (uint64_t)DFCCL_NTHREADS) {
-            const uint64_t acc = dfccl_shot_reduce(x, mine + at, ring, i,
-                                                   dfccl_ll_get(src + mbeg * esz, i, mbytes),
-                                                   flag, &ok);
-            if (!ok) {
-                break;
-            }
-            scratch[i] = acc;
-        }
-        if (!dfccl_block_all(ok)) {
-            return DFCCL_PRIM_STUCK; /* nothing committed */
-        }
-        for (uint64_t i = (uint64_t)DFCCL_TID; i < mlines; i += (uint64_t)DFCCL_NTHREADS) {
-            dfccl_ll_put(dst + mbeg * esz, i, mbytes, scratch[i]);
+            dfccl_block_sync();
         }
         x->dyn.step = 1;
         dfccl_prim_moved(x);
-        dfccl_block_sync(); /* part r of the output is whole before step 1 reads it */
     }
 
     /* step 1: our reduced part to every peer, then theirs into the output */
-    for (uint64_t i = (uint64_t)DFCCL_TID; i < mlines; i += (uint64_t)DFCCL_NTHREADS) {
-        const uint64_t v = dfccl_ll_get(dst + mbeg * esz, i, mbytes);
-
-        for (int k = 1; k < n; k++) {
-            const int q = (me + k) % n;
-            dfccl_ll_store(x->ch->peer[q] + at + (uint64_t)me * ring + gather + i * DFCCL_LL_LINE,
-                           (uint32_t)v, (uint32_t)(v >> 32), flag);
+    if (x->dyn.slice < DFCCL_SHOT_SENT(1)) {
+        for (int k = 1; mover && k < n && mcnt > 0; k++) {
+            dfccl_reduce_copy(dt, op, dst + mbeg * esz, NULL,
+                              x->ch->peer[(me + k) % n] + ours + pbytes, NULL, mcnt, 0);
         }
+        dfccl_block_sync();
+        dfccl_twoshot_post(x, ours + flag1, seq1);
+        x->dyn.slice = DFCCL_SHOT_SENT(1);
+        dfccl_prim_moved(x);
     }
-    for (int k = 1; k < n && ok; k++) {
-        const int q         = (me + n - k) % n;
+    DFCCL_SHOT_BLOCK_WAIT(x, dfccl_twoshot_arrived(x, mine, ring, flag1, seq1));
+    for (int k = 1; mover && k < n; k++) {
+        const int q         = (me + k) % n;
         const uint64_t qbeg = DFCCL_MIN(ch->cnt, (uint64_t)q * pe);
-        const uint64_t qb   = (DFCCL_MIN(ch->cnt, qbeg + pe) - qbeg) * esz;
-        const uint64_t ql   = DFCCL_DIV_UP(qb, 8);
-        const char *from    = mine + at + (uint64_t)q * ring + gather;
-
-        for (uint64_t i = (uint64_t)DFCCL_TID; i < ql; i += (uint64_t)DFCCL_NTHREADS) {
-            const uint64_t v = dfccl_shot_poll(x, from + i * DFCCL_LL_LINE, flag, &ok);
-            if (!ok) {
-                break;
-            }
-            dfccl_ll_put(dst + qbeg * esz, i, qb, v);
+        const uint64_t qcnt = DFCCL_MIN(ch->cnt, qbeg + pe) - qbeg;
+        if (qcnt > 0) {
+            dfccl_reduce_copy(dt, op, mine + (uint64_t)q * ring + pbytes, NULL, dst + qbeg * esz,
+                              NULL, qcnt, 0);
         }
     }
-    if (!dfccl_block_all(ok)) {
-        return DFCCL_PRIM_STUCK; /* the copies made are replayed alike */
-    }
+    dfccl_block_sync(); /* every copy out of our region is done */
     x->dyn.send_seq++;
     x->dyn.recv_seq++;
-    if (DFCCL_TID == 0) { /* every thread's polls returned before the vote */
+    if (DFCCL_TID == 0) {
         dfccl_st_consumed(&((dfccl_conn_ctrl_t *)(void *)ch->recv_ctrl)->head, x->dyn.recv_seq);
     }
     dfccl_prim_moved(x);

@@ -230,22 +230,33 @@ static uint32_t dfccl_coll_algo(const dfccl_config_t *cfg, const struct dfccl_gr
 static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_group *g,
                                 int nch, dfccl_coll_static_t *st)
 {
-    if (st->algo != DFCCL_K_ALGO_RING) {
-        /* one slot holds a channel's share (channel 0's is the largest), or
-         * in two shot both parts a rank sends a peer, each in whole lines;
-         * a ring of LL slots per sender, as many as hold DFCCL_LL_RING_BYTES
+    if (st->algo == DFCCL_K_ALGO_TWOSHOT) {
+        /* a slot holds both parts a rank sends a peer (channel 0's parts
+         * are the largest) and a flag per step, each on its own cache
+         * line; a ring of such slots per sender, as many as hold
+         * DFCCL_LL_RING_BYTES but at least two, as in one shot */
+        uint64_t off, cnt, slot;
+
+        dfccl_ring_partition((int)st->kind, st->count, nch, 0, &off, &cnt);
+        slot = 2 * DFCCL_TWOSHOT_PART_ELEMS(cnt, (uint64_t)st->nranks, st->elem_size) *
+                   st->elem_size + 2 * DFCCL_CACHELINE;
+        slot = (slot + 255) / 256 * 256;
+        st->nchannels    = nch;
+        st->chunk_slices = 1;
+        st->slot_bytes   = (uint32_t)slot;
+        st->proto        = DFCCL_K_PROTO_SIMPLE;
+        st->nslots       = dfccl_coll_ll_slots(cfg, st->slot_bytes, 2);
+        return sizeof(dfccl_conn_ctrl_t) + (size_t)st->nranks * st->nslots * st->slot_bytes;
+    }
+    if (st->algo == DFCCL_K_ALGO_ONESHOT) {
+        /* one slot holds a channel's share (channel 0's is the largest); a
+         * ring of LL slots per sender, as many as hold DFCCL_LL_RING_BYTES
          * but at least two (a rank may then be one call ahead) */
-        uint64_t off, cnt, need;
+        uint64_t off, cnt;
         size_t slot = 256;
 
         dfccl_ring_partition((int)st->kind, st->count, nch, 0, &off, &cnt);
-        need = cnt * st->elem_size;
-        if (st->algo == DFCCL_K_ALGO_TWOSHOT) {
-            need = DFCCL_TWOSHOT_PART_ELEMS(cnt, (uint64_t)st->nranks, st->elem_size) *
-                   st->elem_size;
-            need = 2 * ((need + 7) / 8 * 8);
-        }
-        while (slot < need) {
+        while (slot < cnt * st->elem_size) {
             slot <<= 1;
         }
         st->nchannels    = nch;
@@ -618,10 +629,11 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
         if (g->nranks > 1) {
             void *host, *dev;
             rc = dfccl_pool_alloc(g, region, &host, &dev, &c->conn_seg[ch], &c->conn_off[ch]);
-            if (rc == DFCCL_OK && st.proto == DFCCL_K_PROTO_LL) {
-                /* LL flags from an earlier owner of this memory must not
-                 * match: zero the slots before the signature lets the
-                 * previous rank send */
+            if (rc == DFCCL_OK &&
+                (st.proto == DFCCL_K_PROTO_LL || st.algo == DFCCL_K_ALGO_TWOSHOT)) {
+                /* LL and two-shot flags from an earlier owner of this
+                 * memory must not match: zero the slots before the
+                 * signature lets the previous rank send */
                 size_t data = region - sizeof(dfccl_conn_ctrl_t);
                 if (host != NULL) {
                     memset((char *)host + sizeof(dfccl_conn_ctrl_t), 0, data);
