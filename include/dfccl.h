@@ -175,10 +175,11 @@ typedef struct {
                                      * as many channels as DFCCL_TWOSHOT_CHANNEL_BYTES
                                      * gives, each rank's part of a share at most
                                      * 64 KiB; SIZE_MAX (dfcclConfigInit): backend
-                                     * default */
+                                     * default, host 0, cuda 2 MiB */
     size_t   twoshot_channel_bytes; /* DFCCL_TWOSHOT_CHANNEL_BYTES: [group] bytes per
                                      * channel of a two-shot allreduce (up to
-                                     * 512 KiB; 0: backend default) */
+                                     * 512 KiB; 0: backend default, host 512 KiB,
+                                     * cuda 32 KiB) */
     int      ll_slots;              /* DFCCL_LL_SLOTS: [group] most slots of an LL
                                      * connector: it gets as many as hold 64 KiB of
                                      * data, at least nslots, at most this (2 to 64;

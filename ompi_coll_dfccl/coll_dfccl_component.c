@@ -179,10 +179,10 @@ static int dfccl_register(void)
     dfccl_reg("twoshot_bytes", "Allreduces above oneshot_bytes and of at most this many "
               "bytes, on the same communicators, take two shot (a reduce-scatter and an "
               "allgather of one hop each), 0 = never, up to 16 MiB, -1 = backend default "
-              "(0); same on every rank (DFCCL_TWOSHOT_BYTES)",
+              "(2 MiB on GPUs); same on every rank (DFCCL_TWOSHOT_BYTES)",
               MCA_BASE_VAR_TYPE_LONG, NULL, &dfccl_twoshot_bytes);
     dfccl_reg("twoshot_channel_bytes", "Bytes per channel of a two-shot allreduce, up to "
-              "524288, 0 = backend default (64 KiB on GPUs); same on every rank "
+              "524288, 0 = backend default (32 KiB on GPUs); same on every rank "
               "(DFCCL_TWOSHOT_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
               &c->twoshot_channel_bytes);
     dfccl_reg("step_slices", "Slices a ring step is cut into to pipeline it (none below "
