@@ -38,8 +38,8 @@ enum { DFCCL_K_ALGO_RING = 0, DFCCL_K_ALGO_ONESHOT = 1, DFCCL_K_ALGO_TWOSHOT = 2
 #define DFCCL_ONESHOT_MAX_RANKS 8
 /* Largest one-shot allreduce: each channel's share is one LL slot. */
 #define DFCCL_ONESHOT_MAX_BYTES ((uint64_t)DFCCL_MAX_CHANNELS * DFCCL_LL_MAX_BYTES)
-/* Largest two-shot allreduce: each part of a channel's share (one per
- * rank) is at most one LL scratch, and a slot holds two parts. */
+/* Largest two-shot allreduce: each rank's part of a channel's share is at
+ * most DFCCL_LL_MAX_BYTES (a slot holds two parts and two flags). */
 #define DFCCL_TWOSHOT_MAX_BYTES                                                                  \
     ((uint64_t)DFCCL_MAX_CHANNELS * DFCCL_ONESHOT_MAX_RANKS * DFCCL_LL_MAX_BYTES)
 #define DFCCL_TWOSHOT_MAX_CHANNEL_BYTES ((uint64_t)DFCCL_ONESHOT_MAX_RANKS * DFCCL_LL_MAX_BYTES)

@@ -63,7 +63,8 @@ DFCCL_F_DEVICE uint32_t dfccl_twoshot_arrived(const dfccl_exec_t *x, const char 
     return 1;
 }
 
-/* The block learns thread 0's answer (`wait` runs on thread 0 only). */
+/* Thread 0 evaluates `expr` (a wait) and the block learns its answer;
+ * when it is 0, every thread returns DFCCL_PRIM_STUCK from the caller. */
 #define DFCCL_SHOT_BLOCK_WAIT(x, expr)                                                           \
     do {                                                                                         \
         if (DFCCL_TID == 0) {                                                                    \
