@@ -81,6 +81,13 @@ unsigned long long dfccl_test_sum_u64(dfccl_test_oob_t *oob, unsigned long long 
     return sum;
 }
 
+void dfccl_test_setenv(const char *name, const char *value)
+{
+    if (value != NULL) {
+        setenv(name, value, 1);
+    }
+}
+
 void dfccl_test_setup(int rank, int nranks, dfccl_test_oob_t *oob, const dfccl_config_t *cfg,
                       dfccl_rank_ctx_t *ctx_p, dfccl_group_t *group_p)
 {

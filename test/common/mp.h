@@ -29,6 +29,11 @@ int dfccl_test_oob_allgather(const void *sendbuf, void *recvbuf, size_t bytes, v
 /* Barrier of all ranks. */
 void dfccl_test_barrier(dfccl_test_oob_t *oob);
 
+/* Set `name` to `value` in this rank's environment, before
+ * dfccl_test_setup; a NULL value leaves the variable as it is (the
+ * default). */
+void dfccl_test_setenv(const char *name, const char *value);
+
 /* Init a context (host backend unless DFCCL_BACKEND says otherwise) and a
  * group of all ranks; exits the rank with a message on failure. */
 void dfccl_test_setup(int rank, int nranks, dfccl_test_oob_t *oob, const dfccl_config_t *cfg,

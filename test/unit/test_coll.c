@@ -245,22 +245,12 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     int kind = a->kind, failures = 0, cases = 0, on[3] = {0, 0, 0};
     static const char *const algo_names[3] = {"ring", "one shot", "two shot"};
 
-    if (a->twoshot != NULL) {
-        setenv("DFCCL_TWOSHOT_BYTES", a->twoshot, 1);
-    }
-    if (a->tsbytes != NULL) {
-        setenv("DFCCL_TWOSHOT_CHANNEL_BYTES", a->tsbytes, 1);
-    }
-    if (a->blocks != NULL) {
-        setenv("DFCCL_MAX_BLOCKS", a->blocks, 1);
-        setenv("DFCCL_CHANNELS", a->blocks, 1);
-    }
-    if (a->oneshot != NULL) {
-        setenv("DFCCL_ONESHOT_BYTES", a->oneshot, 1);
-    }
-    if (a->chbytes != NULL) {
-        setenv("DFCCL_ONESHOT_CHANNEL_BYTES", a->chbytes, 1);
-    }
+    dfccl_test_setenv("DFCCL_TWOSHOT_BYTES", a->twoshot);
+    dfccl_test_setenv("DFCCL_TWOSHOT_CHANNEL_BYTES", a->tsbytes);
+    dfccl_test_setenv("DFCCL_MAX_BLOCKS", a->blocks);
+    dfccl_test_setenv("DFCCL_CHANNELS", a->blocks);
+    dfccl_test_setenv("DFCCL_ONESHOT_BYTES", a->oneshot);
+    dfccl_test_setenv("DFCCL_ONESHOT_CHANNEL_BYTES", a->chbytes);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     for (int ti = 0; ti < NDTYPES; ti++) {
         int t = dtypes[ti];

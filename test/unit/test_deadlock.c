@@ -101,21 +101,11 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     if (a->explicit) {
         setenv("DFCCL_PROGRESS", "explicit", 1);
     }
-    if (a->arrivals != NULL) {
-        setenv("DFCCL_ARRIVALS", a->arrivals, 1);
-    }
-    if (a->oneshot != NULL) {
-        setenv("DFCCL_ONESHOT_BYTES", a->oneshot, 1);
-    }
-    if (a->chbytes != NULL) {
-        setenv("DFCCL_ONESHOT_CHANNEL_BYTES", a->chbytes, 1);
-    }
-    if (a->twoshot != NULL) {
-        setenv("DFCCL_TWOSHOT_BYTES", a->twoshot, 1);
-    }
-    if (a->tsbytes != NULL) {
-        setenv("DFCCL_TWOSHOT_CHANNEL_BYTES", a->tsbytes, 1);
-    }
+    dfccl_test_setenv("DFCCL_ARRIVALS", a->arrivals);
+    dfccl_test_setenv("DFCCL_ONESHOT_BYTES", a->oneshot);
+    dfccl_test_setenv("DFCCL_ONESHOT_CHANNEL_BYTES", a->chbytes);
+    dfccl_test_setenv("DFCCL_TWOSHOT_BYTES", a->twoshot);
+    dfccl_test_setenv("DFCCL_TWOSHOT_CHANNEL_BYTES", a->tsbytes);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g[0]);
     for (int c = 1; c < NCOLL; c++) {
         if (a->groups > 1) {
