@@ -47,6 +47,17 @@ static dfccl_status_t dfccl_ctx_pick_backend(struct dfccl_rank_ctx *ctx)
 }
 
 /* Backend-dependent defaults for the fields left at 0. */
+/* A size setting: `def` when it is `unset`, and at most `most`. */
+static void dfccl_size_default(size_t *v, size_t unset, size_t def, size_t most)
+{
+    if (*v == unset) {
+        *v = def;
+    }
+    if (*v > most) {
+        *v = most;
+    }
+}
+
 static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
 {
     dfccl_config_t *c = &ctx->cfg;
@@ -106,36 +117,21 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
      * 17.5 to 21.1), 64 and 128 KiB 23.0 against 40.4, 256 KiB 31.4 against
      * 40.4; from 512 KiB the ring is faster (docs/performance.md, "One
      * shot"). */
-    if (c->oneshot_bytes == SIZE_MAX) {
-        c->oneshot_bytes = host ? (16 << 10) : (256 << 10);
-    }
-    if (c->oneshot_bytes > DFCCL_ONESHOT_MAX_BYTES) {
-        c->oneshot_bytes = DFCCL_ONESHOT_MAX_BYTES;
-    }
-    if (c->oneshot_channel_bytes == 0) {
-        c->oneshot_channel_bytes = host ? DFCCL_LL_MAX_BYTES : (8 << 10);
-    }
-    if (c->oneshot_channel_bytes > DFCCL_LL_MAX_BYTES) {
-        c->oneshot_channel_bytes = DFCCL_LL_MAX_BYTES;
-    }
+    dfccl_size_default(&c->oneshot_bytes, SIZE_MAX, host ? (16 << 10) : (256 << 10),
+                       DFCCL_ONESHOT_MAX_BYTES);
+    dfccl_size_default(&c->oneshot_channel_bytes, 0, host ? DFCCL_LL_MAX_BYTES : (8 << 10),
+                       DFCCL_LL_MAX_BYTES);
     /* Two-shot allreduce above the one-shot sizes, on GPUs up to 2 MiB on
      * channels of 32 KiB: on 4 H200s, medians of 44.3 us at 1 MiB and 54.0
      * at 2 MiB against the ring's 49.7 and 57.3; at 4 MiB the ring is
      * faster (71.5 against 61.9); on 2, 1 MiB 31.0 against 31.5
      * (docs/performance.md, "Two shot"). The host backend keeps the ring
      * (not measured there). */
-    if (c->twoshot_bytes == SIZE_MAX) {
-        c->twoshot_bytes = host ? 0 : (2 << 20);
-    }
-    if (c->twoshot_bytes > DFCCL_TWOSHOT_MAX_BYTES) {
-        c->twoshot_bytes = DFCCL_TWOSHOT_MAX_BYTES;
-    }
-    if (c->twoshot_channel_bytes == 0) {
-        c->twoshot_channel_bytes = host ? DFCCL_TWOSHOT_MAX_CHANNEL_BYTES : (32 << 10);
-    }
-    if (c->twoshot_channel_bytes > DFCCL_TWOSHOT_MAX_CHANNEL_BYTES) {
-        c->twoshot_channel_bytes = DFCCL_TWOSHOT_MAX_CHANNEL_BYTES;
-    }
+    dfccl_size_default(&c->twoshot_bytes, SIZE_MAX, host ? 0 : (2 << 20),
+                       DFCCL_TWOSHOT_MAX_BYTES);
+    dfccl_size_default(&c->twoshot_channel_bytes, 0,
+                       host ? DFCCL_TWOSHOT_MAX_CHANNEL_BYTES : (32 << 10),
+                       DFCCL_TWOSHOT_MAX_CHANNEL_BYTES);
     /* Blocks look for arrived data in every pass: disorder rounds (8
      * allreduces in a random order per rank) ran 1.4 to 2.1 times faster
      * than in queue order only on 2 host-backend ranks, and 1.1 to 1.4
