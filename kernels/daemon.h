@@ -373,23 +373,22 @@ DFCCL_F_DEVICE int dfccl_daemon_arrived(const dfccl_daemon_args_t *a, uint32_t b
     if (!st->recv_poll || (int32_t)b >= st->nchannels || ch->recv_ctrl == NULL) {
         return 0;
     }
-    if (st->algo == DFCCL_K_ALGO_TWOSHOT) {
-        /* the previous rank's flag of step 0 in its ring of slots in our
-         * region (dfccl_twoshot_allreduce) */
+    if (st->algo != DFCCL_K_ALGO_RING) {
+        /* one or two shot: the previous rank's ring of slots in our region;
+         * the flags of its slot's first LL line, or its flag of step 0
+         * (dfccl_twoshot_allreduce) */
         const uint64_t prev = (uint64_t)((st->rank + st->nranks - 1) % st->nranks);
-        const uint64_t part =
-            DFCCL_TWOSHOT_PART_ELEMS(ch->cnt, (uint64_t)st->nranks, (uint64_t)st->elem_size) *
-            st->elem_size;
+        const uint64_t idx  = prev * st->nslots + seq % st->nslots; /* its slot */
+
+        if (st->algo == DFCCL_K_ALGO_ONESHOT) {
+            return dfccl_ll_load(ch->recv_data + idx * 2ull * st->slot_bytes,
+                                 (uint32_t)(seq + 1), &d0, &d1);
+        }
         return dfccl_ld_relaxed((const uint64_t *)(const void *)(
-                   ch->recv_data + (prev * st->nslots + seq % st->nslots) * st->slot_bytes +
-                   2 * part)) > seq;
-    }
-    if (st->algo == DFCCL_K_ALGO_ONESHOT) {
-        /* the previous rank's ring of slots in our region */
-        const uint64_t prev = (uint64_t)((st->rank + st->nranks - 1) % st->nranks);
-        return dfccl_ll_load(ch->recv_data + (prev * st->nslots + seq % st->nslots) * 2ull *
-                                                 st->slot_bytes,
-                             (uint32_t)(seq + 1), &d0, &d1);
+                   ch->recv_data + idx * st->slot_bytes +
+                   2 * DFCCL_TWOSHOT_PART_ELEMS(ch->cnt, (uint64_t)st->nranks,
+                                                (uint64_t)st->elem_size) *
+                       st->elem_size)) > seq;
     }
     if (st->proto == DFCCL_K_PROTO_LL) {
         return dfccl_ll_load(ch->recv_data + (seq % st->nslots) * 2ull * st->slot_bytes,

@@ -177,8 +177,8 @@ typedef struct {
     char              *recv_data;
     dfccl_conn_ctrl_t *send_ctrl; /* next rank's connector (me -> next) */
     char              *send_data;
-    /* one shot: every rank's connector region of this collective (ours
-     * too), which holds a ring of LL slots per sender after the control
+    /* one and two shot: every rank's connector region of this collective
+     * (ours too), which holds a ring of slots per sender after the control
      * words; rank q writes into ring q of every peer */
     char              *peer[DFCCL_ONESHOT_MAX_RANKS];
 } dfccl_chan_t;

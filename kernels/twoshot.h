@@ -90,6 +90,15 @@ DFCCL_F_DEVICE void dfccl_twoshot_post(const dfccl_exec_t *x, uint64_t at, uint6
     }
 }
 
+/* Part q of the channel's share, of pe elements but the last: its first
+ * element in *beg, and its element count (0 past the share). */
+DFCCL_F_DEVICE uint64_t dfccl_twoshot_part(const dfccl_chan_t *ch, uint64_t pe, int q,
+                                           uint64_t *beg)
+{
+    *beg = DFCCL_MIN(ch->cnt, (uint64_t)q * pe);
+    return DFCCL_MIN(ch->cnt, *beg + pe) - *beg;
+}
+
 DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
 {
     const dfccl_coll_static_t *st = x->st;
@@ -108,17 +117,17 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
     const char *src       = x->sendbuff + ch->off * esz;
     char *dst             = x->recvbuff + ch->off * esz;
     const char *mine      = (const char *)ch->recv_ctrl + at;
-    const uint64_t mbeg   = DFCCL_MIN(ch->cnt, (uint64_t)me * pe);
-    const uint64_t mcnt   = DFCCL_MIN(ch->cnt, mbeg + pe) - mbeg;
     const int mover       = DFCCL_TID < DFCCL_NMOVERS;
+    uint64_t mbeg;
+    const uint64_t mcnt   = dfccl_twoshot_part(ch, pe, me, &mbeg);
 
     if (x->dyn.step == 0) {
         if (x->dyn.slice < DFCCL_SHOT_SENT(0)) {
             DFCCL_SHOT_BLOCK_WAIT(x, dfccl_oneshot_credit(x));
             for (int k = 1; mover && k < n; k++) {
-                const int q         = (me + k) % n;
-                const uint64_t qbeg = DFCCL_MIN(ch->cnt, (uint64_t)q * pe);
-                const uint64_t qcnt = DFCCL_MIN(ch->cnt, qbeg + pe) - qbeg;
+                const int q = (me + k) % n;
+                uint64_t qbeg;
+                const uint64_t qcnt = dfccl_twoshot_part(ch, pe, q, &qbeg);
                 if (qcnt > 0) {
                     dfccl_reduce_copy(dt, op, src + qbeg * esz, NULL, x->ch->peer[q] + ours, NULL,
                                       qcnt, 0);
@@ -157,9 +166,9 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
     }
     DFCCL_SHOT_BLOCK_WAIT(x, dfccl_twoshot_arrived(x, mine, ring, flag1, seq1));
     for (int k = 1; mover && k < n; k++) {
-        const int q         = (me + k) % n;
-        const uint64_t qbeg = DFCCL_MIN(ch->cnt, (uint64_t)q * pe);
-        const uint64_t qcnt = DFCCL_MIN(ch->cnt, qbeg + pe) - qbeg;
+        const int q = (me + k) % n;
+        uint64_t qbeg;
+        const uint64_t qcnt = dfccl_twoshot_part(ch, pe, q, &qbeg);
         if (qcnt > 0) {
             dfccl_reduce_copy(dt, op, mine + (uint64_t)q * ring + pbytes, NULL, dst + qbeg * esz,
                               NULL, qcnt, 0);

@@ -433,7 +433,8 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
     if (c->resolved) {
         return 1;
     }
-    /* one shot: every peer's region of each channel, where we write */
+    /* one and two shot: every peer's region of each channel, where we
+     * write */
     for (int ch = 0; c->st.algo != DFCCL_K_ALGO_RING && ch < c->st.nchannels; ch++) {
         for (int q = 0; q < g->nranks; q++) {
             void *dev;
