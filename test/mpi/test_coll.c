@@ -433,6 +433,43 @@ static void test_fallbacks(void)
     MPI_Type_free(&pair);
 }
 
+/*
+ * A blocking collective keeps Open MPI's other transfers moving: rank 1
+ * starts a send too large to go eagerly (the rest of its data leaves only
+ * when rank 1 itself makes progress), then enters a blocking allreduce
+ * that rank 0 joins only once that message has arrived. A blocking call
+ * that did not drive Open MPI's progress while it waits would hang here.
+ */
+static void test_progress(void)
+{
+    enum { BIG = 1 << 20 };
+    char *msg = calloc(BIG, 1);
+    double v = rank + 1.0, sum = 0.0;
+    MPI_Request req = MPI_REQUEST_NULL;
+
+    if (msg == NULL) {
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (rank == 1) {
+        memset(msg, 7, BIG);
+        MPI_Isend(msg, BIG, MPI_CHAR, 0, 77, MPI_COMM_WORLD, &req);
+    } else if (rank == 0) {
+        MPI_Recv(msg, BIG, MPI_CHAR, 1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        check(msg[0] == 7 && msg[BIG - 1] == 7, "p2p during", "allreduce", BLOCKING, 0, "char",
+              NULL, BIG, BIG - 1, msg[BIG - 1], 7);
+    }
+    {
+        double *ds = dev_in(&v, sizeof(v)), *dr = dev_in(&sum, sizeof(sum));
+        MPI_Allreduce(ds, dr, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        dev_drop(ds);
+        dev_back(&sum, dr, sizeof(sum));
+    }
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    check(sum == size * (size + 1) / 2.0, "value after p2p", "allreduce", BLOCKING, 0, "double",
+          "sum", 1, 0, sum, size * (size + 1) / 2.0);
+    free(msg);
+}
+
 /* One GPU per local rank, chosen before MPI_Init: the coll component sets
  * up dfccl on the current device when MPI creates MPI_COMM_WORLD. */
 static void select_device(void)
@@ -512,6 +549,7 @@ int main(int argc, char **argv)
         }
     }
     test_fallbacks();
+    test_progress();
 
     MPI_Allreduce(&failures, &all_fail, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
