@@ -24,8 +24,9 @@
  * stream-ordered library); --registered N reports the device memory held
  * by N registered allreduces and the SMs the daemon holds, active and idle;
  * --stats adds, after each size, the median, 99th percentile and slowest
- * of the timed calls and the daemon's launches, quits, preemptions and
- * context loads during them.
+ * of the timed calls (with --disorder, of the ordered and of the shuffled
+ * rounds) and the daemon's launches, quits, preemptions and context loads
+ * during them.
  *
  * The backend is DFCCL_BACKEND (default: CUDA when a GPU is visible). On
  * GPUs, rank i of a host uses device i % ndev. Ranks are MPI processes
@@ -574,8 +575,9 @@ static bench_calls_t bench_calls(bench_t *b)
  * slower than the mean with launches or quits beside it waited for a
  * relaunch; with preemptions, for a peer.
  */
-static void bench_print_stats(bench_t *b, const dfccl_stats_t *s0, const dfccl_stats_t *s1,
-                              const bench_calls_t *c, const bench_calls_t *cn)
+static void bench_print_stats(bench_t *b, const char *what, const dfccl_stats_t *s0,
+                              const dfccl_stats_t *s1, const bench_calls_t *c,
+                              const bench_calls_t *cn)
 {
     double launches = bench_max((double)(s1->launches - s0->launches));
     double bells    = bench_max((double)(s1->peer_relaunches - s0->peer_relaunches));
@@ -584,7 +586,7 @@ static void bench_print_stats(bench_t *b, const dfccl_stats_t *s0, const dfccl_s
     double loads    = bench_max((double)(s1->context_loads - s0->context_loads));
 
     if (b->rank == 0) {
-        printf("#   calls: median %.1f us, p99 %.1f us, slowest %.1f us", c->p50, c->p99,
+        printf("#   %s: median %.1f us, p99 %.1f us, slowest %.1f us", what, c->p50, c->p99,
                c->slowest);
         if (cn != NULL) {
             printf(" (NCCL %.1f, %.1f, %.1f)", cn->p50, cn->p99, cn->slowest);
@@ -664,7 +666,7 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         printf("\n");
     }
     if (o->stats) {
-        bench_print_stats(b, &s[0], &s[1], &calls, cn);
+        bench_print_stats(b, "calls", &s[0], &s[1], &calls, cn);
     }
     if (b->rank == 0) {
         fflush(stdout);
@@ -715,6 +717,8 @@ static void bench_disorder_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     int ids[64], order[64], n = o->disorder;
     unsigned seed = 0x9e3779b9u * (unsigned)(b->rank + 1);
     long wrong = 0;
+    dfccl_stats_t so[2], ss[2];
+    bench_calls_t c_ord = {0, 0, 0}, c_shuf = {0, 0, 0};
 
     bench_counts(o, b->nranks, bytes, &count, &reg, &in, &out);
     stride = (out * esz + 255) & ~(size_t)255;
@@ -727,9 +731,15 @@ static void bench_disorder_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         order[k] = k;
     }
     bench_fill(b, o, in);
-    BENCH_TIME(b, o, bench_round(b, o, ids, order, stride), &t_ord, NULL);
+    BENCH_TIME(b, o, bench_round(b, o, ids, order, stride), &t_ord, so);
+    if (o->stats) {
+        c_ord = bench_calls(b);
+    }
     BENCH_TIME(b, o, (bench_shuffle(order, n, &seed), bench_round(b, o, ids, order, stride)),
-               &t_shuf, NULL);
+               &t_shuf, ss);
+    if (o->stats) {
+        c_shuf = bench_calls(b);
+    }
     if (o->check) {
         void *rbuf = b->rbuf;
         bench_clear(b, b->rbuf, stride * (size_t)n);
@@ -748,6 +758,12 @@ static void bench_disorder_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     if (b->rank == 0) {
         printf("%12zu %4d %12.1f %8.2f %12.1f %8.2f %7ld %8.3f\n", count * esz, n, t_ord,
                gb * n / t_ord * f, t_shuf, gb * n / t_shuf * f, wrong, t_ord / t_shuf);
+    }
+    if (o->stats) {
+        bench_print_stats(b, "ordered rounds", &so[0], &so[1], &c_ord, NULL);
+        bench_print_stats(b, "shuffled rounds", &ss[0], &ss[1], &c_shuf, NULL);
+    }
+    if (b->rank == 0) {
         fflush(stdout);
     }
 }
@@ -928,8 +944,8 @@ static void bench_usage(void)
            "                       each once, print the device memory they hold and the\n"
            "                       daemon's blocks while active and after it quit\n"
            "      --stats          after each size, the median, 99th percentile and slowest\n"
-           "                       of the timed calls and what the daemon did (launches,\n"
-           "                       quits, preemptions, context loads)\n");
+           "                       of the timed calls (or --disorder rounds) and what the\n"
+           "                       daemon did (launches, quits, preemptions, context loads)\n");
 }
 
 int main(int argc, char **argv)
