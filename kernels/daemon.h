@@ -116,6 +116,7 @@ DFCCL_F_DEVICE void dfccl_daemon_take(const dfccl_daemon_args_t *a, uint32_t b,
         task.sendbuff = e->sendbuff;
         task.recvbuff = e->recvbuff;
         dfccl_daemon_task_insert(a, tasks, &ctl->ntasks, &task);
+        DFCCL_STAMP(ctl, DFCCL_STAGE_TAKEN);
     }
 }
 
@@ -308,6 +309,7 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
     if (DFCCL_TID == 0 && x.dyn.started) {
         DFCCL_COUNT(a, b, ls, context_loads);
     }
+    DFCCL_STAMP(ctl, DFCCL_STAGE_START);
 
     rc = dfccl_ring_run(&x);
 
@@ -351,6 +353,35 @@ DFCCL_F_DEVICE void dfccl_daemon_complete(const dfccl_daemon_args_t *a, uint32_t
         a->done_count[coll_id] = 0;
     }
     dfccl_daemon_post_cqe(a, b, ls, coll_id);
+}
+
+/* A completion's stage times into the block's sums (DFCCL_STAGE_TIMES);
+ * the stamps start over. Thread 0. */
+DFCCL_F_DEVICE void dfccl_daemon_stage_sum(const dfccl_daemon_args_t *a, uint32_t b,
+                                           dfccl_blk_ctl_t *ctl, dfccl_blk_state_t *ls)
+{
+#ifdef DFCCL_STAGE_TIMES
+    uint64_t prev = ctl->stamp[DFCCL_STAGE_TAKEN];
+
+    for (int i = 1; i < DFCCL_NSTAGES; i++) {
+        if (ctl->stamp[i] != 0 && prev != 0 && ctl->stamp[i] >= prev) {
+            ls->stats.stage_ns[i] += ctl->stamp[i] - prev;
+            dfccl_st_relaxed_sys(&a->stats[b].stage_ns[i], ls->stats.stage_ns[i]);
+        }
+        if (ctl->stamp[i] != 0) {
+            prev = ctl->stamp[i];
+        }
+    }
+    dfccl_st_relaxed_sys(&a->stats[b].stage_n, ++ls->stats.stage_n);
+    for (int i = 0; i < DFCCL_NSTAGES; i++) {
+        ctl->stamp[i] = 0;
+    }
+#else
+    (void)a;
+    (void)b;
+    (void)ctl;
+    (void)ls;
+#endif
 }
 
 /*
@@ -442,6 +473,11 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         ctl->exiting = 0;
         ctl->quit    = 0;
         ctl->resize  = 0;
+#ifdef DFCCL_STAGE_TIMES
+        for (int i = 0; i < DFCCL_NSTAGES; i++) {
+            ctl->stamp[i] = 0;
+        }
+#endif
         ls->stats    = a->stats[b];
         ls->cq_tail  = a->cq_tail[b];
         ls->sq_next  = *a->sq_next;
@@ -533,9 +569,15 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
                         active = 1;
                         if (DFCCL_TID == 0) {
                             int id = tasks[pos].coll_id;
+                            DFCCL_STAMP(ctl, DFCCL_STAGE_DONE);
                             dfccl_daemon_task_remove(tasks, &ctl->ntasks, pos);
                             a->task_count[b] = ctl->ntasks;
+                            const uint64_t cqes = ls->cq_tail;
                             dfccl_daemon_complete(a, b, ls, id);
+                            if (ls->cq_tail != cqes) {
+                                DFCCL_STAMP(ctl, DFCCL_STAGE_CQE);
+                            }
+                            dfccl_daemon_stage_sum(a, b, ctl, ls);
                         }
                         dfccl_block_sync();
                         done = 1;

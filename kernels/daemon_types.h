@@ -140,6 +140,31 @@ typedef struct {
     char     pad0[DFCCL_CACHELINE - sizeof(uint64_t)];
 } dfccl_cq_ctrl_t;
 
+/*
+ * Stage times, a diagnostic build only (-DDFCCL_STAGE_TIMES for the host
+ * compiler and nvcc alike): thread 0 of each block stamps the clock as a
+ * collective passes each stage; each completion adds the time from the
+ * previous stamp to every stamped stage, and dfcclDestroy prints the
+ * averages. Stages: the task taken from the SQ or log; it starts; credit;
+ * step 0 sent; its data arrived; reduced; step 1 sent; arrived; copied out
+ * (two shot); done on this block; its CQE posted (the block that posts
+ * it, else 0).
+ */
+#define DFCCL_NSTAGES 11
+enum {
+    DFCCL_STAGE_TAKEN = 0,
+    DFCCL_STAGE_START,
+    DFCCL_STAGE_CREDIT,
+    DFCCL_STAGE_SENT0,
+    DFCCL_STAGE_ARRIVED0,
+    DFCCL_STAGE_REDUCED,
+    DFCCL_STAGE_SENT1,
+    DFCCL_STAGE_ARRIVED1,
+    DFCCL_STAGE_COPIED,
+    DFCCL_STAGE_DONE,
+    DFCCL_STAGE_CQE
+};
+
 /* Per-block counters, written by their block only, read by the host. */
 typedef struct {
     uint64_t collectives;
@@ -150,6 +175,10 @@ typedef struct {
     uint64_t error;   /* first daemon-side error code (negative), 0 if none */
     uint64_t error_coll;
     uint64_t pad;
+#ifdef DFCCL_STAGE_TIMES
+    uint64_t stage_n;                  /* completions summed */
+    uint64_t stage_ns[DFCCL_NSTAGES];  /* ns spent reaching each stage */
+#endif
 } dfccl_block_stats_t;
 
 /*

@@ -43,15 +43,26 @@ DFCCL_F_DEVICE uint32_t dfccl_oneshot_credit(dfccl_exec_t *x)
         if (d->head_cache >= d->send_seq || d->send_seq - d->head_cache < st->nslots) {
             return 1;
         }
-        for (int q = 0; q < n; q++) {
-            if (q != me) {
-                const void *region = x->ch->peer[q];
-                least = DFCCL_MIN(least,
-                                  dfccl_ld_acquire_sys(&((const dfccl_conn_ctrl_t *)region)->head));
+        /* the peers' heads across NVLink: relaxed loads, up to 8 in flight
+         * together (one round trip, not one per peer), then one fence that
+         * makes them acquires before our writes into the slots */
+        for (int q0 = 0; q0 < n; q0 += 8) {
+            uint64_t h[8];
+DFCCL_PRAGMA_UNROLL
+            for (int k = 0; k < 8; k++) {
+                const int q = q0 + k;
+                h[k] = q < n && q != me
+                           ? dfccl_ld_relaxed(&((const dfccl_conn_ctrl_t *)x->ch->peer[q])->head)
+                           : UINT64_MAX;
+            }
+DFCCL_PRAGMA_UNROLL
+            for (int k = 0; k < 8; k++) {
+                least = DFCCL_MIN(least, h[k]);
             }
         }
         d->head_cache = least;
         if (least >= d->send_seq || d->send_seq - least < st->nslots) {
+            dfccl_fence_acquire_sys();
             return 1;
         }
         if (i >= x->spin || (((i & 63) == 63) && dfccl_ld_relaxed(x->abort_flag))) {
@@ -124,6 +135,7 @@ DFCCL_F_DEVICE int dfccl_oneshot_allreduce(dfccl_exec_t *x)
         dfccl_block_sync(); /* everyone read `ready` before it changes */
         return DFCCL_PRIM_STUCK;
     }
+    DFCCL_STAMP(x->ctl, DFCCL_STAGE_CREDIT);
 
     /* every line goes to every peer first, so that no peer waits for a line
      * of ours behind our wait for one of theirs */
@@ -148,9 +160,11 @@ DFCCL_F_DEVICE int dfccl_oneshot_allreduce(dfccl_exec_t *x)
     if (!dfccl_block_all(ok)) {
         return DFCCL_PRIM_STUCK; /* nothing committed */
     }
+    DFCCL_STAMP(x->ctl, DFCCL_STAGE_ARRIVED0);
     for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
         dfccl_ll_put(dst, i, bytes, scratch[i]); /* its own lines: no barrier needed */
     }
+    DFCCL_STAMP(x->ctl, DFCCL_STAGE_COPIED);
     x->dyn.send_seq++;
     x->dyn.recv_seq++;
     if (DFCCL_TID == 0) { /* every thread's polls returned before the vote */

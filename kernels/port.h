@@ -18,6 +18,7 @@
 #define DFCCL_F_NOINLINE static __device__ __noinline__
 #define DFCCL_SHARED     __shared__
 #define DFCCL_TID        ((int)threadIdx.x)
+#define DFCCL_PRAGMA_UNROLL _Pragma("unroll")
 #define DFCCL_NTHREADS   ((int)blockDim.x)
 
 DFCCL_F_DEVICE uint64_t dfccl_ld_acquire_sys(const uint64_t *p)
@@ -104,6 +105,14 @@ DFCCL_F_DEVICE void dfccl_ld_sqw(const uint64_t *w, uint64_t *out)
 DFCCL_F_DEVICE void dfccl_fence_acquire_gpu(void)
 {
     asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
+/* After relaxed loads at system scope (words peers on other GPUs release):
+ * they act as acquires, so several of them can be in flight together where
+ * acquire loads would each wait for the one before. */
+DFCCL_F_DEVICE void dfccl_fence_acquire_sys(void)
+{
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
 }
 
 /* Sequentially consistent fence at system scope: the GPU's half of a
@@ -239,6 +248,7 @@ DFCCL_F_DEVICE int dfccl_ll_load(const char *line, uint32_t flag, uint32_t *d0, 
 #define DFCCL_F_NOINLINE static
 #define DFCCL_SHARED
 #define DFCCL_TID        0
+#define DFCCL_PRAGMA_UNROLL
 #define DFCCL_NTHREADS   1
 
 DFCCL_F_DEVICE uint64_t dfccl_ld_acquire_sys(const uint64_t *p)
@@ -290,6 +300,11 @@ DFCCL_F_DEVICE void dfccl_ld_sqw(const uint64_t *w, uint64_t *out)
 }
 
 DFCCL_F_DEVICE void dfccl_fence_acquire_gpu(void)
+{
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+}
+
+DFCCL_F_DEVICE void dfccl_fence_acquire_sys(void)
 {
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
 }

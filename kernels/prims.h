@@ -43,7 +43,22 @@ typedef struct {
     uint32_t arrived;   /* scheduler: queue positions (below 32) whose
                          * previous rank has sent data not yet received */
     uint32_t pad[2];
+#ifdef DFCCL_STAGE_TIMES
+    uint64_t stamp[DFCCL_NSTAGES]; /* thread 0: when the task reached each stage */
+#endif
 } dfccl_blk_ctl_t;
+
+/* Thread 0 stamps the first time the running task reaches `stage`. */
+#ifdef DFCCL_STAGE_TIMES
+#define DFCCL_STAMP(ctl, stage)                                                \
+    do {                                                                       \
+        if (DFCCL_TID == 0 && (ctl)->stamp[stage] == 0) {                      \
+            (ctl)->stamp[stage] = dfccl_now_ns();                              \
+        }                                                                      \
+    } while (0)
+#else
+#define DFCCL_STAMP(ctl, stage) ((void)0)
+#endif
 
 /* The collective being executed by a block: the "active context slot". */
 typedef struct {

@@ -157,20 +157,21 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
             const uint64_t nv_ = n / per_;                                    \
             const uint64_t st_ = (uint64_t)DFCCL_NMOVERS;                     \
             uint64_t j_ = (uint64_t)DFCCL_TID;                                \
-            /* whole rounds: all loads of the round in flight at once */      \
-            for (; j_ + st_ * DFCCL_VEC_UNROLL - (uint64_t)DFCCL_TID <= nv_;  \
-                 j_ += st_ * DFCCL_VEC_UNROLL) {                              \
+            /* rounds: all loads of a round in flight at once; in the last   \
+             * one a thread past the end loads the last vectors again and    \
+             * stores nothing */                                             \
+            for (; j_ < nv_; j_ += st_ * DFCCL_VEC_UNROLL) {                  \
                 uint4 a_[DFCCL_VEC_UNROLL], b_[DFCCL_VEC_UNROLL];             \
                 _Pragma("unroll") for (int u_ = 0; u_ < DFCCL_VEC_UNROLL; u_++) { \
-                    a_[u_] = DFCCL_LDV(&va_[j_ + u_ * st_]);                  \
-                    b_[u_] = DFCCL_LDV(&vb_[j_ + u_ * st_]);                  \
+                    const uint64_t k_ = DFCCL_MIN(j_ + u_ * st_, nv_ - 1);    \
+                    a_[u_] = DFCCL_LDV(&va_[k_]);                             \
+                    b_[u_] = DFCCL_LDV(&vb_[k_]);                             \
                 }                                                             \
                 _Pragma("unroll") for (int u_ = 0; u_ < DFCCL_VEC_UNROLL; u_++) { \
-                    DFCCL_VEC_STORE(T, BODY, a_[u_], b_[u_], j_ + u_ * st_);  \
+                    if (j_ + u_ * st_ < nv_) {                                \
+                        DFCCL_VEC_STORE(T, BODY, a_[u_], b_[u_], j_ + u_ * st_); \
+                    }                                                         \
                 }                                                             \
-            }                                                                 \
-            for (; j_ < nv_; j_ += st_) {                                     \
-                DFCCL_VEC_STORE(T, BODY, DFCCL_LDV(&va_[j_]), DFCCL_LDV(&vb_[j_]), j_); \
             }                                                                 \
             done_ = nv_ * per_;                                               \
         }                                                                     \
@@ -372,30 +373,24 @@ DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t byt
         const uint64_t big = st * DFCCL_COPY_UNROLL;
         uint64_t i = (uint64_t)DFCCL_TID;
         nvec = bytes / 16;
-        /* whole rounds: every thread has DFCCL_COPY_UNROLL loads in flight
-         * before its first store */
-        for (; i + big - (uint64_t)DFCCL_TID <= nvec; i += big) {
+        /* rounds of DFCCL_COPY_UNROLL vectors per thread, every load of a
+         * round in flight before its first store; in the last round a thread
+         * past the end loads the last vector again and stores nothing, so
+         * that a copy of a few KiB waits for memory once, not per vector */
+        for (; i < nvec; i += big) {
             uint4 v[DFCCL_COPY_UNROLL];
 #pragma unroll
             for (int u = 0; u < DFCCL_COPY_UNROLL; u++) {
-                v[u] = DFCCL_LDV(&vs[i + u * st]);
+                v[u] = DFCCL_LDV(&vs[DFCCL_MIN(i + u * st, nvec - 1)]);
             }
 #pragma unroll
             for (int u = 0; u < DFCCL_COPY_UNROLL; u++) {
-                v0[i + u * st] = v[u];
-            }
-            if (v1 != NULL) {
-#pragma unroll
-                for (int u = 0; u < DFCCL_COPY_UNROLL; u++) {
-                    v1[i + u * st] = v[u];
+                if (i + u * st < nvec) {
+                    v0[i + u * st] = v[u];
+                    if (v1 != NULL) {
+                        v1[i + u * st] = v[u];
+                    }
                 }
-            }
-        }
-        for (; i < nvec; i += st) {
-            uint4 v = DFCCL_LDV(&vs[i]);
-            v0[i] = v;
-            if (v1 != NULL) {
-                v1[i] = v;
             }
         }
     }

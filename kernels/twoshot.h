@@ -124,6 +124,7 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
     if (x->dyn.step == 0) {
         if (x->dyn.slice < DFCCL_SHOT_SENT(0)) {
             DFCCL_SHOT_BLOCK_WAIT(x, dfccl_oneshot_credit(x));
+            DFCCL_STAMP(x->ctl, DFCCL_STAGE_CREDIT);
             for (int k = 1; mover && k < n; k++) {
                 const int q = (me + k) % n;
                 uint64_t qbeg;
@@ -135,10 +136,12 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
             }
             dfccl_block_sync();
             dfccl_twoshot_post(x, ours + flag0, seq1);
+            DFCCL_STAMP(x->ctl, DFCCL_STAGE_SENT0);
             x->dyn.slice = DFCCL_SHOT_SENT(0);
             dfccl_prim_moved(x); /* saved if we are switched out below */
         }
         DFCCL_SHOT_BLOCK_WAIT(x, dfccl_twoshot_arrived(x, mine, ring, flag0, seq1));
+        DFCCL_STAMP(x->ctl, DFCCL_STAGE_ARRIVED0);
         /* ours first, then the peers' copies, into the output */
         for (int k = 1; k < n; k++) {
             const char *in = mine + (uint64_t)((me + k) % n) * ring;
@@ -149,22 +152,28 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
             }
             dfccl_block_sync();
         }
+        DFCCL_STAMP(x->ctl, DFCCL_STAGE_REDUCED);
         x->dyn.step = 1;
         dfccl_prim_moved(x);
     }
 
     /* step 1: our reduced part to every peer, then theirs into the output */
     if (x->dyn.slice < DFCCL_SHOT_SENT(1)) {
-        for (int k = 1; mover && k < n && mcnt > 0; k++) {
+        /* two peers per pass: one load of our part feeds both */
+        for (int k = 1; mover && k < n && mcnt > 0; k += 2) {
             dfccl_reduce_copy(dt, op, dst + mbeg * esz, NULL,
-                              x->ch->peer[(me + k) % n] + ours + pbytes, NULL, mcnt, 0);
+                              x->ch->peer[(me + k) % n] + ours + pbytes,
+                              k + 1 < n ? x->ch->peer[(me + k + 1) % n] + ours + pbytes : NULL,
+                              mcnt, 0);
         }
         dfccl_block_sync();
         dfccl_twoshot_post(x, ours + flag1, seq1);
+        DFCCL_STAMP(x->ctl, DFCCL_STAGE_SENT1);
         x->dyn.slice = DFCCL_SHOT_SENT(1);
         dfccl_prim_moved(x);
     }
     DFCCL_SHOT_BLOCK_WAIT(x, dfccl_twoshot_arrived(x, mine, ring, flag1, seq1));
+    DFCCL_STAMP(x->ctl, DFCCL_STAGE_ARRIVED1);
     for (int k = 1; mover && k < n; k++) {
         const int q = (me + k) % n;
         uint64_t qbeg;
@@ -175,6 +184,7 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
         }
     }
     dfccl_block_sync(); /* every copy out of our region is done */
+    DFCCL_STAMP(x->ctl, DFCCL_STAGE_COPIED);
     x->dyn.send_seq++;
     x->dyn.recv_seq++;
     if (DFCCL_TID == 0) {

@@ -944,6 +944,34 @@ err_free:
     return st;
 }
 
+/* A diagnostic build (DFCCL_STAGE_TIMES): each block's average time per
+ * completed collective to reach each stage, to stderr. */
+static void dfccl_ctx_print_stages(struct dfccl_rank_ctx *ctx)
+{
+#ifdef DFCCL_STAGE_TIMES
+    static const char *const names[DFCCL_NSTAGES] = {
+        "taken", "start", "credit", "sent0", "arrived0", "reduced",
+        "sent1", "arrived1", "copied", "done", "cqe"};
+
+    for (uint32_t b = 0; b < ctx->args.nblocks; b++) {
+        const dfccl_block_stats_t *bs = &ctx->stats[b];
+        char line[512];
+        int len = 0;
+        if (bs->stage_n == 0) {
+            continue;
+        }
+        for (int i = 1; i < DFCCL_NSTAGES && len < (int)sizeof(line) - 32; i++) {
+            len += snprintf(line + len, sizeof(line) - (size_t)len, " %s %.2f", names[i],
+                            (double)bs->stage_ns[i] / (double)bs->stage_n / 1e3);
+        }
+        fprintf(stderr, "dfccl stages (us per collective), pid %d block %u, %llu done:%s\n",
+                (int)getpid(), b, (unsigned long long)bs->stage_n, line);
+    }
+#else
+    (void)ctx;
+#endif
+}
+
 dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
 {
     dfccl_status_t st = DFCCL_OK;
@@ -985,6 +1013,7 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
     if (ctx->aborted) {
         ctx->be->wait_idle(ctx);
     }
+    dfccl_ctx_print_stages(ctx);
     if (ctx->poller_started) {
         __atomic_store_n(&ctx->poller_stop, 1, __ATOMIC_RELEASE);
         dfccl_ctx_kick(ctx);
