@@ -953,7 +953,7 @@ static void dfccl_ctx_print_stages(struct dfccl_rank_ctx *ctx)
         "taken", "start", "credit", "sent0", "arrived0", "reduced",
         "sent1", "arrived1", "copied", "done", "cqe"};
 
-    for (uint32_t b = 0; b < ctx->args.nblocks; b++) {
+    for (uint32_t b = 0; b < ctx->args.max_blocks; b++) {
         const dfccl_block_stats_t *bs = &ctx->stats[b];
         char line[512];
         int len = 0;
