@@ -373,9 +373,7 @@ DFCCL_F_DEVICE void dfccl_daemon_stage_sum(const dfccl_daemon_args_t *a, uint32_
         }
     }
     dfccl_st_relaxed_sys(&a->stats[b].stage_n, ++ls->stats.stage_n);
-    for (int i = 0; i < DFCCL_NSTAGES; i++) {
-        ctl->stamp[i] = 0;
-    }
+    dfccl_stage_clear(ctl);
 #else
     (void)a;
     (void)b;
@@ -473,11 +471,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         ctl->exiting = 0;
         ctl->quit    = 0;
         ctl->resize  = 0;
-#ifdef DFCCL_STAGE_TIMES
-        for (int i = 0; i < DFCCL_NSTAGES; i++) {
-            ctl->stamp[i] = 0;
-        }
-#endif
+        dfccl_stage_clear(ctl);
         ls->stats    = a->stats[b];
         ls->cq_tail  = a->cq_tail[b];
         ls->sq_next  = *a->sq_next;

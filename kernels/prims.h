@@ -60,6 +60,18 @@ typedef struct {
 #define DFCCL_STAMP(ctl, stage) ((void)0)
 #endif
 
+/* Thread 0 clears the stamps: at launch and after each completion. */
+DFCCL_F_DEVICE void dfccl_stage_clear(dfccl_blk_ctl_t *ctl)
+{
+#ifdef DFCCL_STAGE_TIMES
+    for (int i = 0; i < DFCCL_NSTAGES; i++) {
+        ctl->stamp[i] = 0;
+    }
+#else
+    (void)ctl;
+#endif
+}
+
 /* The collective being executed by a block: the "active context slot". */
 typedef struct {
     const dfccl_coll_static_t *st;
