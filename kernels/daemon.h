@@ -298,6 +298,7 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
     x.ll_scratch  = a->ll_scratch + (uint64_t)b * DFCCL_LL_MAX_BYTES;
     x.progressed  = 0;
     x.handoffs    = 0;
+    x.dirty       = 0;
     /* Thresholds halve with the queue position, sticky ones too: the head
      * waits longest; deep in a long queue every collective gets only a
      * short look, so walking 1000 stuck collectives stays cheap. */
@@ -320,6 +321,8 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
         if (x.progressed || rc == DFCCL_PRIM_DONE) {
             a->dyn[slot] = x.dyn; /* lazy save: only a context that moved */
             task->sticky = 1;
+        } else if (x.dirty) {
+            a->dyn[slot] = x.dyn; /* it sent, but nothing arrived: not sticky */
         }
         if (rc == DFCCL_PRIM_STUCK) {
             DFCCL_COUNT(a, b, ls, preemptions);

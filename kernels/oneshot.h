@@ -8,13 +8,17 @@
  * rank order, so that every rank computes the same bits. A ring allreduce
  * takes 2(n - 1) hops one after the other; this takes one.
  *
- * Preemption stays exact as in dfccl_prim_ll: if a line has not arrived
- * within the spin threshold the primitive is STUCK and commits nothing; its
- * replay writes the same lines with the same flags again (a peer that took
- * them already has moved its head past them, and the slot is written anew
- * only after every peer's head has passed it) and polls the same lines. The
- * result goes to the output only after the block's vote, through the
- * block's scratch, so an in-place call keeps its input until then.
+ * Preemption stays exact: if a line has not arrived within the spin
+ * threshold the primitive is STUCK and nothing goes to the output; its
+ * replay polls the same lines again. Our own lines go out once per call:
+ * the dynamic context records that they were written (DFCCL_SHOT_SENT), and
+ * they stay in the peers' slots until every peer is done with the call. A
+ * replay must not write them again: a peer that took them may since have
+ * completed the call, deregistered the collective and given its connector
+ * memory to a new registration, where a late line with the same slot and
+ * flag would pass for the new collective's data. The result goes to the
+ * output only after the block's vote, through the block's scratch, so an
+ * in-place call keeps its input until then.
  *
  * Credit: a sender may fill slot s of its ring at a peer once that peer has
  * consumed the call nslots before. Each receiver publishes one head (the
@@ -26,6 +30,11 @@
 #define DFCCL_KERNELS_ONESHOT_H_
 
 #include "prims.h"
+
+/* dfccl_dyn_t.slice of a one- or two-shot allreduce: our data (and in two
+ * shot the flag) of step 0 (1) or of both steps (2) has been written to the
+ * peers. */
+#define DFCCL_SHOT_SENT(step) ((uint32_t)(step) + 1u)
 
 /* Thread 0: wait, at most x->spin polls, until every peer has consumed the
  * call nslots before this one. */
@@ -127,27 +136,34 @@ DFCCL_F_DEVICE int dfccl_oneshot_allreduce(dfccl_exec_t *x)
     uint64_t *scratch     = (uint64_t *)(void *)x->ll_scratch;
     int ok = 1;
 
-    if (DFCCL_TID == 0) {
-        x->ctl->ready = dfccl_oneshot_credit(x);
-    }
-    dfccl_block_sync();
-    if (!x->ctl->ready) {
-        dfccl_block_sync(); /* everyone read `ready` before it changes */
-        return DFCCL_PRIM_STUCK;
-    }
-    DFCCL_STAMP(x->ctl, DFCCL_STAGE_CREDIT);
+    if (x->dyn.slice < DFCCL_SHOT_SENT(0)) {
+        if (DFCCL_TID == 0) {
+            x->ctl->ready = dfccl_oneshot_credit(x);
+        }
+        dfccl_block_sync();
+        if (!x->ctl->ready) {
+            dfccl_block_sync(); /* everyone read `ready` before it changes */
+            return DFCCL_PRIM_STUCK;
+        }
+        DFCCL_STAMP(x->ctl, DFCCL_STAGE_CREDIT);
 
-    /* every line goes to every peer first, so that no peer waits for a line
-     * of ours behind our wait for one of theirs */
-    for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
-        const uint64_t v = dfccl_ll_get(src, i, bytes);
+        /* every line goes to every peer first, so that no peer waits for a
+         * line of ours behind our wait for one of theirs */
+        for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
+            const uint64_t v = dfccl_ll_get(src, i, bytes);
 
-        for (int q = 0; q < n; q++) {
-            if (q != me) {
-                dfccl_ll_store(x->ch->peer[q] + at + (uint64_t)me * ring + i * DFCCL_LL_LINE,
-                               (uint32_t)v, (uint32_t)(v >> 32), flag);
+            for (int q = 0; q < n; q++) {
+                if (q != me) {
+                    dfccl_ll_store(x->ch->peer[q] + at + (uint64_t)me * ring +
+                                       i * DFCCL_LL_LINE,
+                                   (uint32_t)v, (uint32_t)(v >> 32), flag);
+                }
             }
         }
+        /* sent once: a replay only polls (see the top of this file); the
+         * context is saved, but sending alone does not make it sticky */
+        x->dyn.slice = DFCCL_SHOT_SENT(0);
+        x->dirty     = 1;
     }
     for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
         const uint64_t acc = dfccl_shot_reduce(x, mine + at, ring, i,

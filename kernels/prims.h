@@ -87,6 +87,7 @@ typedef struct {
     uint32_t                   spin_sticky;
     uint32_t                   progressed; /* primitives done in this activation */
     uint32_t                   handoffs;   /* dfccl_prim_posted calls in this activation */
+    uint32_t                   dirty;      /* dyn changed without progress: save it */
 } dfccl_exec_t;
 
 /* Poll until the connectors allow `flags`, at most x->spin times. */

@@ -36,10 +36,6 @@
 
 #include "oneshot.h"
 
-/* dfccl_dyn_t.slice of a two-shot allreduce: the data and flag of step 0
- * (1) or of both steps (2) have been written to the peers. */
-#define DFCCL_SHOT_SENT(step) ((uint32_t)(step) + 1u)
-
 /* Thread 0: wait, at most x->spin polls, until every peer's flag of `step`
  * in our region has reached `seq1` (the flags only grow). */
 DFCCL_F_DEVICE uint32_t dfccl_twoshot_arrived(const dfccl_exec_t *x, const char *mine,

@@ -15,6 +15,8 @@
  *  - a late joiner;
  *  - a late peer's submission relaunches a daemon that quit stuck, without
  *    waiting out its doubled gap (and only with DFCCL_PEER_BELLS on);
+ *  - a one-shot collective replayed after its peer completed it and gave
+ *    its connector memory to a new registration writes nothing there;
  *  - priorities: of two collectives that become ready together (a batch),
  *    the higher-priority one completes first;
  *  - the grid follows the registered collectives;
@@ -733,6 +735,117 @@ START_TEST(test_late_peer_bell)
 }
 END_TEST
 
+/* ---- a replay after the peer re-registered --------------------------- */
+
+/*
+ * A one-shot allreduce X: rank 0 sends its lines, gets stuck (rank 1 has
+ * not started) and its daemon quits; with peer bells off and a 1 s relaunch
+ * gap it stays off. Rank 1 then runs X (rank 0's lines are there), waits,
+ * deregisters X and registers Y of the same shape, which gets X's connector
+ * memory. Only then is rank 0's daemon relaunched and X replayed. A replay
+ * that wrote its lines again would put X's input into Y's first slot at
+ * rank 1 with Y's first flag, and rank 1's first Y would take it for rank
+ * 0's Y input. Both ranks then run Y with new inputs, rank 1 well before
+ * rank 0, and check it.
+ */
+#define REPLAY_COUNT 64
+
+/* Wait for X, check it, deregister it and register Y in its place. */
+static int replay_next(dfccl_rank_ctx_t ctx, dfccl_group_t g, int x, float *d, int n, int *y)
+{
+    float h[REPLAY_COUNT];
+
+    DFCCL_TEST_CHECK(dfcclWait(x, 60000, ctx) == DFCCL_OK, "wait X");
+    dfccl_test_get(ctx, h, d, sizeof(h));
+    if (check_sum(h, REPLAY_COUNT, n, 0, 0)) {
+        return 1;
+    }
+    DFCCL_TEST_CHECK(dfcclDeregister(x, ctx) == DFCCL_OK, "deregister X");
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(REPLAY_COUNT, DFCCL_FLOAT32, DFCCL_SUM, g, 0, y) ==
+                     DFCCL_OK, "register Y");
+    return 0;
+}
+
+static int replay_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_config_t cfg;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    dfccl_stats_t st;
+    int x, y;
+    unsigned long long launches = 0;
+    float *d, h[REPLAY_COUNT];
+
+    (void)arg;
+    DFCCL_TEST_CHECK(dfcclConfigInit(&cfg) == DFCCL_OK, "config");
+    cfg.quit_us     = 2000;
+    cfg.relaunch_us = 1000000;
+    cfg.peer_bells  = 0;
+    dfccl_test_setup(rank, n, oob, &cfg, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(REPLAY_COUNT, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &x) ==
+                     DFCCL_OK, "register X");
+    d = dfccl_test_malloc(ctx, sizeof(h));
+    fill(h, REPLAY_COUNT, rank, 0, 0);
+    dfccl_test_put(ctx, d, h, sizeof(h));
+    dfccl_test_barrier(oob);
+    if (rank == 0) {
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, x, NULL, NULL, ctx) == DFCCL_OK, "run X");
+        do { /* sent, stuck, quit */
+            usleep(1000);
+            dfcclGetStats(ctx, &st);
+        } while (st.launches < 1 || st.running);
+        launches = st.launches;
+    }
+    dfccl_test_barrier(oob);
+    if (rank == 1) {
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, x, NULL, NULL, ctx) == DFCCL_OK, "run X");
+        if (replay_next(ctx, g, x, d, n, &y)) {
+            return 1;
+        }
+    }
+    dfccl_test_barrier(oob);
+    if (rank == 0) {
+        dfcclGetStats(ctx, &st);
+        /* the scenario needs the replay to come after rank 1's registration */
+        DFCCL_TEST_CHECK(st.launches == launches, "rank 0's daemon was relaunched (%llu "
+                         "launches, %llu before) before rank 1 re-registered",
+                         (unsigned long long)st.launches, launches);
+        if (replay_next(ctx, g, x, d, n, &y)) {
+            return 1;
+        }
+    }
+    dfccl_test_barrier(oob);
+    /* rank 1 first, and rank 0 only 100 ms later: a stale line would let
+     * rank 1 complete Y alone */
+    fill(h, REPLAY_COUNT, rank, 1, 1);
+    dfccl_test_put(ctx, d, h, sizeof(h));
+    if (rank == 1) {
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, y, NULL, NULL, ctx) == DFCCL_OK, "run Y");
+        usleep(100000);
+    }
+    dfccl_test_barrier(oob);
+    if (rank == 0) {
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, y, NULL, NULL, ctx) == DFCCL_OK, "run Y");
+    }
+    DFCCL_TEST_CHECK(dfcclWait(y, 60000, ctx) == DFCCL_OK, "wait Y: %s",
+                     dfcclGetLastErrorMessage());
+    dfccl_test_get(ctx, h, d, sizeof(h));
+    if (check_sum(h, REPLAY_COUNT, n, 1, 1)) {
+        fprintf(stderr, "rank %d: Y after a replay of X across the re-registration\n", rank);
+        return 1;
+    }
+    dfccl_test_barrier(oob); /* a rank that exits first fails the other's wait */
+    dfccl_test_free(ctx, d);
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_replay_after_reregister)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 60, replay_body, NULL), 0);
+}
+END_TEST
+
 /* ---- priorities --------------------------------------------------------- */
 
 static volatile int prio_done_order[4];
@@ -1052,6 +1165,7 @@ int main(void)
     tcase_add_test(tc, test_ll_slots);
     tcase_add_test(tc, test_late_joiner);
     tcase_add_test(tc, test_late_peer_bell);
+    tcase_add_test(tc, test_replay_after_reregister);
     tcase_add_test(tc, test_priority);
     tcase_add_test(tc, test_grid);
     tcase_add_test(tc, test_quit_race);

@@ -187,6 +187,7 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
         x.ll_scratch = scratch;
         x.progressed = 0;
         x.handoffs   = 0;
+        x.dirty      = 0;
         if (ll && rand() % 2) {
             /* a line of the next slot to receive has not arrived yet: the
              * ranks here run one at a time, so without this every slot

@@ -69,7 +69,7 @@ static int activate(vrank_t *v, uint32_t spin, uint64_t *prims)
     x.st = &v->st; x.ch = &v->ch; x.dyn = v->saved;
     x.sendbuff = (const char *)v->buf; x.recvbuff = (char *)v->buf;
     x.ctl = &ctl; x.abort_flag = &zero; x.slice_elems = SLOT / 4;
-    x.spin = spin; x.spin_sticky = spin; x.progressed = 0; x.handoffs = 0;
+    x.spin = spin; x.spin_sticky = spin; x.progressed = 0; x.handoffs = 0; x.dirty = 0;
     x.ll_scratch = NULL; /* SIMPLE only */
     rc = dfccl_ring_run(&x);
     v->saved = x.dyn;
