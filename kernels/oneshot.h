@@ -36,6 +36,20 @@
  * peers. */
 #define DFCCL_SHOT_SENT(step) ((uint32_t)(step) + 1u)
 
+/* Thread 0 evaluates `expr` (a wait) and the block learns its answer;
+ * when it is 0, every thread returns DFCCL_PRIM_STUCK from the caller. */
+#define DFCCL_SHOT_BLOCK_WAIT(x, expr)                                                           \
+    do {                                                                                         \
+        if (DFCCL_TID == 0) {                                                                    \
+            (x)->ctl->ready = (expr);                                                            \
+        }                                                                                        \
+        dfccl_block_sync();                                                                      \
+        if (!(x)->ctl->ready) {                                                                  \
+            dfccl_block_sync(); /* everyone read `ready` before it changes */                   \
+            return DFCCL_PRIM_STUCK;                                                             \
+        }                                                                                        \
+    } while (0)
+
 /* Thread 0: wait, at most x->spin polls, until every peer has consumed the
  * call nslots before this one. */
 DFCCL_F_DEVICE uint32_t dfccl_oneshot_credit(dfccl_exec_t *x)
@@ -137,14 +151,7 @@ DFCCL_F_DEVICE int dfccl_oneshot_allreduce(dfccl_exec_t *x)
     int ok = 1;
 
     if (x->dyn.slice < DFCCL_SHOT_SENT(0)) {
-        if (DFCCL_TID == 0) {
-            x->ctl->ready = dfccl_oneshot_credit(x);
-        }
-        dfccl_block_sync();
-        if (!x->ctl->ready) {
-            dfccl_block_sync(); /* everyone read `ready` before it changes */
-            return DFCCL_PRIM_STUCK;
-        }
+        DFCCL_SHOT_BLOCK_WAIT(x, dfccl_oneshot_credit(x));
         DFCCL_STAMP(x->ctl, DFCCL_STAGE_CREDIT);
 
         /* every line goes to every peer first, so that no peer waits for a

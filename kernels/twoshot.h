@@ -59,20 +59,6 @@ DFCCL_F_DEVICE uint32_t dfccl_twoshot_arrived(const dfccl_exec_t *x, const char 
     return 1;
 }
 
-/* Thread 0 evaluates `expr` (a wait) and the block learns its answer;
- * when it is 0, every thread returns DFCCL_PRIM_STUCK from the caller. */
-#define DFCCL_SHOT_BLOCK_WAIT(x, expr)                                                           \
-    do {                                                                                         \
-        if (DFCCL_TID == 0) {                                                                    \
-            (x)->ctl->ready = (expr);                                                            \
-        }                                                                                        \
-        dfccl_block_sync();                                                                      \
-        if (!(x)->ctl->ready) {                                                                  \
-            dfccl_block_sync(); /* everyone read `ready` before it changes */                   \
-            return DFCCL_PRIM_STUCK;                                                             \
-        }                                                                                        \
-    } while (0)
-
 /* After a barrier that ordered the block's writes of a step before it:
  * thread 0 releases the step's flag at every peer. */
 DFCCL_F_DEVICE void dfccl_twoshot_post(const dfccl_exec_t *x, uint64_t at, uint64_t seq1)
