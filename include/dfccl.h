@@ -195,6 +195,10 @@ typedef struct {
     uint32_t spin_head;             /* DFCCL_SPIN_HEAD: initial threshold, queue head */
     uint32_t spin_min;              /* DFCCL_SPIN_MIN: smallest initial threshold */
     uint32_t spin_sticky;           /* DFCCL_SPIN_STICKY: threshold after progress */
+    uint32_t spin_fresh;            /* DFCCL_SPIN_FRESH: threshold of a collective's first
+                                     * run while collectives of its priority that have
+                                     * not run yet are queued behind it (it sends what
+                                     * it can and gives way); 0: default 1 */
     uint32_t quit_us;               /* DFCCL_QUIT_US: idle time before voluntary quit */
     uint32_t relaunch_us;           /* DFCCL_RELAUNCH_US: min gap between stuck relaunches */
     int      peer_bells;            /* DFCCL_PEER_BELLS: 1 = a stuck daemon is relaunched

@@ -113,6 +113,7 @@ DFCCL_F_DEVICE void dfccl_daemon_take(const dfccl_daemon_args_t *a, uint32_t b,
         task.priority = e->priority;
         task.arrival  = a->arrivals[b]++;
         task.sticky   = 0;
+        task.fresh    = 1;
         task.sendbuff = e->sendbuff;
         task.recvbuff = e->recvbuff;
         dfccl_daemon_task_insert(a, tasks, &ctl->ntasks, &task);
@@ -307,6 +308,18 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
     if (task->sticky) {
         x.spin = x.spin_sticky;
     }
+    /* Its first run, with collectives of its priority that have not run
+     * yet queued behind it (new ones join the tail of their priority, so
+     * the next one is such if it has the same priority): it sends what it
+     * can without waiting and gives way. Every queued collective thus
+     * sends its first data before the block waits on any of them, and
+     * ranks that queued the same collectives in different orders find one
+     * another's data when they come back, instead of each spinning on its
+     * own head while the peers spin on theirs. */
+    if (task->fresh && pos + 1 < ctl->ntasks &&
+        (!a->priority_order || task[1].priority == task->priority)) {
+        x.spin = x.spin_sticky = DFCCL_MIN(x.spin, a->spin_fresh);
+    }
     if (DFCCL_TID == 0 && x.dyn.started) {
         DFCCL_COUNT(a, b, ls, context_loads);
     }
@@ -318,6 +331,7 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
         x.dyn.loop = x.dyn.step = x.dyn.slice = x.dyn.started = 0;
     }
     if (DFCCL_TID == 0) {
+        task->fresh = 0;
         if (x.progressed || rc == DFCCL_PRIM_DONE) {
             a->dyn[slot] = x.dyn; /* lazy save: only a context that moved */
             task->sticky = 1;
@@ -386,10 +400,11 @@ DFCCL_F_DEVICE void dfccl_daemon_stage_sum(const dfccl_daemon_args_t *a, uint32_
 }
 
 /*
- * Has the previous rank sent this block data of `task` that it has not
- * received yet? Then the collective runs on upstream and running it here
- * makes progress at once. One look at the receive connector: the SIMPLE
- * tail, or the flags of the first line of the next LL slot. A hint only
+ * Has the previous rank (one and two shot: every peer) sent this block data
+ * of `task` that it has not received yet? Then the collective runs on
+ * upstream and running it here makes progress at once. One look at the
+ * receive connector: the SIMPLE tail, or the flags of the first line of the
+ * next LL slot (per peer in one and two shot). A hint only
  * (nothing is consumed); 0 for connectors that are costly to read (host
  * memory seen from a GPU) or absent.
  */
@@ -406,21 +421,31 @@ DFCCL_F_DEVICE int dfccl_daemon_arrived(const dfccl_daemon_args_t *a, uint32_t b
         return 0;
     }
     if (st->algo != DFCCL_K_ALGO_RING) {
-        /* one or two shot: the previous rank's ring of slots in our region;
-         * the flags of its slot's first LL line, or its flag of step 0
-         * (dfccl_twoshot_allreduce) */
-        const uint64_t prev = (uint64_t)((st->rank + st->nranks - 1) % st->nranks);
-        const uint64_t idx  = prev * st->nslots + seq % st->nslots; /* its slot */
+        /* one or two shot: every peer's ring of slots in our region; the
+         * flags of its slot's first LL line, or its flag of step 0
+         * (dfccl_twoshot_allreduce). The collective waits for all of them,
+         * so the hint asks for all of them: then it completes (one shot)
+         * or moves (two shot) when it runs. */
+        const uint64_t flag_at = 2 * DFCCL_TWOSHOT_PART_ELEMS(ch->cnt, (uint64_t)st->nranks,
+                                                              (uint64_t)st->elem_size) *
+                                 st->elem_size;
+        int all = 1;
 
-        if (st->algo == DFCCL_K_ALGO_ONESHOT) {
-            return dfccl_ll_load(ch->recv_data + idx * 2ull * st->slot_bytes,
-                                 (uint32_t)(seq + 1), &d0, &d1);
+        for (int q = 0; q < st->nranks && all; q++) {
+            const uint64_t idx = (uint64_t)q * st->nslots + seq % st->nslots; /* its slot */
+
+            if (q == st->rank) {
+                continue;
+            }
+            if (st->algo == DFCCL_K_ALGO_ONESHOT) {
+                all = dfccl_ll_load(ch->recv_data + idx * 2ull * st->slot_bytes,
+                                    (uint32_t)(seq + 1), &d0, &d1);
+            } else {
+                all = dfccl_ld_relaxed((const uint64_t *)(const void *)(
+                          ch->recv_data + idx * st->slot_bytes + flag_at)) > seq;
+            }
         }
-        return dfccl_ld_relaxed((const uint64_t *)(const void *)(
-                   ch->recv_data + idx * st->slot_bytes +
-                   2 * DFCCL_TWOSHOT_PART_ELEMS(ch->cnt, (uint64_t)st->nranks,
-                                                (uint64_t)st->elem_size) *
-                       st->elem_size)) > seq;
+        return all;
     }
     if (st->proto == DFCCL_K_PROTO_LL) {
         return dfccl_ll_load(ch->recv_data + (seq % st->nslots) * 2ull * st->slot_bytes,
@@ -532,17 +557,18 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
 
         /* Walk the task queue from the head, in two rounds when several
          * collectives are queued (DFCCL_ARRIVALS: after a pass in which one
-         * got stuck, or in every pass): first those whose previous rank has
-         * sent data already (they run upstream, so they progress at once;
-         * in queue order, and only among the head's priority), then the
-         * rest. Ranks that queued the same collectives in different orders
-         * thus meet on one another's instead of each spinning on its own
-         * head. */
+         * got stuck, or in every pass): first those whose previous rank (in
+         * one and two shot: every peer) has sent data already (they run
+         * upstream, so they progress at once; in queue order, and only
+         * among the head's priority), all of them even as some complete,
+         * then, if none completed, the rest. Ranks that queued the same
+         * collectives in different orders thus meet on one another's
+         * instead of each spinning on its own head. */
         {
             const int look = ctl->ntasks > 1 &&
                              (a->look_arrived == DFCCL_K_ARRIVALS_ALWAYS ||
                               (a->look_arrived == DFCCL_K_ARRIVALS_STUCK && stuck));
-            const uint32_t arrived = look ? dfccl_daemon_arrivals(a, b, tasks, ctl) : 0;
+            uint32_t arrived = look ? dfccl_daemon_arrivals(a, b, tasks, ctl) : 0;
             int done = 0;
 
             stuck = 0;
@@ -578,6 +604,16 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
                         }
                         dfccl_block_sync();
                         done = 1;
+                        if (round == 0) {
+                            /* the other hinted ones are likely to complete
+                             * too: run them before the SQ is read again
+                             * (a round trip across PCIe per pass). The
+                             * removal moved the later tasks up by one. */
+                            arrived = (arrived & ((1u << pos) - 1u)) |
+                                      (uint32_t)(((uint64_t)arrived >> (pos + 1)) << pos);
+                            pos--; /* unsigned: wraps to the same position next */
+                            continue;
+                        }
                         break; /* rescan from the head: new SQEs, priorities */
                     }
                 }

@@ -262,7 +262,8 @@ typedef struct {
     int32_t  coll_id;
     int32_t  priority;
     uint32_t arrival;  /* order of arrival, for FIFO and stable priority order */
-    uint32_t sticky;   /* 1 once a primitive succeeded in this run */
+    uint16_t sticky;   /* 1 once a primitive succeeded in this run */
+    uint16_t fresh;    /* 1 until its first run */
     uint64_t sendbuff;
     uint64_t recvbuff;
 } dfccl_task_t;
@@ -302,6 +303,7 @@ typedef struct {
     uint32_t spin_head;
     uint32_t spin_min;
     uint32_t spin_sticky;
+    uint32_t spin_fresh;     /* first run while fresh ones of its priority follow */
     uint32_t priority_order;
     uint32_t look_arrived;   /* DFCCL_K_ARRIVALS_*: when the scheduler looks for
                               * collectives whose data has arrived */

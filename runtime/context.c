@@ -183,6 +183,9 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     if (c->spin_sticky == 0) {
         c->spin_sticky = host ? 200 : 50;
     }
+    if (c->spin_fresh == 0) {
+        c->spin_fresh = 1;
+    }
     if (c->quit_us == 0) {
         c->quit_us = host ? 10000 : 1000;
     }
@@ -225,6 +228,7 @@ static dfccl_status_t dfccl_ctx_alloc_mem(struct dfccl_rank_ctx *ctx)
     a->nblocks     = nb;
     a->spin_head   = ctx->cfg.spin_head;
     a->spin_min    = ctx->cfg.spin_min;
+    a->spin_fresh  = ctx->cfg.spin_fresh;
     a->spin_sticky = ctx->cfg.spin_sticky;
     a->priority_order = (uint32_t)ctx->cfg.priority_order;
     a->look_arrived   = ctx->cfg.arrivals == DFCCL_ARRIVALS_ALWAYS ? DFCCL_K_ARRIVALS_ALWAYS :
