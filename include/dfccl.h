@@ -199,6 +199,10 @@ typedef struct {
                                      * run while collectives of its priority that have
                                      * not run yet are queued behind it (it sends what
                                      * it can and gives way); 0: default 1 */
+    uint32_t spin_crowd;            /* DFCCL_SPIN_CROWD: most polls any collective spins
+                                     * while other collectives are queued on its block
+                                     * (a lone one spins its full threshold); 0:
+                                     * backend default */
     uint32_t quit_us;               /* DFCCL_QUIT_US: idle time before voluntary quit */
     uint32_t relaunch_us;           /* DFCCL_RELAUNCH_US: min gap between stuck relaunches */
     int      peer_bells;            /* DFCCL_PEER_BELLS: 1 = a stuck daemon is relaunched

@@ -308,6 +308,11 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
     if (task->sticky) {
         x.spin = x.spin_sticky;
     }
+    /* with others queued, a wait here holds them up */
+    if (ctl->ntasks > 1) {
+        x.spin        = DFCCL_MIN(x.spin, a->spin_crowd);
+        x.spin_sticky = DFCCL_MIN(x.spin_sticky, a->spin_crowd);
+    }
     /* Its first run, with collectives of its priority that have not run
      * yet queued behind it (new ones join the tail of their priority, so
      * the next one is such if it has the same priority): it sends what it
@@ -422,13 +427,14 @@ DFCCL_F_DEVICE int dfccl_daemon_arrived(const dfccl_daemon_args_t *a, uint32_t b
     }
     if (st->algo != DFCCL_K_ALGO_RING) {
         /* one or two shot: every peer's ring of slots in our region; the
-         * flags of its slot's first LL line, or its flag of step 0
-         * (dfccl_twoshot_allreduce). The collective waits for all of them,
-         * so the hint asks for all of them: then it completes (one shot)
-         * or moves (two shot) when it runs. */
+         * flags of its slot's first LL line, or its flag of the step the
+         * collective waits in (dfccl_twoshot_allreduce). The collective
+         * waits for all of them, so the hint asks for all of them: then it
+         * completes (one shot) or moves (two shot) when it runs. */
         const uint64_t flag_at = 2 * DFCCL_TWOSHOT_PART_ELEMS(ch->cnt, (uint64_t)st->nranks,
                                                               (uint64_t)st->elem_size) *
-                                 st->elem_size;
+                                     st->elem_size +
+                                 (a->dyn[slot].step != 0 ? DFCCL_CACHELINE : 0);
         int all = 1;
 
         for (int q = 0; q < st->nranks && all; q++) {

@@ -304,6 +304,7 @@ typedef struct {
     uint32_t spin_min;
     uint32_t spin_sticky;
     uint32_t spin_fresh;     /* first run while fresh ones of its priority follow */
+    uint32_t spin_crowd;     /* most spins while other collectives are queued */
     uint32_t priority_order;
     uint32_t look_arrived;   /* DFCCL_K_ARRIVALS_*: when the scheduler looks for
                               * collectives whose data has arrived */

@@ -97,7 +97,8 @@ static int dfccl_reg_enum(const char *name, const char *help,
 }
 
 /* dfccl_config_t fields of type uint32_t are registered through these. */
-static unsigned int dfccl_spin_head, dfccl_spin_min, dfccl_spin_sticky, dfccl_spin_fresh;
+static unsigned int dfccl_spin_head, dfccl_spin_min, dfccl_spin_sticky, dfccl_spin_fresh,
+    dfccl_spin_crowd;
 static unsigned int dfccl_quit_us, dfccl_relaunch_us;
 static int dfccl_wait_spin_us; /* -1: backend default */
 static long dfccl_oneshot_bytes; /* -1: backend default */
@@ -138,6 +139,7 @@ static int dfccl_register(void)
     dfccl_spin_min    = c->spin_min;
     dfccl_spin_sticky = c->spin_sticky;
     dfccl_spin_fresh  = c->spin_fresh;
+    dfccl_spin_crowd  = c->spin_crowd;
     dfccl_quit_us     = c->quit_us;
     dfccl_relaunch_us = c->relaunch_us;
     dfccl_wait_spin_us = c->wait_spin_us == UINT32_MAX ? -1 : (int)c->wait_spin_us;
@@ -234,6 +236,9 @@ static int dfccl_register(void)
     dfccl_reg("spin_fresh", "Spin threshold of a collective's first run while collectives of "
               "its priority that have not run yet are queued behind it, 0 = default "
               "(DFCCL_SPIN_FRESH)", MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, &dfccl_spin_fresh);
+    dfccl_reg("spin_crowd", "Most polls a collective spins while other collectives are queued "
+              "on its daemon block, 0 = backend default (DFCCL_SPIN_CROWD)",
+              MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, &dfccl_spin_crowd);
     dfccl_reg("quit_us", "Idle time in microseconds before a daemon block quits "
               "voluntarily, 0 = backend default (DFCCL_QUIT_US)",
               MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, &dfccl_quit_us);
@@ -278,6 +283,7 @@ static int dfccl_open(void)
     c->spin_min    = dfccl_spin_min;
     c->spin_sticky = dfccl_spin_sticky;
     c->spin_fresh  = dfccl_spin_fresh;
+    c->spin_crowd  = dfccl_spin_crowd;
     c->quit_us     = dfccl_quit_us;
     c->relaunch_us = dfccl_relaunch_us;
     c->wait_spin_us = dfccl_wait_spin_us < 0 ? UINT32_MAX : (uint32_t)dfccl_wait_spin_us;

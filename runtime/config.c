@@ -105,6 +105,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->spin_min          = 0;
     c->spin_sticky       = 0;
     c->spin_fresh        = 0;     /* 0: default (1) */
+    c->spin_crowd        = 0;     /* 0: backend default */
     c->quit_us           = 0;
     c->relaunch_us       = 0;
     c->peer_bells        = 1;
@@ -154,6 +155,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_SPIN_MIN", c->spin_min, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_SPIN_STICKY", c->spin_sticky, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_SPIN_FRESH", c->spin_fresh, 0, UINT32_MAX);
+    DFCCL_ENV_INT("DFCCL_SPIN_CROWD", c->spin_crowd, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_QUIT_US", c->quit_us, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_RELAUNCH_US", c->relaunch_us, 0, UINT32_MAX);
     DFCCL_ENV_INT("DFCCL_PEER_BELLS", c->peer_bells, 0, 1);

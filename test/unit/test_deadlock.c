@@ -870,6 +870,7 @@ static int prio_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
      * low-priority collective, and both ranks may then finish it first.) */
     setenv("DFCCL_SPIN_HEAD", "4000000000", 1);
     setenv("DFCCL_SPIN_MIN", "4000000000", 1);
+    setenv("DFCCL_SPIN_CROWD", "4000000000", 1);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     DFCCL_TEST_CHECK(dfcclRegisterAllReduce(small, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &lo) ==
                      DFCCL_OK, "register");
