@@ -188,9 +188,9 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     }
     /* On GPUs a collective waits at most 10 polls while others are queued
      * on its block: rounds of 8 allreduces in a random order per rank on 4
-     * H200s ran 8 to 12 % faster than with no cap, the same rounds in one
+     * H200s ran 6 to 12 % faster than with no cap, the same rounds in one
      * order as fast, and a lone collective is not capped
-     * (docs/performance.md, "Disorder: the first run gives way"). */
+     * (docs/performance.md, "The first run gives way"). */
     if (c->spin_crowd == 0) {
         c->spin_crowd = host ? UINT32_MAX : 10;
     }

@@ -88,6 +88,8 @@ typedef struct {
     const char *twoshot;  /* DFCCL_TWOSHOT_BYTES, or NULL for the default */
     const char *tsbytes;  /* DFCCL_TWOSHOT_CHANNEL_BYTES, or NULL: default */
     int min_two;          /* collectives that must take two shot, at least */
+    const char *crowd;    /* DFCCL_SPIN_CROWD, or NULL for the default */
+    const char *fresh;    /* DFCCL_SPIN_FRESH, or NULL for the default */
 } disorder_arg_t;
 
 static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
@@ -108,6 +110,8 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_test_setenv("DFCCL_ONESHOT_CHANNEL_BYTES", a->chbytes);
     dfccl_test_setenv("DFCCL_TWOSHOT_BYTES", a->twoshot);
     dfccl_test_setenv("DFCCL_TWOSHOT_CHANNEL_BYTES", a->tsbytes);
+    dfccl_test_setenv("DFCCL_SPIN_CROWD", a->crowd);
+    dfccl_test_setenv("DFCCL_SPIN_FRESH", a->fresh);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g[0]);
     for (int c = 1; c < NCOLL; c++) {
         if (a->groups > 1) {
@@ -171,7 +175,7 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 START_TEST(test_disorder)
 {
     disorder_arg_t a = {200, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, NULL,
-                        NULL, NULL, NULL, 0};
+                        NULL, NULL, NULL, 0, NULL, NULL};
     if (getenv("DFCCL_TEST_QUICK") != NULL) {
         a.iters = 20;
     }
@@ -182,7 +186,7 @@ END_TEST
 START_TEST(test_disorder_explicit_progress)
 {
     disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 1, NULL, NULL,
-                        NULL, NULL, NULL, 0};
+                        NULL, NULL, NULL, 0, NULL, NULL};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
 }
 END_TEST
@@ -191,7 +195,7 @@ START_TEST(test_disorder_groups)
 {
     /* one group per collective, mid-sized collectives, 2 and 3 ranks */
     disorder_arg_t a = {50, {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536}, NCOLL, 0,
-                        NULL, NULL, NULL, NULL, NULL, 0};
+                        NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL};
     ck_assert_int_eq(dfccl_test_mp_run(2, 300, disorder_body, &a), 0);
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
 }
@@ -203,11 +207,34 @@ START_TEST(test_disorder_arrivals)
      * run the backend's default): queue order only, a look for arrived
      * data after a pass with a stuck collective, and in every pass */
     disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, "off", NULL,
-                        NULL, NULL, NULL, 0};
+                        NULL, NULL, NULL, 0, NULL, NULL};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     a.arrivals = "stuck";
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     a.arrivals = "always";
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+}
+END_TEST
+
+START_TEST(test_disorder_spins)
+{
+    /* the thresholds of a crowded queue on either backend (the host's
+     * default has no cap): a cap of 2 polls with first runs that give way
+     * after one, then first runs that wait like any other, on the ring,
+     * in one shot and in two shot */
+    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, NULL,
+                        NULL, NULL, NULL, 0, "2", "1"};
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+    a.fresh = "4000000000";
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    a.crowd   = "4000000000";
+    a.fresh   = "1";
+    a.oneshot = "65536";
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    a.oneshot = "0";
+    a.twoshot = "16777216";
+    a.tsbytes = "4096";
+    a.crowd   = "2";
     ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
 }
 END_TEST
@@ -218,7 +245,7 @@ START_TEST(test_disorder_algos)
      * (1 to 65536 floats: five of the eight), whatever the backend's
      * default, then one shot on several channels */
     disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, "0",
-                        NULL, NULL, NULL, 0};
+                        NULL, NULL, NULL, 0, NULL, NULL};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     a.oneshot = "65536";
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
@@ -1158,6 +1185,7 @@ int main(void)
     tcase_add_test(tc, test_disorder_explicit_progress);
     tcase_add_test(tc, test_disorder_groups);
     tcase_add_test(tc, test_disorder_arrivals);
+    tcase_add_test(tc, test_disorder_spins);
     tcase_add_test(tc, test_disorder_algos);
     tcase_add_test(tc, test_synchronize);
     tcase_add_test(tc, test_threads);
