@@ -115,6 +115,14 @@ DFCCL_F_DEVICE void dfccl_fence_acquire_sys(void)
     asm volatile("fence.acq_rel.sys;" ::: "memory");
 }
 
+/* Before relaxed stores at system scope to several peers: with it they act
+ * as releases, where release stores one after the other would each wait
+ * for the one before to reach its peer. */
+DFCCL_F_DEVICE void dfccl_fence_release_sys(void)
+{
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
 /* Sequentially consistent fence at system scope: the GPU's half of a
  * store-then-load handshake with the host. */
 DFCCL_F_DEVICE void dfccl_fence_sc_sys(void)
@@ -192,6 +200,22 @@ DFCCL_F_DEVICE void dfccl_bar_named(uint32_t id, uint32_t count)
  */
 #define DFCCL_LDV(p) __ldcg(p)
 #define DFCCL_LD1(T, p, i) (*(const volatile T *)&(p)[i])
+
+/* A 16-byte vector of data as two 8-byte words (lo first in memory). */
+typedef struct { uint64_t lo, hi; } dfccl_vec_t;
+DFCCL_F_DEVICE dfccl_vec_t dfccl_vld(const void *p)
+{
+    const uint4 v = __ldcg((const uint4 *)p);
+    dfccl_vec_t r;
+    r.lo = (uint64_t)v.x | ((uint64_t)v.y << 32);
+    r.hi = (uint64_t)v.z | ((uint64_t)v.w << 32);
+    return r;
+}
+DFCCL_F_DEVICE void dfccl_vst(void *p, dfccl_vec_t v)
+{
+    *(uint4 *)p = make_uint4((uint32_t)v.lo, (uint32_t)(v.lo >> 32), (uint32_t)v.hi,
+                             (uint32_t)(v.hi >> 32));
+}
 
 /* Order this thread's accesses at device scope (blocks of one GPU). */
 DFCCL_F_DEVICE void dfccl_fence_gpu(void)
@@ -309,6 +333,11 @@ DFCCL_F_DEVICE void dfccl_fence_acquire_sys(void)
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
 }
 
+DFCCL_F_DEVICE void dfccl_fence_release_sys(void)
+{
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
 DFCCL_F_DEVICE void dfccl_fence_sc_sys(void)
 {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -358,6 +387,18 @@ DFCCL_F_DEVICE void dfccl_bar_named(uint32_t id, uint32_t count)
 
 #define DFCCL_LDV(p) (*(p))
 #define DFCCL_LD1(T, p, i) ((p)[i])
+
+typedef struct { uint64_t lo, hi; } dfccl_vec_t;
+DFCCL_F_DEVICE dfccl_vec_t dfccl_vld(const void *p)
+{
+    dfccl_vec_t r;
+    memcpy(&r, p, sizeof(r));
+    return r;
+}
+DFCCL_F_DEVICE void dfccl_vst(void *p, dfccl_vec_t v)
+{
+    memcpy(p, &v, sizeof(v));
+}
 
 DFCCL_F_DEVICE void dfccl_fence_gpu(void)
 {

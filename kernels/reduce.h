@@ -356,11 +356,14 @@ DFCCL_F_DEVICE uint64_t dfccl_red_word(int dtype, int op, uint32_t div, uint64_t
     return x.u;
 }
 
-/* Copy `bytes` from src to one or two destinations (block-cooperative). */
+/* Copy `bytes` from src to one or two destinations, shared by the `nt`
+ * threads of a team in which this thread is number `tid` (the movers of
+ * the block, or a part of them). */
 #ifndef DFCCL_COPY_UNROLL
 #define DFCCL_COPY_UNROLL 8
 #endif
-DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t bytes)
+DFCCL_F_DEVICE void dfccl_copy_team(const void *src, void *d0, void *d1, uint64_t bytes,
+                                    uint64_t tid, uint64_t nt)
 {
 #if defined(__CUDACC__)
     const char *s = (const char *)src;
@@ -369,9 +372,8 @@ DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t byt
     if ((((uintptr_t)s | (uintptr_t)p0 | (uintptr_t)p1) & 15) == 0) {
         const uint4 *vs = (const uint4 *)s;
         uint4 *v0 = (uint4 *)p0, *v1 = (uint4 *)p1;
-        const uint64_t st = (uint64_t)DFCCL_NMOVERS;
-        const uint64_t big = st * DFCCL_COPY_UNROLL;
-        uint64_t i = (uint64_t)DFCCL_TID;
+        const uint64_t big = nt * DFCCL_COPY_UNROLL;
+        uint64_t i = tid;
         nvec = bytes / 16;
         /* rounds of DFCCL_COPY_UNROLL vectors per thread, every load of a
          * round in flight before its first store; in the last round a thread
@@ -381,20 +383,20 @@ DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t byt
             uint4 v[DFCCL_COPY_UNROLL];
 #pragma unroll
             for (int u = 0; u < DFCCL_COPY_UNROLL; u++) {
-                v[u] = DFCCL_LDV(&vs[DFCCL_MIN(i + u * st, nvec - 1)]);
+                v[u] = DFCCL_LDV(&vs[DFCCL_MIN(i + u * nt, nvec - 1)]);
             }
 #pragma unroll
             for (int u = 0; u < DFCCL_COPY_UNROLL; u++) {
-                if (i + u * st < nvec) {
-                    v0[i + u * st] = v[u];
+                if (i + u * nt < nvec) {
+                    v0[i + u * nt] = v[u];
                     if (v1 != NULL) {
-                        v1[i + u * st] = v[u];
+                        v1[i + u * nt] = v[u];
                     }
                 }
             }
         }
     }
-    for (uint64_t i = nvec * 16 + DFCCL_TID; i < bytes; i += DFCCL_NMOVERS) {
+    for (uint64_t i = nvec * 16 + tid; i < bytes; i += nt) {
         char v = DFCCL_LD1(char, s, i);
         p0[i] = v;
         if (p1 != NULL) {
@@ -402,6 +404,8 @@ DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t byt
         }
     }
 #else
+    (void)tid;
+    (void)nt;
     if (d0 != src) {
         memmove(d0, src, bytes);
     }
@@ -409,6 +413,12 @@ DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t byt
         memcpy(d1, src, bytes);
     }
 #endif
+}
+
+/* Copy `bytes` from src to one or two destinations (block-cooperative). */
+DFCCL_F_DEVICE void dfccl_copy(const void *src, void *d0, void *d1, uint64_t bytes)
+{
+    dfccl_copy_team(src, d0, d1, bytes, (uint64_t)DFCCL_TID, (uint64_t)DFCCL_NMOVERS);
 }
 
 /*

@@ -234,7 +234,9 @@ static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_gr
         /* a slot holds both parts a rank sends a peer (channel 0's parts
          * are the largest) and a flag per step, each on its own cache
          * line; a ring of such slots per sender, as many as hold
-         * DFCCL_LL_RING_BYTES but at least two, as in one shot */
+         * DFCCL_LL_RING_BYTES but at least cfg->nslots: with k slots a
+         * sender reads its peers' heads across the link once every k - 1
+         * back-to-back calls, not on every call as with two */
         uint64_t off, cnt, slot;
 
         dfccl_ring_partition((int)st->kind, st->count, nch, 0, &off, &cnt);
@@ -245,7 +247,7 @@ static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_gr
         st->chunk_slices = 1;
         st->slot_bytes   = (uint32_t)slot;
         st->proto        = DFCCL_K_PROTO_SIMPLE;
-        st->nslots       = dfccl_coll_ll_slots(cfg, st->slot_bytes, 2);
+        st->nslots       = dfccl_coll_ll_slots(cfg, st->slot_bytes, (size_t)cfg->nslots);
         return sizeof(dfccl_conn_ctrl_t) + (size_t)st->nranks * st->nslots * st->slot_bytes;
     }
     if (st->algo == DFCCL_K_ALGO_ONESHOT) {
