@@ -898,6 +898,10 @@ static int prio_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     setenv("DFCCL_SPIN_HEAD", "4000000000", 1);
     setenv("DFCCL_SPIN_MIN", "4000000000", 1);
     setenv("DFCCL_SPIN_CROWD", "4000000000", 1);
+    /* The callbacks must run in the order of the completion queue: with a
+     * poller thread, it and dfcclWait may each take one completion and run
+     * their callbacks in either order. Here only dfcclWait takes them. */
+    setenv("DFCCL_PROGRESS", "explicit", 1);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     DFCCL_TEST_CHECK(dfcclRegisterAllReduce(small, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &lo) ==
                      DFCCL_OK, "register");
