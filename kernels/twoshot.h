@@ -19,8 +19,9 @@
  * slot of our ring at a peer holds the part we send in step 0, the part we
  * send in step 1, and the two flags, each on its own cache line.
  *
- * Where every pointer, slot and part is a whole number of 16-byte vectors,
- * the reduction of step 0 and the writes of step 1 are one pass: each
+ * On groups of DFCCL_TWOSHOT_FUSE_RANKS ranks and more, where every
+ * pointer, slot and part is a whole number of 16-byte vectors, the
+ * reduction of step 0 and the writes of step 1 are one pass: each
  * thread loads its vectors of our input and of the n - 1 copies, reduces
  * them and stores the result to the output and to every peer at once, so
  * our part is read once and the block syncs once. The n - 1 parts a rank
