@@ -50,42 +50,54 @@
         }                                                                                        \
     } while (0)
 
+/* Thread 0: the least of the peers' words at addr(q) + off, where addr(q)
+ * is peer[q] when `peer` is given, else base + q * stride: relaxed loads,
+ * up to 8 in flight together (one round trip, not one per peer). The
+ * caller fences once (dfccl_fence_acquire_sys) when the answer lets it go
+ * on, which makes them acquires. */
+DFCCL_F_DEVICE uint64_t dfccl_shot_least(const dfccl_exec_t *x, char *const *peer,
+                                         const char *base, uint64_t stride, uint64_t off)
+{
+    const int n = x->st->nranks, me = x->st->rank;
+    uint64_t least = UINT64_MAX;
+
+    for (int q0 = 0; q0 < n; q0 += 8) {
+        uint64_t w[8];
+DFCCL_PRAGMA_UNROLL
+        for (int k = 0; k < 8; k++) {
+            const int q   = q0 + k;
+            const char *a = peer != NULL ? peer[q < n ? q : 0] : base + (uint64_t)q * stride;
+            w[k] = q < n && q != me ? dfccl_ld_relaxed((const uint64_t *)(const void *)(a + off))
+                                    : UINT64_MAX;
+        }
+DFCCL_PRAGMA_UNROLL
+        for (int k = 0; k < 8; k++) {
+            least = DFCCL_MIN(least, w[k]);
+        }
+    }
+    return least;
+}
+
 /* Thread 0: wait, at most x->spin polls, until every peer has consumed the
  * call nslots before this one. */
 DFCCL_F_DEVICE uint32_t dfccl_oneshot_credit(dfccl_exec_t *x)
 {
     const dfccl_coll_static_t *st = x->st;
-    const int n = st->nranks, me = st->rank;
     dfccl_dyn_t *d = &x->dyn;
 
     for (uint32_t i = 0;; i++) {
-        uint64_t least = UINT64_MAX;
+        uint64_t least;
 
         /* a peer that completed this call already (it took our lines from
          * an earlier try) is one ahead of us */
         if (d->head_cache >= d->send_seq || d->send_seq - d->head_cache < st->nslots) {
             return 1;
         }
-        /* the peers' heads across NVLink: relaxed loads, up to 8 in flight
-         * together (one round trip, not one per peer), then one fence that
-         * makes them acquires before our writes into the slots */
-        for (int q0 = 0; q0 < n; q0 += 8) {
-            uint64_t h[8];
-DFCCL_PRAGMA_UNROLL
-            for (int k = 0; k < 8; k++) {
-                const int q = q0 + k;
-                h[k] = q < n && q != me
-                           ? dfccl_ld_relaxed(&((const dfccl_conn_ctrl_t *)x->ch->peer[q])->head)
-                           : UINT64_MAX;
-            }
-DFCCL_PRAGMA_UNROLL
-            for (int k = 0; k < 8; k++) {
-                least = DFCCL_MIN(least, h[k]);
-            }
-        }
+        /* the peers' heads across NVLink */
+        least = dfccl_shot_least(x, x->ch->peer, NULL, 0, offsetof(dfccl_conn_ctrl_t, head));
         d->head_cache = least;
         if (least >= d->send_seq || d->send_seq - least < st->nslots) {
-            dfccl_fence_acquire_sys();
+            dfccl_fence_acquire_sys(); /* before our writes into the slots */
             return 1;
         }
         if (i >= x->spin || (((i & 63) == 63) && dfccl_ld_relaxed(x->abort_flag))) {

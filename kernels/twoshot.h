@@ -61,32 +61,13 @@
 
 /* Thread 0: wait, at most x->spin polls, until every peer's flag of `step`
  * in our region has reached `seq1` (the flags only grow). Each poll reads
- * the flags together, relaxed (up to 8 in flight, not one acquire after
- * the other), and one fence makes them acquires once all have arrived. */
+ * the flags together (dfccl_shot_least), and one fence makes them acquires
+ * once all have arrived. */
 DFCCL_F_DEVICE uint32_t dfccl_twoshot_arrived(const dfccl_exec_t *x, const char *mine,
                                               uint64_t ring, uint64_t flag_off, uint64_t seq1)
 {
-    const int n = x->st->nranks, me = x->st->rank;
-
     for (uint32_t i = 0;; i++) {
-        int all = 1;
-
-        for (int q0 = 0; q0 < n; q0 += 8) {
-            uint64_t f[8];
-DFCCL_PRAGMA_UNROLL
-            for (int k = 0; k < 8; k++) {
-                const int q = q0 + k;
-                f[k] = q < n && q != me
-                           ? dfccl_ld_relaxed((const uint64_t *)(const void *)(
-                                 mine + (uint64_t)q * ring + flag_off))
-                           : seq1;
-            }
-DFCCL_PRAGMA_UNROLL
-            for (int k = 0; k < 8; k++) {
-                all &= f[k] >= seq1;
-            }
-        }
-        if (all) {
+        if (dfccl_shot_least(x, NULL, mine, ring, flag_off) >= seq1) {
             dfccl_fence_acquire_sys();
             return 1;
         }
@@ -170,7 +151,6 @@ typedef struct {
     uint64_t at1;      /* offset of our step-1 part at a peer */
     uint64_t nv;       /* 16-byte vectors in our part */
     int n, me;
-    uint32_t div; /* AVG: the group size, applied with the last peer */
 } dfccl_twoshot_pass_t;
 
 /*
@@ -186,7 +166,7 @@ typedef struct {
     do {                                                                                         \
         const uint64_t nt_ = (uint64_t)DFCCL_NMOVERS, nv_ = p->nv, ring_ = p->ring;              \
         const int n_ = p->n, me_ = p->me;                                                        \
-        const uint32_t div_ = p->div;                                                            \
+        const uint32_t div_ = (uint32_t)n_; /* AVG only: applied with the last peer */          \
         const char *src_ = p->src, *mine_ = p->mine;                                             \
         char *dst_ = p->dst;                                                                     \
         char *to_[DFCCL_ONESHOT_MAX_RANKS - 1];                                                  \
@@ -365,6 +345,8 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
         DFCCL_SHOT_BLOCK_WAIT(x, dfccl_twoshot_arrived(x, mine, ring, flag0, seq1));
         DFCCL_STAMP(x->ctl, DFCCL_STAGE_ARRIVED0);
         if (fused) {
+            /* step 1's writes too: nothing can be switched out before its
+             * flag goes below, so a replay never finds step 1 half sent */
             if (mover && mcnt > 0) {
                 dfccl_twoshot_pass_t p;
                 p.src  = src + mbeg * esz;
@@ -376,38 +358,30 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
                 p.nv   = mcnt * esz / 16;
                 p.n    = n;
                 p.me   = me;
-                p.div  = op == DFCCL_K_AVG ? (uint32_t)n : 0;
                 dfccl_twoshot_pass(dt, op, &p);
             }
-            dfccl_block_sync();
-            DFCCL_STAMP(x->ctl, DFCCL_STAGE_REDUCED);
-            dfccl_twoshot_post(x, ours + flag1, seq1);
-            DFCCL_STAMP(x->ctl, DFCCL_STAGE_SENT1);
-            x->dyn.step  = 1;
-            x->dyn.slice = DFCCL_SHOT_SENT(1);
-            dfccl_prim_moved(x);
-        }
-        /* ours first, then the peers' copies, into the output */
-        for (int k = 1; !fused && k < n; k++) {
-            const char *in = mine + (uint64_t)((me + k) % n) * ring;
-            if (mover && mcnt > 0) {
-                dfccl_reduce_copy(dt, op, in, k == 1 ? src + mbeg * esz : dst + mbeg * esz,
-                                  dst + mbeg * esz, NULL, mcnt,
-                                  (k == n - 1 && op == DFCCL_K_AVG) ? (uint32_t)n : 0);
+        } else {
+            /* ours first, then the peers' copies, into the output */
+            for (int k = 1; k < n; k++) {
+                const char *in = mine + (uint64_t)((me + k) % n) * ring;
+                if (mover && mcnt > 0) {
+                    dfccl_reduce_copy(dt, op, in, k == 1 ? src + mbeg * esz : dst + mbeg * esz,
+                                      dst + mbeg * esz, NULL, mcnt,
+                                      (k == n - 1 && op == DFCCL_K_AVG) ? (uint32_t)n : 0);
+                }
+                dfccl_block_sync();
             }
-            dfccl_block_sync();
         }
-        if (!fused) {
-            DFCCL_STAMP(x->ctl, DFCCL_STAGE_REDUCED);
-            x->dyn.step = 1;
-            dfccl_prim_moved(x);
-        }
+        DFCCL_STAMP(x->ctl, DFCCL_STAGE_REDUCED);
+        x->dyn.step = 1;
+        dfccl_prim_moved(x);
     }
 
-    /* step 1: our reduced part to every peer, then theirs into the output */
+    /* step 1: our reduced part to every peer (written by the one pass
+     * already), then theirs into the output */
     if (x->dyn.slice < DFCCL_SHOT_SENT(1)) {
         /* two peers per pass: one load of our part feeds both */
-        for (int k = 1; mover && k < n && mcnt > 0; k += 2) {
+        for (int k = 1; !fused && mover && k < n && mcnt > 0; k += 2) {
             dfccl_reduce_copy(dt, op, dst + mbeg * esz, NULL,
                               x->ch->peer[(me + k) % n] + ours + pbytes,
                               k + 1 < n ? x->ch->peer[(me + k + 1) % n] + ours + pbytes : NULL,
