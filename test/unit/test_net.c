@@ -180,7 +180,7 @@ static void net_disorder(net_mode_t mode, int n)
 {
     net_disorder_arg_t a = {mode,
                             {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL,
-                             NULL, NULL, NULL, NULL, 0}};
+                             NULL, NULL, NULL, NULL, 0, NULL, NULL}};
     ck_assert_int_eq(dfccl_test_mp_run(n, 300, net_disorder_body, &a), 0);
 }
 
@@ -195,7 +195,7 @@ START_TEST(test_net_disorder_groups_explicit)
 {
     net_disorder_arg_t a = {NET_FORCED,
                             {20, {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536}, NCOLL, 1,
-                             NULL, NULL, NULL, NULL, NULL, 0}};
+                             NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL}};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, net_disorder_body, &a), 0);
 }
 END_TEST
