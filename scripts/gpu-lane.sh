@@ -14,6 +14,11 @@
 #                     split over several runs passes the same BUILDDIR
 #   -u "TEST ..."     the unit step runs only these programs of test/unit
 #                     (default: all of them)
+#   --mps             run the steps under an MPS control daemon of the lane's
+#                     own (CUDA_MPS_PIPE_DIRECTORY under BUILDDIR), stopped
+#                     around the sanitizer step, whose tools need plain
+#                     contexts: ranks that share a GPU then run side by side
+#                     instead of in time slices (about 1 ms per collective)
 #   --no-autoreconf   skip autoreconf -fi (the tree already has configure)
 #
 # Steps, each logged to $OUT/<step>.log when OUT is set (else BUILDDIR/logs):
@@ -43,6 +48,7 @@ ranks="2 4"
 steps="build unit gpu mpi sanitizer reliability soak"
 reconf=1
 unit=
+mps=0
 while [ $# -gt 0 ]; do
     case "$1" in
     -b) build=$2; shift 2 ;;
@@ -50,8 +56,9 @@ while [ $# -gt 0 ]; do
     -r) ranks=$2; shift 2 ;;
     -s) steps=$2; shift 2 ;;
     -u) unit=$2; shift 2 ;;
+    --mps) mps=1; shift ;;
     --no-autoreconf) reconf=0; shift ;;
-    -h|--help) sed -n '3,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,41p' "$0"; exit 0 ;;
     *) echo "gpu-lane: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -82,7 +89,30 @@ step() {
     return $rc
 }
 
+# MPS: one control daemon for the lane, with its own pipe and log
+# directories, so that it neither finds nor disturbs another one.
+mps_start() {
+    [ $mps = 1 ] || return 0
+    export CUDA_MPS_PIPE_DIRECTORY="$build/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$build/mps/log"
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if ! nvidia-cuda-mps-control -d; then
+        echo "gpu-lane: cannot start the MPS control daemon (nvidia-cuda-mps-control -d)" >&2
+        failed+=(mps)
+        finish
+    fi
+    echo "== MPS control daemon started ($CUDA_MPS_PIPE_DIRECTORY)"
+}
+
+mps_stop() {
+    [ $mps = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] || return 0
+    echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+    sleep 1
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    echo "== MPS control daemon stopped"
+}
+
 finish() {
+    mps_stop
     echo
     echo "== GPU lane summary (logs in $logs)"
     printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
@@ -123,6 +153,7 @@ elif [ ! -f "$build/Makefile" ]; then
     exit 1
 fi
 
+mps_start
 # one test program at a time: they share the GPUs
 if want unit; then
     if [ -n "$unit" ]; then
@@ -176,6 +207,7 @@ if want mpi; then
 fi
 
 if want sanitizer; then
+    mps_stop
     san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     if [ -x "$san" ]; then
         step memcheck-allreduce-2ranks env DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=70000 \
@@ -206,6 +238,7 @@ if want sanitizer; then
         echo "gpu-lane: compute-sanitizer not found" >&2
         failed+=(compute-sanitizer)
     fi
+    mps_start
 fi
 if want reliability; then
     step reliability-cuda env DFCCL_BACKEND=cuda make -C test/reliability check
