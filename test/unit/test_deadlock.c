@@ -174,8 +174,8 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 
 START_TEST(test_disorder)
 {
-    disorder_arg_t a = {200, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, NULL,
-                        NULL, NULL, NULL, 0, NULL, NULL};
+    disorder_arg_t a = {.iters = 200,
+                        .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, .groups = 1};
     if (getenv("DFCCL_TEST_QUICK") != NULL) {
         a.iters = 20;
     }
@@ -185,8 +185,9 @@ END_TEST
 
 START_TEST(test_disorder_explicit_progress)
 {
-    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 1, NULL, NULL,
-                        NULL, NULL, NULL, 0, NULL, NULL};
+    disorder_arg_t a = {.iters = 50,
+                        .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, .groups = 1,
+                        .explicit = 1};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
 }
 END_TEST
@@ -194,8 +195,9 @@ END_TEST
 START_TEST(test_disorder_groups)
 {
     /* one group per collective, mid-sized collectives, 2 and 3 ranks */
-    disorder_arg_t a = {50, {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536}, NCOLL, 0,
-                        NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL};
+    disorder_arg_t a = {.iters = 50,
+                        .counts = {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536},
+                        .groups = NCOLL};
     ck_assert_int_eq(dfccl_test_mp_run(2, 300, disorder_body, &a), 0);
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
 }
@@ -206,8 +208,9 @@ START_TEST(test_disorder_arrivals)
     /* every policy of the scheduler on either backend (the tests above
      * run the backend's default): queue order only, a look for arrived
      * data after a pass with a stuck collective, and in every pass */
-    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, "off", NULL,
-                        NULL, NULL, NULL, 0, NULL, NULL};
+    disorder_arg_t a = {.iters = 50,
+                        .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, .groups = 1,
+                        .arrivals = "off"};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     a.arrivals = "stuck";
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
@@ -222,8 +225,9 @@ START_TEST(test_disorder_spins)
      * default has no cap): a cap of 2 polls with first runs that give way
      * after one, then first runs that wait like any other, on the ring,
      * in one shot and in two shot */
-    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, NULL,
-                        NULL, NULL, NULL, 0, "2", "1"};
+    disorder_arg_t a = {.iters = 50,
+                        .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, .groups = 1,
+                        .crowd = "2", .fresh = "1"};
     ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
     a.fresh = "4000000000";
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
@@ -244,8 +248,9 @@ START_TEST(test_disorder_algos)
     /* every allreduce on the ring, then those up to 64 KiB in one shot
      * (1 to 65536 floats: five of the eight), whatever the backend's
      * default, then one shot on several channels */
-    disorder_arg_t a = {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL, "0",
-                        NULL, NULL, NULL, 0, NULL, NULL};
+    disorder_arg_t a = {.iters = 50,
+                        .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, .groups = 1,
+                        .oneshot = "0"};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     a.oneshot = "65536";
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);

@@ -178,9 +178,10 @@ static int net_disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 /* the disorder scenario of 8 sizes on one group, on n ranks */
 static void net_disorder(net_mode_t mode, int n)
 {
-    net_disorder_arg_t a = {mode,
-                            {50, {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, 1, 0, NULL,
-                             NULL, NULL, NULL, NULL, 0, NULL, NULL}};
+    net_disorder_arg_t a = {.mode = mode,
+                            .d = {.iters = 50,
+                                  .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000},
+                                  .groups = 1}};
     ck_assert_int_eq(dfccl_test_mp_run(n, 300, net_disorder_body, &a), 0);
 }
 
@@ -193,9 +194,10 @@ END_TEST
 
 START_TEST(test_net_disorder_groups_explicit)
 {
-    net_disorder_arg_t a = {NET_FORCED,
-                            {20, {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536}, NCOLL, 1,
-                             NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL}};
+    net_disorder_arg_t a = {.mode = NET_FORCED,
+                            .d = {.iters = 20,
+                                  .counts = {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536},
+                                  .groups = NCOLL, .explicit = 1}};
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, net_disorder_body, &a), 0);
 }
 END_TEST
