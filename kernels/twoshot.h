@@ -28,6 +28,13 @@
  * sends in step 0, and those it copies out in step 1, go on teams of warps,
  * one per part, all in flight together.
  *
+ * On groups of at most DFCCL_TWOSHOT_PAIR_RANKS ranks (two), the two steps
+ * become one: each rank writes its whole share to the peer (the slot's two
+ * parts hold it), waits for the peer's, and reduces both into the output in
+ * rank order, so that both ranks compute the same bits. Each rank still
+ * sends its share once, but the call pays one release and one flag wait
+ * instead of two of each.
+ *
  * Only rank r reduces part r, so the order of its reduction needs no
  * agreement: it starts from its own input, which makes an in-place call
  * safe (part r of the input is read before the output overwrites it).
@@ -50,6 +57,16 @@
  * the slower). */
 #ifndef DFCCL_TWOSHOT_FUSE_RANKS
 #define DFCCL_TWOSHOT_FUSE_RANKS 3
+#endif
+
+/* Largest group that takes the one-step form (each rank reduces the whole
+ * share; the slot's two parts must hold it, which they do for two ranks
+ * only). 0 turns it off. */
+#ifndef DFCCL_TWOSHOT_PAIR_RANKS
+#define DFCCL_TWOSHOT_PAIR_RANKS 2
+#endif
+#if DFCCL_TWOSHOT_PAIR_RANKS > 2
+#error "DFCCL_TWOSHOT_PAIR_RANKS: the slots hold a whole share for two ranks at most"
 #endif
 
 /* Vectors per thread in flight in the one-pass reduction. */
@@ -92,6 +109,20 @@ DFCCL_F_DEVICE void dfccl_twoshot_post(const dfccl_exec_t *x, uint64_t at, uint6
             }
         }
     }
+}
+
+/* After the block's writes of `step`: the barrier that orders them before
+ * the flag at `at` (dfccl_twoshot_post), and the step recorded as sent,
+ * so that a replay does not send it again. */
+DFCCL_F_DEVICE void dfccl_twoshot_sent(dfccl_exec_t *x, uint64_t at, uint64_t seq1, int step,
+                                       int stage)
+{
+    dfccl_block_sync();
+    dfccl_twoshot_post(x, at, seq1);
+    DFCCL_STAMP(x->ctl, stage);
+    (void)stage;
+    x->dyn.slice = DFCCL_SHOT_SENT(step);
+    dfccl_prim_moved(x);
 }
 
 /* Part q of the channel's share, of pe elements but the last: its first
@@ -293,6 +324,21 @@ DFCCL_F_DEVICE void dfccl_twoshot_pass(int dtype, int op, const dfccl_twoshot_pa
     }
 }
 
+/* The call's end, once the block has read everything the peers wrote into
+ * our region: the next slot, and our head for the peers' credit. */
+DFCCL_F_DEVICE int dfccl_twoshot_done(dfccl_exec_t *x)
+{
+    DFCCL_STAMP(x->ctl, DFCCL_STAGE_COPIED);
+    x->dyn.send_seq++;
+    x->dyn.recv_seq++;
+    if (DFCCL_TID == 0) {
+        dfccl_st_consumed(&((dfccl_conn_ctrl_t *)(void *)x->ch->recv_ctrl)->head,
+                          x->dyn.recv_seq);
+    }
+    dfccl_prim_moved(x);
+    return DFCCL_PRIM_DONE;
+}
+
 DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
 {
     const dfccl_coll_static_t *st = x->st;
@@ -323,6 +369,30 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
 
     dfccl_twoshot_team(n - 1, &k0, &kstep, &ttid, &tnt);
 
+    if (n <= DFCCL_TWOSHOT_PAIR_RANKS) {
+        /* one step: our whole share to the peer, the peer's into the output
+         * with ours, in rank order; nothing reaches the output before the
+         * wait has passed, and after it the call runs to its end */
+        const char *in = mine + (uint64_t)(1 - me) * ring;
+
+        if (x->dyn.slice < DFCCL_SHOT_SENT(0)) {
+            DFCCL_SHOT_BLOCK_WAIT(x, dfccl_oneshot_credit(x));
+            DFCCL_STAMP(x->ctl, DFCCL_STAGE_CREDIT);
+            if (mover && ch->cnt > 0) {
+                dfccl_twoshot_copy(src, x->ch->peer[1 - me] + ours, ch->cnt * esz, ttid, tnt);
+            }
+            dfccl_twoshot_sent(x, ours + flag0, seq1, 0, DFCCL_STAGE_SENT0);
+        }
+        DFCCL_SHOT_BLOCK_WAIT(x, dfccl_twoshot_arrived(x, mine, ring, flag0, seq1));
+        DFCCL_STAMP(x->ctl, DFCCL_STAGE_ARRIVED0);
+        if (mover && ch->cnt > 0) {
+            dfccl_reduce_copy(dt, op, me == 0 ? src : in, me == 0 ? in : src, dst, NULL, ch->cnt,
+                              op == DFCCL_K_AVG ? 2u : 0u);
+        }
+        dfccl_block_sync(); /* every read of our region is done */
+        return dfccl_twoshot_done(x);
+    }
+
     if (x->dyn.step == 0) {
         if (x->dyn.slice < DFCCL_SHOT_SENT(0)) {
             DFCCL_SHOT_BLOCK_WAIT(x, dfccl_oneshot_credit(x));
@@ -336,11 +406,7 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
                                        tnt);
                 }
             }
-            dfccl_block_sync();
-            dfccl_twoshot_post(x, ours + flag0, seq1);
-            DFCCL_STAMP(x->ctl, DFCCL_STAGE_SENT0);
-            x->dyn.slice = DFCCL_SHOT_SENT(0);
-            dfccl_prim_moved(x); /* saved if we are switched out below */
+            dfccl_twoshot_sent(x, ours + flag0, seq1, 0, DFCCL_STAGE_SENT0);
         }
         DFCCL_SHOT_BLOCK_WAIT(x, dfccl_twoshot_arrived(x, mine, ring, flag0, seq1));
         DFCCL_STAMP(x->ctl, DFCCL_STAGE_ARRIVED0);
@@ -387,11 +453,7 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
                               k + 1 < n ? x->ch->peer[(me + k + 1) % n] + ours + pbytes : NULL,
                               mcnt, 0);
         }
-        dfccl_block_sync();
-        dfccl_twoshot_post(x, ours + flag1, seq1);
-        DFCCL_STAMP(x->ctl, DFCCL_STAGE_SENT1);
-        x->dyn.slice = DFCCL_SHOT_SENT(1);
-        dfccl_prim_moved(x);
+        dfccl_twoshot_sent(x, ours + flag1, seq1, 1, DFCCL_STAGE_SENT1);
     }
     DFCCL_SHOT_BLOCK_WAIT(x, dfccl_twoshot_arrived(x, mine, ring, flag1, seq1));
     DFCCL_STAMP(x->ctl, DFCCL_STAGE_ARRIVED1);
@@ -405,14 +467,7 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
         }
     }
     dfccl_block_sync(); /* every copy out of our region is done */
-    DFCCL_STAMP(x->ctl, DFCCL_STAGE_COPIED);
-    x->dyn.send_seq++;
-    x->dyn.recv_seq++;
-    if (DFCCL_TID == 0) {
-        dfccl_st_consumed(&((dfccl_conn_ctrl_t *)(void *)ch->recv_ctrl)->head, x->dyn.recv_seq);
-    }
-    dfccl_prim_moved(x);
-    return DFCCL_PRIM_DONE;
+    return dfccl_twoshot_done(x);
 }
 
 #endif /* DFCCL_KERNELS_TWOSHOT_H_ */

@@ -125,8 +125,11 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
      * channels of 32 KiB: on 4 H200s, medians of 44.3 us at 1 MiB and 54.0
      * at 2 MiB against the ring's 49.7 and 57.3; at 4 MiB the ring is
      * faster (71.5 against 61.9); on 2, 1 MiB 31.0 against 31.5
-     * (docs/performance.md, "Two shot"). The host backend keeps the ring
-     * (not measured there). */
+     * (docs/performance.md, "Two shot"), and in one step on 2 ranks 28.0
+     * to 28.3 (512 KiB 25.5 to 25.9 against two steps' 30.5 to 31.7), where
+     * one shot stays the faster up to 256 KiB (128 KiB 20.4 to 21.5
+     * against 24.2; "Two shot in one step"). The host backend keeps the
+     * ring (not measured there). */
     dfccl_size_default(&c->twoshot_bytes, SIZE_MAX, host ? 0 : (2 << 20),
                        DFCCL_TWOSHOT_MAX_BYTES);
     dfccl_size_default(&c->twoshot_channel_bytes, 0,
