@@ -437,18 +437,17 @@ DFCCL_F_DEVICE int dfccl_daemon_arrived(const dfccl_daemon_args_t *a, uint32_t b
                                  (a->dyn[slot].step != 0 ? DFCCL_CACHELINE : 0);
         int all = 1;
 
+        if (st->algo != DFCCL_K_ALGO_ONESHOT) {
+            return dfccl_shot_least(st->nranks, st->rank, NULL,
+                                    ch->recv_data + (seq % st->nslots) * st->slot_bytes,
+                                    (uint64_t)st->nslots * st->slot_bytes, flag_at) > seq;
+        }
         for (int q = 0; q < st->nranks && all; q++) {
             const uint64_t idx = (uint64_t)q * st->nslots + seq % st->nslots; /* its slot */
 
-            if (q == st->rank) {
-                continue;
-            }
-            if (st->algo == DFCCL_K_ALGO_ONESHOT) {
+            if (q != st->rank) {
                 all = dfccl_ll_load(ch->recv_data + idx * 2ull * st->slot_bytes,
                                     (uint32_t)(seq + 1), &d0, &d1);
-            } else {
-                all = dfccl_ld_relaxed((const uint64_t *)(const void *)(
-                          ch->recv_data + idx * st->slot_bytes + flag_at)) > seq;
             }
         }
         return all;

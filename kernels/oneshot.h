@@ -50,15 +50,14 @@
         }                                                                                        \
     } while (0)
 
-/* Thread 0: the least of the peers' words at addr(q) + off, where addr(q)
- * is peer[q] when `peer` is given, else base + q * stride: relaxed loads,
- * up to 8 in flight together (one round trip, not one per peer). The
- * caller fences once (dfccl_fence_acquire_sys) when the answer lets it go
- * on, which makes them acquires. */
-DFCCL_F_DEVICE uint64_t dfccl_shot_least(const dfccl_exec_t *x, char *const *peer,
-                                         const char *base, uint64_t stride, uint64_t off)
+/* The least of the words at addr(q) + off of the n - 1 ranks q other than
+ * `me`, where addr(q) is peer[q] when `peer` is given, else base + q *
+ * stride: relaxed loads, up to 8 in flight together (one round trip, not
+ * one per peer). A caller that goes on because of the answer fences once
+ * (dfccl_fence_acquire_sys), which makes them acquires. */
+DFCCL_F_DEVICE uint64_t dfccl_shot_least(int n, int me, char *const *peer, const char *base,
+                                         uint64_t stride, uint64_t off)
 {
-    const int n = x->st->nranks, me = x->st->rank;
     uint64_t least = UINT64_MAX;
 
     for (int q0 = 0; q0 < n; q0 += 8) {
@@ -94,7 +93,8 @@ DFCCL_F_DEVICE uint32_t dfccl_oneshot_credit(dfccl_exec_t *x)
             return 1;
         }
         /* the peers' heads across NVLink */
-        least = dfccl_shot_least(x, x->ch->peer, NULL, 0, offsetof(dfccl_conn_ctrl_t, head));
+        least = dfccl_shot_least(st->nranks, st->rank, x->ch->peer, NULL, 0,
+                                 offsetof(dfccl_conn_ctrl_t, head));
         d->head_cache = least;
         if (least >= d->send_seq || d->send_seq - least < st->nslots) {
             dfccl_fence_acquire_sys(); /* before our writes into the slots */

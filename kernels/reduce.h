@@ -196,20 +196,27 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
         }                                                                     \
     } while (0)
 
-/* Integer types: T the type, U its unsigned twin (for wrapping arithmetic). */
+/* The ops of an integer type T, U its unsigned twin (for wrapping
+ * arithmetic): LOOP(T, EXPR) for the `op` in scope, EXPR computed from x_
+ * and y_. Every integer loop (here and in twoshot.h) takes its ops from
+ * this one table. */
+#define DFCCL_RED_INT_OPS(LOOP, T, U)                                         \
+    switch (op) {                                                             \
+    case DFCCL_K_SUM:  LOOP(T, (T)((U)x_ + (U)y_)); break;                    \
+    case DFCCL_K_PROD: LOOP(T, (T)((U)x_ * (U)y_)); break;                    \
+    case DFCCL_K_MIN:  LOOP(T, x_ < y_ ? x_ : y_); break;                     \
+    case DFCCL_K_MAX:  LOOP(T, x_ > y_ ? x_ : y_); break;                     \
+    default: break;                                                           \
+    }
+
+/* Integer types: T the type, U its unsigned twin. */
 #define DFCCL_DEFINE_RED_INT(NAME, T, U)                                      \
     DFCCL_F_RED void dfccl_red_##NAME(int op, const void *a, const void *b,   \
                                          void *d0, void *d1, uint64_t n)      \
     {                                                                         \
         const T *pa = (const T *)a, *pb = (const T *)b;                       \
         T *pd0 = (T *)d0, *pd1 = (T *)d1;                                     \
-        switch (op) {                                                         \
-        case DFCCL_K_SUM:  DFCCL_RED_LOOP(T, (T)((U)x_ + (U)y_)); break;      \
-        case DFCCL_K_PROD: DFCCL_RED_LOOP(T, (T)((U)x_ * (U)y_)); break;      \
-        case DFCCL_K_MIN:  DFCCL_RED_LOOP(T, x_ < y_ ? x_ : y_); break;       \
-        case DFCCL_K_MAX:  DFCCL_RED_LOOP(T, x_ > y_ ? x_ : y_); break;       \
-        default: break;                                                       \
-        }                                                                     \
+        DFCCL_RED_INT_OPS(DFCCL_RED_LOOP, T, U)                               \
     }
 
 DFCCL_DEFINE_RED_INT(i8, int8_t, uint8_t)

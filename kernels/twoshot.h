@@ -84,7 +84,7 @@ DFCCL_F_DEVICE uint32_t dfccl_twoshot_arrived(const dfccl_exec_t *x, const char 
                                               uint64_t ring, uint64_t flag_off, uint64_t seq1)
 {
     for (uint32_t i = 0;; i++) {
-        if (dfccl_shot_least(x, NULL, mine, ring, flag_off) >= seq1) {
+        if (dfccl_shot_least(x->st->nranks, x->st->rank, NULL, mine, ring, flag_off) >= seq1) {
             dfccl_fence_acquire_sys();
             return 1;
         }
@@ -254,13 +254,7 @@ typedef struct {
 #define DFCCL_DEFINE_TWOSHOT_INT(NAME, T, U)                                                     \
     DFCCL_F_NOINLINE void dfccl_twoshot_pass_##NAME(const dfccl_twoshot_pass_t *p, int op)      \
     {                                                                                            \
-        switch (op) {                                                                            \
-        case DFCCL_K_SUM:  DFCCL_TWOSHOT_PASS(T, (T)((U)x_ + (U)y_)); break;                     \
-        case DFCCL_K_PROD: DFCCL_TWOSHOT_PASS(T, (T)((U)x_ * (U)y_)); break;                     \
-        case DFCCL_K_MIN:  DFCCL_TWOSHOT_PASS(T, x_ < y_ ? x_ : y_); break;                      \
-        case DFCCL_K_MAX:  DFCCL_TWOSHOT_PASS(T, x_ > y_ ? x_ : y_); break;                      \
-        default: break;                                                                          \
-        }                                                                                        \
+        DFCCL_RED_INT_OPS(DFCCL_TWOSHOT_PASS, T, U)                                              \
     }
 DFCCL_DEFINE_TWOSHOT_INT(i8, int8_t, uint8_t)
 DFCCL_DEFINE_TWOSHOT_INT(u8, uint8_t, uint8_t)
