@@ -219,12 +219,18 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
         DFCCL_RED_INT_OPS(DFCCL_RED_LOOP, T, U)                               \
     }
 
-DFCCL_DEFINE_RED_INT(i8, int8_t, uint8_t)
-DFCCL_DEFINE_RED_INT(u8, uint8_t, uint8_t)
-DFCCL_DEFINE_RED_INT(i32, int32_t, uint32_t)
-DFCCL_DEFINE_RED_INT(u32, uint32_t, uint32_t)
-DFCCL_DEFINE_RED_INT(i64, int64_t, uint64_t)
-DFCCL_DEFINE_RED_INT(u64, uint64_t, uint64_t)
+/* The integer types, as X(NAME, T, U), U the unsigned twin of T: every
+ * family of integer loops (here and in twoshot.h) is defined from this one
+ * list. */
+#define DFCCL_INT_TYPES(X)                                                    \
+    X(i8, int8_t, uint8_t)                                                    \
+    X(u8, uint8_t, uint8_t)                                                   \
+    X(i32, int32_t, uint32_t)                                                 \
+    X(u32, uint32_t, uint32_t)                                                \
+    X(i64, int64_t, uint64_t)                                                 \
+    X(u64, uint64_t, uint64_t)
+
+DFCCL_INT_TYPES(DFCCL_DEFINE_RED_INT)
 
 /* Native floating types. `div` > 0 divides the result (final step of AVG). */
 #define DFCCL_DEFINE_RED_FLOAT(NAME, T)                                       \

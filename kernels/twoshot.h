@@ -256,12 +256,7 @@ typedef struct {
     {                                                                                            \
         DFCCL_RED_INT_OPS(DFCCL_TWOSHOT_PASS, T, U)                                              \
     }
-DFCCL_DEFINE_TWOSHOT_INT(i8, int8_t, uint8_t)
-DFCCL_DEFINE_TWOSHOT_INT(u8, uint8_t, uint8_t)
-DFCCL_DEFINE_TWOSHOT_INT(i32, int32_t, uint32_t)
-DFCCL_DEFINE_TWOSHOT_INT(u32, uint32_t, uint32_t)
-DFCCL_DEFINE_TWOSHOT_INT(i64, int64_t, uint64_t)
-DFCCL_DEFINE_TWOSHOT_INT(u64, uint64_t, uint64_t)
+DFCCL_INT_TYPES(DFCCL_DEFINE_TWOSHOT_INT)
 
 #define DFCCL_DEFINE_TWOSHOT_FLOAT(NAME, T)                                                      \
     DFCCL_F_NOINLINE void dfccl_twoshot_pass_##NAME(const dfccl_twoshot_pass_t *p, int op)      \
