@@ -11,6 +11,8 @@
  */
 #include "../backend/cuda_int.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(((dfccl_seg_t *)0)->ipc),
@@ -103,9 +105,52 @@ void dfccl_p2p_release(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg)
     seg->dev_base = NULL;
 }
 
+/*
+ * Peer access is a property of the (device, peer) pair in the process, not of
+ * a communicator: enabling it a second time fails with
+ * cudaErrorPeerAccessAlreadyEnabled, which error checkers such as
+ * compute-sanitizer report. So each pair is enabled once per process, under a
+ * lock, and the outcome is remembered; devices beyond the table (more than
+ * 64) fall back to asking every time and clearing the "already" error.
+ */
+#define DFCCL_PEER_MAX_DEVICES 64
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t peer_enabled[DFCCL_PEER_MAX_DEVICES];
+static uint64_t peer_failed[DFCCL_PEER_MAX_DEVICES];
+
+/* caller holds peer_lock and is on `device` */
+static int peer_enable(int device, int peer_device)
+{
+    int known = device < DFCCL_PEER_MAX_DEVICES && peer_device < DFCCL_PEER_MAX_DEVICES;
+    uint64_t bit = known ? UINT64_C(1) << peer_device : 0;
+    cudaError_t e;
+
+    if (known && (peer_enabled[device] & bit)) {
+        return 1;
+    }
+    if (known && (peer_failed[device] & bit)) {
+        return 0;
+    }
+    e = cudaDeviceEnablePeerAccess(peer_device, 0);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+    }
+    if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+        dfccl_info("p2p transport: cudaDeviceEnablePeerAccess(%d) on device %d: %s",
+                   peer_device, device, cudaGetErrorString(e));
+        if (known) {
+            peer_failed[device] |= bit;
+        }
+        return 0;
+    }
+    if (known) {
+        peer_enabled[device] |= bit;
+    }
+    return 1;
+}
+
 int dfccl_p2p_reachable(struct dfccl_rank_ctx *ctx, int peer_device)
 {
-    cudaError_t e;
     int can = 0, prev;
 
     if (peer_device == ctx->device) {
@@ -120,15 +165,9 @@ int dfccl_p2p_reachable(struct dfccl_rank_ctx *ctx, int peer_device)
         return 0;
     }
     /* IPC mappings enable it lazily; enable it here too for direct use. */
-    e = cudaDeviceEnablePeerAccess(peer_device, 0);
-    if (e == cudaErrorPeerAccessAlreadyEnabled) {
-        (void)cudaGetLastError();
-    } else if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        dfccl_info("p2p transport: cudaDeviceEnablePeerAccess(%d) on device %d: %s",
-                   peer_device, ctx->device, cudaGetErrorString(e));
-        can = 0;
-    }
+    pthread_mutex_lock(&peer_lock);
+    can = peer_enable(ctx->device, peer_device);
+    pthread_mutex_unlock(&peer_lock);
     dfccl_cuda_device_leave(ctx, prev);
     return can;
 }
