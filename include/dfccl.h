@@ -140,14 +140,22 @@ typedef struct {
     dfccl_progress_t  progress;     /* DFCCL_PROGRESS: thread|explicit */
     dfccl_transport_t transport;    /* DFCCL_TRANSPORT: auto|shm|p2p */
     int      max_blocks;            /* DFCCL_MAX_BLOCKS: daemon blocks: the most channels
-                                     * of any collective (host 2, cuda 20) */
+                                     * of any collective (host 2, cuda 32) */
     int      threads_per_block;     /* DFCCL_THREADS: CUDA threads per daemon block */
     int      max_channels;          /* DFCCL_CHANNELS: [group] channels per collective
                                      * (host max_blocks, cuda 16; at most max_blocks) */
     size_t   wide_bytes;            /* DFCCL_WIDE_BYTES: [group] allreduces, allgathers
                                      * and reduce-scatters of at least this many
-                                     * bytes may use max_blocks channels (0: never;
+                                     * bytes may use wide_channels channels (0: never;
                                      * default 256 MiB) */
+    int      wide_channels;         /* DFCCL_WIDE_CHANNELS: [group] their channels (host
+                                     * max_blocks, cuda 20; at least max_channels, at
+                                     * most max_blocks) */
+    size_t   pair_bytes;            /* DFCCL_PAIR_BYTES: [group] on groups of two ranks
+                                     * that write to each other, on two GPUs (or on the
+                                     * host backend), allreduces of at least this many
+                                     * bytes use max_blocks channels (0: never; default
+                                     * host never, cuda 64 MiB) */
     size_t   min_channel_bytes;     /* DFCCL_CHANNEL_BYTES: [group] bytes per extra channel */
     size_t   slot_bytes;            /* DFCCL_SLOT_BYTES: [group] connector slot size */
     int      nslots;                /* DFCCL_SLOTS: [group] slots per connector */

@@ -103,6 +103,7 @@ static unsigned int dfccl_quit_us, dfccl_relaunch_us;
 static int dfccl_wait_spin_us; /* -1: backend default */
 static long dfccl_oneshot_bytes; /* -1: backend default */
 static long dfccl_twoshot_bytes; /* -1: backend default */
+static long dfccl_pair_bytes;    /* -1: backend default */
 
 static int dfccl_register(void)
 {
@@ -145,6 +146,7 @@ static int dfccl_register(void)
     dfccl_wait_spin_us = c->wait_spin_us == UINT32_MAX ? -1 : (int)c->wait_spin_us;
     dfccl_oneshot_bytes = c->oneshot_bytes == SIZE_MAX ? -1 : (long)c->oneshot_bytes;
     dfccl_twoshot_bytes = c->twoshot_bytes == SIZE_MAX ? -1 : (long)c->twoshot_bytes;
+    dfccl_pair_bytes = c->pair_bytes == SIZE_MAX ? -1 : (long)c->pair_bytes;
 
     dfccl_reg("priority", "Priority of the dfccl coll component; it must be above the "
               "components it falls back to (tuned is 30)", MCA_BASE_VAR_TYPE_INT, NULL,
@@ -204,7 +206,7 @@ static int dfccl_register(void)
               "the buffers before the MPI call", MCA_BASE_VAR_TYPE_INT, NULL,
               &cm->sync_default_stream);
     dfccl_reg("max_blocks", "Daemon blocks, the most channels of any collective, 0 = "
-              "backend default (20 on GPUs) (DFCCL_MAX_BLOCKS)",
+              "backend default (32 on GPUs) (DFCCL_MAX_BLOCKS)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->max_blocks);
     dfccl_reg("threads", "CUDA threads per daemon block (DFCCL_THREADS)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->threads_per_block);
@@ -212,9 +214,16 @@ static int dfccl_register(void)
               "most max_blocks); same on every rank (DFCCL_CHANNELS)", MCA_BASE_VAR_TYPE_INT,
               NULL, &c->max_channels);
     dfccl_reg("wide_bytes", "Allreduces, allgathers and reduce-scatters of at least this "
-              "many bytes may use max_blocks channels instead of channels, 0 = never; same "
-              "on every rank (DFCCL_WIDE_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
+              "many bytes may use wide_channels channels instead of channels, 0 = never; "
+              "same on every rank (DFCCL_WIDE_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
               &c->wide_bytes);
+    dfccl_reg("wide_channels", "Channels of the collectives of wide_bytes and up, 0 = "
+              "backend default (20 on GPUs; between channels and max_blocks); same on every "
+              "rank (DFCCL_WIDE_CHANNELS)", MCA_BASE_VAR_TYPE_INT, NULL, &c->wide_channels);
+    dfccl_reg("pair_bytes", "On communicators of two ranks on two GPUs, allreduces of at "
+              "least this many bytes use max_blocks channels, 0 = never, -1 = backend "
+              "default (64 MiB on GPUs); same on every rank (DFCCL_PAIR_BYTES)",
+              MCA_BASE_VAR_TYPE_LONG, NULL, &dfccl_pair_bytes);
     dfccl_reg("conn_budget", "Connector bytes that a communicator's registered collectives "
               "hold at full size; registrations past it get lean connectors (at most 16 "
               "channels of 2 slots of 32 KiB), 0 = no limit; same on every rank "
@@ -289,6 +298,7 @@ static int dfccl_open(void)
     c->wait_spin_us = dfccl_wait_spin_us < 0 ? UINT32_MAX : (uint32_t)dfccl_wait_spin_us;
     c->oneshot_bytes = dfccl_oneshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_oneshot_bytes;
     c->twoshot_bytes = dfccl_twoshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_twoshot_bytes;
+    c->pair_bytes = dfccl_pair_bytes < 0 ? SIZE_MAX : (size_t)dfccl_pair_bytes;
     if (cm->instances < 1) {
         mca_coll_dfccl_warn("coll_dfccl_instances=%d is below 1; using 1", cm->instances);
         cm->instances = 1;

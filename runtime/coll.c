@@ -32,7 +32,8 @@
 /* The settings that must be the same on every rank for registrations to
  * match, named in mismatch errors. */
 static const char dfccl_coll_layout_vars[] =
-    "DFCCL_CHANNELS, DFCCL_MAX_BLOCKS, DFCCL_WIDE_BYTES, DFCCL_CONN_BUDGET, DFCCL_SLOT_BYTES, "
+    "DFCCL_CHANNELS, DFCCL_MAX_BLOCKS, DFCCL_WIDE_BYTES, DFCCL_WIDE_CHANNELS, "
+    "DFCCL_PAIR_BYTES, DFCCL_CONN_BUDGET, DFCCL_SLOT_BYTES, "
     "DFCCL_SLOTS, DFCCL_LL_SLOTS, DFCCL_STEP_SLICES, DFCCL_PROTO, DFCCL_LL_BYTES, "
     "DFCCL_ONESHOT_BYTES, DFCCL_ONESHOT_CHANNEL_BYTES, DFCCL_TWOSHOT_BYTES and "
     "DFCCL_TWOSHOT_CHANNEL_BYTES";
@@ -536,7 +537,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     DFCCL_CHECK(dfccl_coll_check_args(g, kind, count, dtype, op, root, coll_id_p));
     ctx = g->ctx;
     nb  = (size_t)ctx->cfg.max_blocks;
-    nch = dfccl_ring_nchannels(&ctx->cfg, kind, count, dtype, g->nranks);
+    nch = dfccl_ring_nchannels(&ctx->cfg, kind, count, dtype, g->nranks, g->pair);
 
     memset(&st, 0, sizeof(st));
     st.kind         = kind;

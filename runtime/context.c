@@ -63,14 +63,18 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     dfccl_config_t *c = &ctx->cfg;
     int host          = ctx->backend == DFCCL_BACKEND_HOST;
 
-    /* GPUs: 16 channels per collective, 20 blocks for the largest ones.
-     * More channels than 16 lose from 16 to 64 MiB (allreduce on 2 H200s,
+    /* GPUs: 16 channels per collective, 20 for the largest ones. More
+     * channels than 16 lose from 16 to 64 MiB (allreduce on 2 H200s,
      * 16 MiB: 115 to 129 us with 20 against 99; 24 lose everywhere), but
      * 20 win from 256 MiB up for allreduce (1 GiB 3.80 -> 3.67 to 3.77 ms),
      * reduce-scatter and allgather (docs/performance.md, "How the defaults
-     * were chosen"); broadcast and reduce keep 16. */
+     * were chosen"); broadcast and reduce keep 16. Two ranks on two GPUs
+     * are the exception: their allreduces from 64 MiB up run faster on 32
+     * channels (64 MiB 276 -> 254 us, 1 GiB 3.57 -> 3.42 ms), where 24
+     * blocks lost on 4 GPUs. So the daemon may have 32 blocks, and grows
+     * to them only while such an allreduce is registered. */
     if (c->max_blocks <= 0) {
-        c->max_blocks = host ? 2 : 20;
+        c->max_blocks = host ? 2 : 32;
     }
     if (c->max_channels <= 0) {
         c->max_channels = host ? c->max_blocks : 16;
@@ -78,6 +82,16 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     if (c->max_channels > c->max_blocks) {
         c->max_channels = c->max_blocks;
     }
+    if (c->wide_channels <= 0) {
+        c->wide_channels = host ? c->max_blocks : 20;
+    }
+    if (c->wide_channels < c->max_channels) {
+        c->wide_channels = c->max_channels;
+    }
+    if (c->wide_channels > c->max_blocks) {
+        c->wide_channels = c->max_blocks;
+    }
+    dfccl_size_default(&c->pair_bytes, SIZE_MAX, host ? 0 : (size_t)64 << 20, SIZE_MAX);
     /* GPUs: slots of 1 MiB. A SIMPLE slice ends with a system-scope release
      * of about 2 us, so large collectives (whose slots are this size; the
      * slots of smaller ones shrink with their steps) move more per release:

@@ -298,6 +298,8 @@ struct dfccl_group {
     int                      net;      /* some edge of the ring is net: staging everywhere */
     int                      next_net; /* we send to the next rank through net */
     int                      prev_net; /* we receive from the previous rank through net */
+    int                      pair;     /* two all_local ranks, on two GPUs (any two on
+                                        * the host backend): same on both ranks */
     int                      all_local; /* every rank can write into every peer's
                                          * connectors (same host, no net, p2p to
                                          * every device on GPUs): same on all ranks */
@@ -454,7 +456,7 @@ void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id);
 /* A channel per `per` bytes, at most `most` and one per element, at least one. */
 int dfccl_nchannels_for(size_t bytes, size_t per, size_t most, size_t count);
 int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int dtype,
-                         int nranks);
+                         int nranks, int pair);
 void dfccl_ring_partition(int kind, size_t count, int nchannels, int ch, uint64_t *off_p,
                           uint64_t *cnt_p);
 

@@ -320,6 +320,9 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
         for (int i = 0; i < nranks; i++) {
             g->all_local = g->all_local && bar[i];
         }
+        /* both ranks know both devices (the boot allgather) */
+        g->pair = nranks == 2 && g->all_local &&
+                  (ctx->backend == DFCCL_BACKEND_HOST || all[0].device != all[1].device);
         g->pool.attachers = g->all_local ? nranks - 1 : 1;
         dfccl_pool_unlink_dir(g);
         dfccl_shm_unlink(&g->bell_seg);

@@ -7,7 +7,7 @@
 #include "../dfccl_int.h"
 
 int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int dtype,
-                         int nranks)
+                         int nranks, int pair)
 {
     size_t bytes = count * dfccl_dtype_bytes(dtype);
     size_t most = (size_t)cfg->max_channels;
@@ -16,11 +16,16 @@ int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int 
         bytes *= (size_t)nranks;
     }
     /* The largest allreduces, allgathers and reduce-scatters may spread
-     * over every daemon block (a channel per block). */
+     * over more blocks (a channel per block), and on a pair of GPUs the
+     * large allreduces over every daemon block. */
     if (cfg->wide_bytes != 0 && bytes >= cfg->wide_bytes &&
         (kind == DFCCL_COLL_ALLREDUCE || kind == DFCCL_COLL_ALLGATHER ||
          kind == DFCCL_COLL_REDUCESCATTER) &&
-        (size_t)cfg->max_blocks > most) {
+        (size_t)cfg->wide_channels > most) {
+        most = (size_t)cfg->wide_channels;
+    }
+    if (pair && cfg->pair_bytes != 0 && bytes >= cfg->pair_bytes &&
+        kind == DFCCL_COLL_ALLREDUCE && (size_t)cfg->max_blocks > most) {
         most = (size_t)cfg->max_blocks;
     }
     return dfccl_nchannels_for(bytes, cfg->min_channel_bytes, most, count);

@@ -354,6 +354,68 @@ START_TEST(test_allreduce_algos)
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &both), 0);
 }
 END_TEST
+/* The channels of a collective, read from the daemon's grid (the most
+ * channels of a registered collective) after it ran: allreduces from
+ * DFCCL_PAIR_BYTES up take DFCCL_MAX_BLOCKS channels on two ranks only,
+ * other collectives and smaller allreduces DFCCL_CHANNELS; each result is
+ * checked as in the matrix. */
+static int pair_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    static const struct {
+        int kind;
+        uint64_t bytes;
+        int want_pair; /* channels on 2 ranks; 1 on more */
+    } cases[] = {
+        {DFCCL_COLL_ALLREDUCE, 4u << 20, 4},
+        {DFCCL_COLL_ALLREDUCE, 256u << 10, 1},
+        {DFCCL_COLL_ALLGATHER, 4u << 20, 1},
+        {DFCCL_COLL_REDUCESCATTER, 4u << 20, 1},
+    };
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    dfccl_stats_t stats;
+    int failures = 0;
+
+    (void)varg;
+    setenv("DFCCL_MAX_BLOCKS", "4", 1);
+    setenv("DFCCL_CHANNELS", "1", 1);
+    setenv("DFCCL_CHANNEL_BYTES", "65536", 1);
+    setenv("DFCCL_WIDE_BYTES", "0", 1);
+    setenv("DFCCL_PAIR_BYTES", "1048576", 1);
+    setenv("DFCCL_ONESHOT_BYTES", "0", 1);
+    setenv("DFCCL_TWOSHOT_BYTES", "0", 1);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint64_t count = cases[i].bytes / esize(DFCCL_FLOAT32) + 3;
+        int algo = 0, want = n == 2 ? cases[i].want_pair : 1;
+
+        if (cases[i].kind != DFCCL_COLL_ALLREDUCE) {
+            count /= (uint64_t)n;
+        }
+        failures += run_case(ctx, g, rank, n, cases[i].kind, DFCCL_FLOAT32, DFCCL_SUM, count,
+                             0, &algo);
+        DFCCL_TEST_CHECK(dfcclGetStats(ctx, &stats) == DFCCL_OK, "stats");
+        if (algo != 0 || stats.blocks != want) {
+            fprintf(stderr, "rank %d of %d: %s of %llu bytes ran on %s with %d channel(s), "
+                    "expected the ring with %d\n", rank, n,
+                    dfccl_coll_name_for_test(cases[i].kind),
+                    (unsigned long long)cases[i].bytes, algo ? "one or two shot" : "the ring",
+                    stats.blocks, want);
+            failures++;
+        }
+    }
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return failures;
+}
+
+START_TEST(test_pair_channels)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, pair_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 120, pair_body, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_allgather) { run_matrix(DFCCL_COLL_ALLGATHER); }
 END_TEST
 START_TEST(test_reducescatter) { run_matrix(DFCCL_COLL_REDUCESCATTER); }
@@ -383,6 +445,7 @@ int main(void)
     tcase_set_timeout(tc, 1000);
     tcase_add_test(tc, test_allreduce);
     tcase_add_test(tc, test_allreduce_algos);
+    tcase_add_test(tc, test_pair_channels);
     tcase_add_test(tc, test_allgather);
     tcase_add_test(tc, test_reducescatter);
     tcase_add_test(tc, test_reduce);
