@@ -125,6 +125,21 @@ void dfccl_test_setup(int rank, int nranks, dfccl_test_oob_t *oob, const dfccl_c
     }
 }
 
+int dfccl_test_two_devices(void)
+{
+#ifdef HAVE_CUDART
+    if (dfccl_test_device >= 0) {
+        int ndev = 0, can = 0;
+        if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2 ||
+            cudaDeviceCanAccessPeer(&can, 0, 1) != cudaSuccess) {
+            return 0;
+        }
+        return can;
+    }
+#endif
+    return 1;
+}
+
 void dfccl_test_thread_setup(void)
 {
 #ifdef HAVE_CUDART

@@ -39,6 +39,11 @@ void dfccl_test_setenv(const char *name, const char *value);
 void dfccl_test_setup(int rank, int nranks, dfccl_test_oob_t *oob, const dfccl_config_t *cfg,
                       dfccl_rank_ctx_t *ctx_p, dfccl_group_t *group_p);
 
+/* After dfccl_test_setup: 1 if ranks 0 and 1 are on two GPUs that reach
+ * each other (always 1 on the host backend), so that a group of two is a
+ * pair (DFCCL_PAIR_BYTES); 0 when they share a GPU. */
+int dfccl_test_two_devices(void);
+
 /* Call first in every extra thread of a rank: a new thread starts on CUDA
  * device 0, not on the rank's GPU. */
 void dfccl_test_thread_setup(void);
