@@ -70,9 +70,10 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
      * reduce-scatter and allgather (docs/performance.md, "How the defaults
      * were chosen"); broadcast and reduce keep 16. Two ranks on two GPUs
      * are the exception: their allreduces from 64 MiB up run faster on 32
-     * channels (64 MiB 276 -> 254 us, 1 GiB 3.57 -> 3.42 ms), where 24
-     * blocks lost on 4 GPUs. So the daemon may have 32 blocks, and grows
-     * to them only while such an allreduce is registered. */
+     * channels (2 H200s: 64 MiB 278 -> 260 us, 1 GiB 3.59 -> 3.42 ms;
+     * docs/performance.md, "Two ranks on two GPUs"), where 24 blocks lost
+     * on 4 GPUs. So the daemon may have 32 blocks, and grows to them only
+     * while such an allreduce is registered. */
     if (c->max_blocks <= 0) {
         c->max_blocks = host ? 2 : 32;
     }
