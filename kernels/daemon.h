@@ -145,71 +145,115 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos,
 }
 
 /*
- * Leader (block 0, thread 0): take published SQEs, while the log has room,
- * into its own task queue and, for the other blocks, into the device log.
- * Each poll reads one entry (its 64 bytes, in flight together with the
- * abort flag: one round trip across PCIe; reads of more lines at once were
- * slower). The host writes the first entry of a batch last and says in it
- * how many follow, so the leader takes a batch whole in one pass. After a
- * lone collective it does not ask the SQ again before the collective
- * starts (entries published later are taken in the next pass); with other
- * collectives queued it reads on while it finds entries, so that the
- * scheduler sees all of them at once (taking one per pass made rounds of
- * 8 collectives in a random order per rank 1.6 times slower).
- * *abort_p is set only if the flag was read.
+ * Leader (block 0, the lanes of warp 0): take published SQEs, while the
+ * log has room, into its own task queue and, for the other blocks, into
+ * the device log. Each poll is one round trip across PCIe: lane i reads
+ * the 64 bytes of entry pos + i, for the first a->sq_window entries
+ * (DFCCL_SQ_IDLE_LINES in the first poll of a block with nothing queued; 1
+ * on the host backend), lane 0 the abort flag with them, and lane 0 takes
+ * the entries found in order (its copies in ctl->sqe). One lane alone would
+ * pay a round trip per entry, and a host posting a burst (a round of
+ * collectives, one per microsecond) would find the leader reading one
+ * entry every 1.5 to 3.5 us. The host writes the first entry of a batch
+ * last and says in it how many follow, so the leader takes a batch whole
+ * (entries of the batch that a lane read early are read again). A poll
+ * that finds fewer entries than it read ends the pass: the next entry was
+ * not there. After a lone collective it does not ask the SQ again before
+ * the collective starts (entries published later are taken in the next
+ * pass); with other collectives queued it reads on while it finds
+ * entries, so that the scheduler sees all of them at once.
+ * *abort_p is set (lane 0) only if the flag was read.
  * ls->min_head caches the slowest block's log position: positions only
  * grow, so the blocks' heads are read again only when the cached one says
- * the log is full.
+ * the log is full. Returns the entries taken (lane 0). Not inlined: in
+ * the scheduler loop its registers made the kernel spill more.
  */
-DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfccl_task_t *tasks,
+DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfccl_task_t *tasks,
                                               dfccl_blk_ctl_t *ctl, dfccl_blk_state_t *ls,
                                               uint64_t *abort_p)
 {
-    uint64_t pos = ls->sq_next, batch_end = pos;
-    uint32_t fetched = 0, polls = 0;
+    const uint32_t lane   = (uint32_t)DFCCL_TID; /* below DFCCL_WARP */
+    const uint32_t window = DFCCL_MAX(DFCCL_MIN(DFCCL_MIN(a->sq_window, (uint32_t)DFCCL_WARP),
+                                                (uint32_t)DFCCL_SQ_WINDOW_MAX),
+                                      1u);
+    const uint64_t first  = ls->sq_next;
+    uint64_t pos = first, min_head;
+    uint32_t polls = 0;
 
-    if (pos - ls->min_head >= a->log_entries) {
-        uint64_t min_head = pos; /* block 0 reads no log: its own head is pos */
-        for (uint32_t b = 1; b < a->nblocks; b++) {
-            min_head = DFCCL_MIN(min_head, dfccl_ld_acquire_gpu(&a->log_head[b]));
+    if (lane == 0) {
+        if (pos - ls->min_head >= a->log_entries) {
+            uint64_t head = pos; /* block 0 reads no log: its own head is pos */
+            for (uint32_t b = 1; b < a->nblocks; b++) {
+                head = DFCCL_MIN(head, dfccl_ld_acquire_gpu(&a->log_head[b]));
+            }
+            ls->min_head = head;
         }
-        ls->min_head = min_head;
+        ctl->sq_end = pos;
     }
-    while (pos - ls->min_head < a->log_entries) {
+    dfccl_warp_sync();
+    min_head = ls->min_head;
+    while (pos - min_head < a->log_entries) {
+        /* the lines of this poll, within the log's room: the window, or
+         * DFCCL_SQ_IDLE_LINES in the first poll of a block with nothing
+         * queued (the poll a single call waits for) */
+        const uint32_t n = (uint32_t)DFCCL_MIN(
+            (uint64_t)(polls == 0 && ctl->ntasks == 0 ? DFCCL_MIN(window, DFCCL_SQ_IDLE_LINES)
+                                                       : window),
+            a->log_entries - (pos - min_head));
         uint64_t w[DFCCL_SQW_WORDS], abort = 0;
-        dfccl_sqe_t e;
-        uint32_t span;
+        uint32_t span = 0, found;
 
-        if (polls++ == 0) {
+        if (lane == 0 && polls == 0) {
             abort = dfccl_ld_relaxed(a->abort_flag);
         }
-        dfccl_ld_sqw(a->sq[pos % a->sq_entries].w, w);
-        if (polls == 1) {
+        if (lane < n) {
+            dfccl_ld_sqw(a->sq[(pos + lane) % a->sq_entries].w, w);
+        }
+        if (lane == 0 && polls == 0) {
             *abort_p = abort;
         }
-        span = dfccl_daemon_sqw_decode(w, pos, &e);
-        if (span == 0) {
-            if (pos < batch_end) {
-                continue; /* in the batch, so written: this read was early */
+        polls++;
+        if (lane < n) {
+            span = dfccl_daemon_sqw_decode(w, pos + lane, &ctl->sqe[lane]);
+            ctl->span[lane] = span;
+            if (span != 0) {
+                /* the lane that saw an entry: contexts written before it
+                 * are read after it (by every thread, after barriers) */
+                dfccl_fence_acquire_gpu();
             }
+        }
+        /* the entries found before the first line that was not there */
+        found = dfccl_lowest_bit(dfccl_warp_ballot(lane < n && span == 0), n);
+        dfccl_warp_sync();
+        if (lane == 0) {
+            uint64_t end = ctl->sq_end;
+            int go;
+
+            for (uint32_t i = 0; i < found; i++) {
+                end = DFCCL_MAX(end, pos + i + ctl->span[i]);
+                if (a->nblocks > 1) {
+                    /* released below by this lane */
+                    a->log[(pos + i) % a->log_entries] = ctl->sqe[i];
+                }
+                dfccl_daemon_take(a, 0, &ctl->sqe[i], tasks, ctl);
+            }
+            if (pos + found < end) {
+                go = 1; /* in a batch, so written: a line was read early */
+            } else if (found < n) {
+                go = 0; /* the next entry was not there */
+            } else {
+                go = ctl->ntasks > 1; /* a lone collective: start it */
+            }
+            ctl->sq_end = end;
+            ctl->sq_go  = (uint32_t)go;
+        }
+        dfccl_warp_sync();
+        pos += found;
+        if (!ctl->sq_go) {
             break;
         }
-        if (pos + span > batch_end) {
-            batch_end = pos + span;
-        }
-        if (a->nblocks > 1) {
-            a->log[pos % a->log_entries] = e;
-        }
-        dfccl_daemon_take(a, 0, &e, tasks, ctl);
-        pos++;
-        fetched++;
-        if (pos >= batch_end && ctl->ntasks <= 1) {
-            break; /* a lone collective: start it, look again next pass */
-        }
     }
-    if (fetched) {
-        /* contexts written before these entries are read after them */
-        dfccl_fence_acquire_gpu();
+    if (lane == 0 && pos != first) {
         ls->sq_next      = pos;
         *a->sq_next      = pos;
         a->task_count[0] = ctl->ntasks;
@@ -222,7 +266,7 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfcc
          * may reuse their slots; no fence on the way of a new collective */
         dfccl_st_consumed(&a->sq_ctrl->head, pos);
     }
-    return fetched;
+    return (uint32_t)(pos - first);
 }
 
 /* Whether the SQ holds an entry at the leader's position (block 0's quit
@@ -516,8 +560,15 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         uint32_t active = 0;
         int rc;
 
+        uint64_t abort = 0;
+
+        if (b == 0 && DFCCL_TID < DFCCL_WARP) {
+            const uint32_t got = dfccl_daemon_fetch_sq(a, tasks, ctl, ls, &abort);
+            if (DFCCL_TID == 0) {
+                ctl->active = got;
+            }
+        }
         if (DFCCL_TID == 0) {
-            uint64_t abort = 0;
             /* The abort flag sits in host memory. Block 0 reads it with
              * every poll of the SQ (in flight together: no extra round
              * trip) and copies it into device memory, where the other
@@ -525,7 +576,6 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
              * other blocks delayed the leader's polls. Once block 0 has
              * quit, they read the flag itself every few microseconds. */
             if (b == 0) {
-                ctl->active = dfccl_daemon_fetch_sq(a, tasks, ctl, ls, &abort);
                 if (abort) {
                     dfccl_st_release_gpu(a->abort_dev, abort);
                 }

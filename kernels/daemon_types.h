@@ -119,6 +119,23 @@ typedef struct {
 #define DFCCL_SQW_FOLLOW_SHIFT 16
 #define DFCCL_SQW_FOLLOW_MAX   0xffffu
 
+/* Most SQ entries the leader reads in one poll (DFCCL_SQ_WINDOW), one lane
+ * of its warp each. */
+#define DFCCL_SQ_WINDOW_MAX 16
+
+/*
+ * Entries the leader reads in the first poll of a pass while its block has
+ * nothing queued: the poll that a single call waits for, and the one that
+ * finds the first collectives of a burst. On 2 H200s, with 8 entries per
+ * poll otherwise, 1 KiB to 512 KiB allreduce rounds of 8 in a random
+ * order per rank kept 0.77 to 0.87 of the throughput of the same rounds
+ * in one order reading 1 entry here, 0.97 to 1.03 reading 2, 0.94 to 1.02
+ * reading 4 and 0.98 to 1.01 reading 8; single 8 B to 4 KiB allreduces
+ * took 14.4, 14.6, 14.7 and 14.9 us on average (docs/performance.md,
+ * "Reading the SQ a window at a time").
+ */
+#define DFCCL_SQ_IDLE_LINES 2
+
 /* Submission ring control: written by block 0 only, read by the host. */
 typedef struct {
     uint64_t head;     /* consumed entries */
@@ -295,6 +312,7 @@ typedef struct {
     char                *ll_scratch; /* nblocks x DFCCL_LL_MAX_BYTES: LL slices */
     /* configuration */
     uint32_t sq_entries;
+    uint32_t sq_window;      /* SQ entries the leader reads per poll */
     uint32_t log_entries;
     uint32_t cq_entries;
     uint32_t max_colls;

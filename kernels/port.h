@@ -229,6 +229,27 @@ DFCCL_F_DEVICE int dfccl_block_all(int pred)
     return __syncthreads_and(pred);
 }
 
+/* Lanes of a warp, and what warp 0 does together (the leader's SQ reads):
+ * all 32 lanes take part, from a branch that the whole warp takes. */
+#define DFCCL_WARP 32
+
+DFCCL_F_DEVICE void dfccl_warp_sync(void)
+{
+    __syncwarp();
+}
+
+/* Bit i set: `pred` held on lane i. */
+DFCCL_F_DEVICE uint32_t dfccl_warp_ballot(int pred)
+{
+    return __ballot_sync(0xffffffffu, pred);
+}
+
+/* The lowest bit set in `mask`, or `none` if there is none. */
+DFCCL_F_DEVICE uint32_t dfccl_lowest_bit(uint32_t mask, uint32_t none)
+{
+    return mask != 0 ? (uint32_t)(__ffs((int)mask) - 1) : none;
+}
+
 /* Set bits in a block-shared word (threads of one block, between barriers). */
 DFCCL_F_DEVICE void dfccl_shared_or(uint32_t *p, uint32_t v)
 {
@@ -408,6 +429,22 @@ DFCCL_F_DEVICE void dfccl_fence_gpu(void)
 DFCCL_F_DEVICE int dfccl_block_all(int pred)
 {
     return pred;
+}
+
+#define DFCCL_WARP 1
+
+DFCCL_F_DEVICE void dfccl_warp_sync(void)
+{
+}
+
+DFCCL_F_DEVICE uint32_t dfccl_warp_ballot(int pred)
+{
+    return pred ? 1u : 0u;
+}
+
+DFCCL_F_DEVICE uint32_t dfccl_lowest_bit(uint32_t mask, uint32_t none)
+{
+    return mask != 0 ? (uint32_t)__builtin_ctz(mask) : none;
 }
 
 DFCCL_F_DEVICE void dfccl_shared_or(uint32_t *p, uint32_t v)

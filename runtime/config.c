@@ -114,6 +114,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->wait_spin_us      = UINT32_MAX; /* backend default (host 0, cuda 2000) */
     c->max_colls         = 4096;
     c->sq_entries        = 1024;
+    c->sq_window         = 0;     /* 0: backend default (cuda 8) */
     c->timeout_s         = 0;
     c->priority_order    = 1;
     c->arrivals          = DFCCL_ARRIVALS_DEFAULT; /* always */
@@ -166,6 +167,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_WAIT_SPIN_US", c->wait_spin_us, 0, UINT32_MAX - 1);
     DFCCL_ENV_INT("DFCCL_MAX_COLLS", c->max_colls, 1, 1 << 20);
     DFCCL_ENV_INT("DFCCL_SQ_ENTRIES", c->sq_entries, 2, 1 << 20);
+    DFCCL_ENV_INT("DFCCL_SQ_WINDOW", c->sq_window, 0, DFCCL_SQ_WINDOW_MAX);
     DFCCL_ENV_INT("DFCCL_PRIORITY", c->priority_order, 0, 1);
     DFCCL_ENV_INT("DFCCL_NET", c->net, 0, 1);
     /* DFCCL_HOST_ID (a string: the host identity, for tests) is read where

@@ -212,6 +212,11 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
     if (c->spin_crowd == 0) {
         c->spin_crowd = host ? UINT32_MAX : 10;
     }
+    /* The leader reads 8 SQ entries per poll (a lane each): a burst of
+     * submissions costs one round trip across PCIe, not one per entry. */
+    if (c->sq_window == 0) {
+        c->sq_window = host ? 1 : 8;
+    }
     if (c->quit_us == 0) {
         c->quit_us = host ? 10000 : 1000;
     }
@@ -248,6 +253,7 @@ static dfccl_status_t dfccl_ctx_alloc_mem(struct dfccl_rank_ctx *ctx)
 
     a->sq_entries  = (uint32_t)ctx->cfg.sq_entries;
     a->log_entries = (uint32_t)ctx->cfg.sq_entries;
+    a->sq_window   = (uint32_t)ctx->cfg.sq_window;
     a->cq_entries  = mc + 1; /* every collective in flight once: never full */
     a->max_colls   = mc;
     a->max_blocks  = nb;

@@ -157,6 +157,7 @@ START_TEST(test_bad_config)
     ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_OK);
     expect_bad_env("DFCCL_STEP_SLICES", "17");
     expect_bad_env("DFCCL_LL_SLOTS", "65");
+    expect_bad_env("DFCCL_SQ_WINDOW", "17");
     expect_bad_env("DFCCL_ONESHOT_BYTES", "3000000");
     expect_bad_env("DFCCL_ONESHOT_CHANNEL_BYTES", "70000");
     expect_bad_env("DFCCL_TWOSHOT_BYTES", "20000000");

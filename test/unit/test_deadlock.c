@@ -90,6 +90,7 @@ typedef struct {
     int min_two;          /* collectives that must take two shot, at least */
     const char *crowd;    /* DFCCL_SPIN_CROWD, or NULL for the default */
     const char *fresh;    /* DFCCL_SPIN_FRESH, or NULL for the default */
+    const char *window;   /* DFCCL_SQ_WINDOW, or NULL for the default */
 } disorder_arg_t;
 
 static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
@@ -112,6 +113,7 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_test_setenv("DFCCL_TWOSHOT_CHANNEL_BYTES", a->tsbytes);
     dfccl_test_setenv("DFCCL_SPIN_CROWD", a->crowd);
     dfccl_test_setenv("DFCCL_SPIN_FRESH", a->fresh);
+    dfccl_test_setenv("DFCCL_SQ_WINDOW", a->window);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g[0]);
     for (int c = 1; c < NCOLL; c++) {
         if (a->groups > 1) {
@@ -216,6 +218,25 @@ START_TEST(test_disorder_arrivals)
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
     a.arrivals = "always";
     ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+}
+END_TEST
+
+START_TEST(test_disorder_sq_window)
+{
+    /* the leader reading one SQ entry per poll, three (a burst of 8 is
+     * taken in polls that find 2 or 3 and stop short) and the most, 16
+     * (GPUs: a lane each; the host backend reads one whatever the
+     * setting), on 4 ranks */
+    static const char *const windows[] = {"1", "3", "16"};
+
+    for (size_t i = 0; i < sizeof(windows) / sizeof(windows[0]); i++) {
+        disorder_arg_t a = {.iters  = 50,
+                            .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000},
+                            .groups = 1,
+                            .window = windows[i]};
+        ck_assert_msg(dfccl_test_mp_run(4, 300, disorder_body, &a) == 0,
+                      "disorder with DFCCL_SQ_WINDOW=%s failed", windows[i]);
+    }
 }
 END_TEST
 
@@ -1194,6 +1215,7 @@ int main(void)
     tcase_add_test(tc, test_disorder_explicit_progress);
     tcase_add_test(tc, test_disorder_groups);
     tcase_add_test(tc, test_disorder_arrivals);
+    tcase_add_test(tc, test_disorder_sq_window);
     tcase_add_test(tc, test_disorder_spins);
     tcase_add_test(tc, test_disorder_algos);
     tcase_add_test(tc, test_synchronize);
