@@ -177,7 +177,7 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
                                                 (uint32_t)DFCCL_SQ_WINDOW_MAX),
                                       1u);
     const uint64_t first  = ls->sq_next;
-    uint64_t pos = first, min_head;
+    uint64_t pos = first, batch_end = first, min_head; /* batch_end: lane 0's */
     uint32_t polls = 0;
 
     if (lane == 0) {
@@ -188,7 +188,6 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
             }
             ls->min_head = head;
         }
-        ctl->sq_end = pos;
     }
     dfccl_warp_sync();
     min_head = ls->min_head;
@@ -226,26 +225,24 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
         found = dfccl_lowest_bit(dfccl_warp_ballot(lane < n && span == 0), n);
         dfccl_warp_sync();
         if (lane == 0) {
-            uint64_t end = ctl->sq_end;
             int go;
 
             for (uint32_t i = 0; i < found; i++) {
-                end = DFCCL_MAX(end, pos + i + ctl->span[i]);
+                batch_end = DFCCL_MAX(batch_end, pos + i + ctl->span[i]);
                 if (a->nblocks > 1) {
                     /* released below by this lane */
                     a->log[(pos + i) % a->log_entries] = ctl->sqe[i];
                 }
                 dfccl_daemon_take(a, 0, &ctl->sqe[i], tasks, ctl);
             }
-            if (pos + found < end) {
+            if (pos + found < batch_end) {
                 go = 1; /* in a batch, so written: a line was read early */
             } else if (found < n) {
                 go = 0; /* the next entry was not there */
             } else {
                 go = ctl->ntasks > 1; /* a lone collective: start it */
             }
-            ctl->sq_end = end;
-            ctl->sq_go  = (uint32_t)go;
+            ctl->sq_go = (uint32_t)go;
         }
         dfccl_warp_sync();
         pos += found;
@@ -558,9 +555,8 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
 
     for (;;) {
         uint32_t active = 0;
+        uint64_t abort  = 0;
         int rc;
-
-        uint64_t abort = 0;
 
         if (b == 0 && DFCCL_TID < DFCCL_WARP) {
             const uint32_t got = dfccl_daemon_fetch_sq(a, tasks, ctl, ls, &abort);

@@ -45,11 +45,9 @@ typedef struct {
     uint32_t pad[2];
     /* block 0's warp 0, polling the SQ (dfccl_daemon_fetch_sq): the
      * entries its lanes found, their spans (1 + the entries of their batch
-     * written before them), where the batch seen so far ends, and lane 0's
-     * decision to read on */
+     * written before them), and lane 0's decision to read on */
     dfccl_sqe_t sqe[DFCCL_SQ_WINDOW_MAX];
     uint32_t    span[DFCCL_SQ_WINDOW_MAX];
-    uint64_t    sq_end;
     uint32_t    sq_go;
     uint32_t    pad2;
 #ifdef DFCCL_STAGE_TIMES
