@@ -104,6 +104,10 @@ DFCCL_F_DEVICE void dfccl_daemon_take(const dfccl_daemon_args_t *a, uint32_t b,
         if (e->nchannels > a->nblocks) {
             ctl->resize = 1;
         }
+    } else if (e->kind == DFCCL_SQE_REMAP) {
+        if (a->launch_epoch <= e->sendbuff) {
+            ctl->resize = 1; /* quits the same way */
+        }
     } else if (e->kind == DFCCL_SQE_RUN && (uint32_t)e->coll_id < a->max_colls) {
         dfccl_task_t task;
         if (b >= e->nchannels || ctl->ntasks >= a->max_colls) {
@@ -687,9 +691,10 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
             if (b != 0 && ctl->quit) {
                 ctl->quit = dfccl_ld_acquire_gpu(a->quit_epoch) == a->launch_epoch;
             }
-            /* the host needs a larger grid: every block reads the request
-             * from the log and quits at the end of its pass (contexts of
-             * preempted collectives are saved already) */
+            /* the host needs a larger grid, or a launch that has seen
+             * memory mapped since this one started: every block reads the
+             * request from the log and quits at the end of its pass
+             * (contexts of preempted collectives are saved already) */
             if (ctl->resize) {
                 ctl->quit = 1;
             }

@@ -68,8 +68,11 @@ enum {
 enum {
     DFCCL_SQE_RUN  = 1,
     DFCCL_SQE_EXIT = 2,
-    DFCCL_SQE_RESIZE = 3  /* quit, if this launch has fewer blocks than
+    DFCCL_SQE_RESIZE = 3, /* quit, if this launch has fewer blocks than
                            * nchannels: the host relaunches a larger grid */
+    DFCCL_SQE_REMAP  = 4  /* quit, if this launch's epoch is at most
+                           * sendbuff: it started before device memory that
+                           * later entries use was mapped */
 };
 
 /*

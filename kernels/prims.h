@@ -37,7 +37,7 @@ typedef struct {
     uint32_t quit;    /* scheduler: quit decision of this pass */
     uint32_t rc;      /* scheduler: return code decided at the top of a pass */
     uint32_t active;  /* scheduler: SQEs pulled at the top of a pass */
-    uint32_t resize;  /* scheduler: a RESIZE SQE asked this launch to quit */
+    uint32_t resize;  /* scheduler: a RESIZE or REMAP SQE asked this launch to quit */
     uint32_t hready[2]; /* SIMPLE with a publishing warp: connectors ready,
                          * by the parity of the primitive (dfccl_prim_posted) */
     uint32_t arrived;   /* scheduler: queue positions (below 32) whose

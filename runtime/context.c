@@ -520,8 +520,16 @@ static void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx)
         /* The running grid is too small for this collective: it (and, in
          * order, everything after it) waits, and the daemon is asked (once
          * per launch) to quit so that the next launch is large enough. */
-        int resize = p->sqe.kind == DFCCL_SQE_RUN && p->sqe.nchannels > ctx->args.nblocks &&
-                     ctx->launched_ever && ctx->be->running(ctx);
+        int grow = p->sqe.kind == DFCCL_SQE_RUN && p->sqe.nchannels > ctx->args.nblocks;
+        /* Device memory was mapped (a peer's connector segment opened, one
+         * of ours allocated) while this launch may have been running: the
+         * mapping works for a running kernel, but tools that check every
+         * access (compute-sanitizer's memcheck) know only the allocations
+         * made before the launch, and drop the running daemon's writes to
+         * it as out of bounds. The run waits for a launch that started
+         * after the mapping; this costs one relaunch per new segment. */
+        int remap  = p->sqe.kind == DFCCL_SQE_RUN && ctx->launches <= ctx->map_epoch;
+        int resize = (grow || remap) && ctx->launched_ever && ctx->be->running(ctx);
 
         if (resize) {
             if (ctx->resize_epoch == ctx->launches) {
@@ -529,9 +537,14 @@ static void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx)
             }
             ctx->resize_epoch = ctx->launches;
             memset(&e, 0, sizeof(e));
-            e.kind      = DFCCL_SQE_RESIZE;
-            e.coll_id   = -1;
-            e.nchannels = p->sqe.nchannels;
+            e.coll_id = -1;
+            if (grow) {
+                e.kind      = DFCCL_SQE_RESIZE;
+                e.nchannels = p->sqe.nchannels;
+            } else {
+                e.kind     = DFCCL_SQE_REMAP;
+                e.sendbuff = ctx->launches;
+            }
         }
         if (ctx->sq_tail == first) {
             e0 = e;

@@ -27,6 +27,16 @@
 
 #define DFCCL_POOL_ALIGN 4096ul
 
+/* A segment was mapped into the device's address space (ctx->lock held):
+ * runs are handed only to a daemon launched after this (see
+ * dfccl_ctx_drain_pending). */
+static void dfccl_seg_mapped(struct dfccl_rank_ctx *ctx, const dfccl_seg_t *seg)
+{
+    if (seg->transport == DFCCL_TRANSPORT_P2P || ctx->be->host_register != NULL) {
+        ctx->map_epoch = ctx->launches;
+    }
+}
+
 static dfccl_status_t dfccl_seg_create(struct dfccl_group *g, dfccl_seg_t *seg, uint32_t index,
                                        size_t bytes)
 {
@@ -40,6 +50,7 @@ static dfccl_status_t dfccl_seg_create(struct dfccl_group *g, dfccl_seg_t *seg, 
         seg->owner     = 1;
         seg->index     = index;
         seg->transport = DFCCL_TRANSPORT_P2P;
+        dfccl_seg_mapped(ctx, seg);
         return DFCCL_OK;
     }
 #endif
@@ -55,6 +66,7 @@ static dfccl_status_t dfccl_seg_create(struct dfccl_group *g, dfccl_seg_t *seg, 
     }
     seg->index     = index;
     seg->transport = DFCCL_TRANSPORT_SHM;
+    dfccl_seg_mapped(ctx, seg);
     return DFCCL_OK;
 }
 
@@ -68,6 +80,7 @@ static dfccl_status_t dfccl_seg_attach(struct dfccl_group *g, dfccl_seg_t *seg,
         DFCCL_CHECK(dfccl_p2p_attach(ctx, seg, desc));
         seg->index     = desc->seg;
         seg->transport = DFCCL_TRANSPORT_P2P;
+        dfccl_seg_mapped(ctx, seg);
         return DFCCL_OK;
     }
 #endif
@@ -86,6 +99,7 @@ static dfccl_status_t dfccl_seg_attach(struct dfccl_group *g, dfccl_seg_t *seg,
     }
     seg->index     = desc->seg;
     seg->transport = DFCCL_TRANSPORT_SHM;
+    dfccl_seg_mapped(ctx, seg);
     return DFCCL_OK;
 }
 
