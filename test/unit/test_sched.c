@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the daemon's scheduling pieces on the host build: task queue
- * order (FIFO and priority), the idle time toward a voluntary quit, and
+ * order (FIFO and priority), the control entries of the SQ (exit, resize,
+ * remap), the idle time toward a voluntary quit, and
  * exact preemption: every collective is run
  * on n virtual ranks in one process with a spin threshold of zero, switched
  * out at every primitive that is not ready, its dynamic context saved,
@@ -63,6 +64,47 @@ START_TEST(test_task_queue_priority)
     }
     for (int i = 0; i < 6; i++) {
         ck_assert_int_eq(q[i].coll_id, expect[i]);
+    }
+}
+END_TEST
+
+/* The control entries: EXIT, RESIZE (only when this grid is smaller than
+ * the entry asks) and REMAP (only when this launch is not newer than the
+ * one named in the entry: a stale request is ignored). */
+START_TEST(test_take_control)
+{
+    dfccl_daemon_args_t a;
+    dfccl_blk_ctl_t ctl;
+    dfccl_task_t q[4];
+    dfccl_sqe_t e;
+
+    memset(&a, 0, sizeof(a));
+    a.nblocks      = 4;
+    a.launch_epoch = 7;
+    a.max_colls    = 4;
+    memset(&e, 0, sizeof(e));
+    e.coll_id = -1;
+    struct {
+        int kind;
+        uint32_t nchannels;
+        uint64_t sendbuff;
+        int resize, exiting;
+    } cases[] = {
+        {DFCCL_SQE_RESIZE, 8, 0, 1, 0}, {DFCCL_SQE_RESIZE, 4, 0, 0, 0},
+        {DFCCL_SQE_REMAP, 0, 7, 1, 0},  {DFCCL_SQE_REMAP, 0, 9, 1, 0},
+        {DFCCL_SQE_REMAP, 0, 6, 0, 0},  {DFCCL_SQE_EXIT, 0, 0, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        memset(&ctl, 0, sizeof(ctl));
+        e.kind      = cases[i].kind;
+        e.nchannels = cases[i].nchannels;
+        e.sendbuff  = cases[i].sendbuff;
+        dfccl_daemon_take(&a, 0, &e, q, &ctl);
+        ck_assert_msg(ctl.resize == (uint32_t)cases[i].resize && ctl.ntasks == 0,
+                      "case %zu: kind %d, nchannels %u, sendbuff %llu: resize %u", i,
+                      cases[i].kind, cases[i].nchannels,
+                      (unsigned long long)cases[i].sendbuff, ctl.resize);
+        ck_assert_int_eq(ctl.exiting != 0, cases[i].exiting);
     }
 }
 END_TEST
@@ -304,6 +346,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_task_queue_fifo);
     tcase_add_test(tc, test_task_queue_priority);
+    tcase_add_test(tc, test_take_control);
     tcase_add_test(tc, test_idle_step);
     tcase_add_test(tc, test_preempt_every_primitive);
     suite_add_tcase(s, tc);
