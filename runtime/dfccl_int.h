@@ -399,7 +399,8 @@ struct dfccl_rank_ctx {
     uint64_t              inflight;
     uint64_t              submitted;
     uint64_t              launches;
-    uint64_t              resize_epoch; /* launch asked to quit for a larger grid */
+    uint64_t              resize_epoch; /* launch asked to quit (RESIZE: a larger grid;
+                                         * REMAP: memory mapped since it started) */
     uint64_t              map_epoch;    /* latest launch that may have started
                                          * before a device mapping made since */
     int                   sync_pending;
