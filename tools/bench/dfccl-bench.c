@@ -71,6 +71,7 @@ typedef struct {
     int    nccl;
     int    cold_us; /* > 0: idle this long before every timed call */
     int    late_us; /* > 0: the last rank idles this long before every timed call */
+    int    barrier; /* --barrier: an MPI_Barrier before every timed call, untimed */
     int    disorder;   /* --disorder N: N collectives per round, in order and shuffled */
     int    registered; /* --registered N: memory and SMs with N registered allreduces */
     const char *plot; /* --plot FILE.svg, rank 0 writes it */
@@ -514,9 +515,10 @@ static void bench_mark(bench_t *b, const bench_opts_t *o, dfccl_stats_t *s)
         (_b)->ncalls  = 0;                                                     \
         bench_barrier();                                                       \
         bench_mark(_b, _o, (_s_p));                                            \
-        if ((_o)->cold_us > 0 || (_o)->late_us > 0) {                          \
-            /* each call after an idle gap (the daemon has quit), or with  \
-             * the last rank late (the others wait for it) */                 \
+        if ((_o)->cold_us > 0 || (_o)->late_us > 0 || (_o)->barrier) {         \
+            /* each call after an idle gap (the daemon has quit), with the \
+             * last rank late (the others wait for it), or right after a   \
+             * barrier (as OSU times a call) */                               \
             double _sum = 0;                                                   \
             for (int _i = 0; _i < (_o)->iters; _i++) {                         \
                 bench_barrier();                                               \
@@ -935,6 +937,9 @@ static void bench_usage(void)
            "      --late US        the last rank idles US microseconds before every timed\n"
            "                       call, the others call at once and wait for it: the\n"
            "                       times (the slowest rank's) include the wait\n"
+           "      --barrier        an MPI_Barrier before every timed call, outside its\n"
+           "                       time, as the OSU benchmarks time a call: the calls\n"
+           "                       do not follow one another back to back\n"
            "      --plot FILE.svg  draw busbw and time against size (dfccl, and NCCL with\n"
            "                       --compare nccl) into FILE.svg\n"
            "      --disorder N     rounds of N collectives of each size, posted in the same\n"
@@ -957,7 +962,7 @@ int main(int argc, char **argv)
         {"check", 1, NULL, 'k'},    {"compare", 1, NULL, 'C'},    {"help", 0, NULL, 'h'},
         {"cold", 1, NULL, 'Q'},     {"plot", 1, NULL, 'P'},       {"disorder", 1, NULL, 'D'},
         {"registered", 1, NULL, 'G'}, {"stats", 0, NULL, 'S'},       {"late", 1, NULL, 'L'},
-        {NULL, 0, NULL, 0}};
+        {"barrier", 0, NULL, 'B'},  {NULL, 0, NULL, 0}};
     bench_opts_t o = {.coll = 0, .dtype = DFCCL_FLOAT32, .op = DFCCL_SUM, .min_bytes = 8,
                       .factor = 2.0, .warmup = 5, .iters = 20, .check = 1};
     bench_t b;
@@ -992,6 +997,7 @@ int main(int argc, char **argv)
         case 'D': o.disorder = atoi(optarg); break;
         case 'G': o.registered = atoi(optarg); break;
         case 'S': o.stats = 1; break;
+        case 'B': o.barrier = 1; break;
         case 'C':
             if (strcmp(optarg, "nccl") != 0) {
                 bench_die("--compare takes 'nccl', not %s", optarg);

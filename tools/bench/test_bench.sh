@@ -70,6 +70,14 @@ if [ "$short" -ne 0 ] && [ -n "$launch" ]; then
     sed 's/^/    /' "$out" | tail -10
     failed=1
 fi
+# --barrier: a barrier before every timed call; the calls must still be
+# checked right and, with --stats, timed one by one
+run "allreduce --barrier" 8 -c allreduce -b 64 -e 4K -f 8 -w 1 -n 5 --barrier --stats
+nstats=$(grep -c "$stats_re" "$out")
+if [ "$nstats" -ne 3 ]; then
+    echo "FAIL: --barrier --stats printed $nstats stats lines for 3 sizes"
+    failed=1
+fi
 # connectors of 2 slots with 16 slices per ring step asked for: a ring step
 # must be cut into fewer slices than a connector has slots, or every slot
 # fills in the first step and the ring stops
