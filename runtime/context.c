@@ -869,7 +869,7 @@ static void *dfccl_poller_main(void *arg)
 
     for (;;) {
         uint64_t gen = __atomic_load_n(&ctx->kick_gen, __ATOMIC_ACQUIRE);
-        int busy;
+        int busy, app_polls;
 
         if (__atomic_load_n(&ctx->poller_stop, __ATOMIC_ACQUIRE)) {
             break;
@@ -880,20 +880,22 @@ static void *dfccl_poller_main(void *arg)
         pthread_mutex_lock(&ctx->lock);
         busy = ctx->inflight > 0 || ctx->npending > 0 || ctx->ndeferred > 0;
         pthread_mutex_unlock(&ctx->lock);
-        if (busy) {
-            /* Collectives in flight: poll, but leave the core to others.
-             * While an application thread polls the completion queue itself
-             * (dfcclWait spinning, dfcclProgress from an MPI progress loop)
-             * this thread only backs it up: two threads polling would fight
-             * over the context's locks on every pass. */
-            uint64_t app = __atomic_load_n(&ctx->app_poll_ns, __ATOMIC_RELAXED);
-            if (ctx->backend == DFCCL_BACKEND_HOST ||
-                dfccl_since(dfccl_time_ns(), app) < DFCCL_APP_POLL_NS) {
-                struct timespec ts = {0, ctx->backend == DFCCL_BACKEND_HOST ? 20000 : 50000};
-                nanosleep(&ts, NULL);
-            } else {
-                sched_yield();
-            }
+        /* While an application thread polls the completion queue itself
+         * (dfcclWait spinning, dfcclProgress from an MPI progress loop) this
+         * thread only backs it up: two threads polling would fight over the
+         * context's locks on every pass. It then naps instead of waiting on
+         * the condition, idle or not: a submission's kick (dfccl_ctx_kick)
+         * that finds a thread waiting there wakes it through the kernel, a
+         * few microseconds on the submitting thread for nothing while that
+         * thread is about to poll. */
+        app_polls = dfccl_since(dfccl_time_ns(),
+                                __atomic_load_n(&ctx->app_poll_ns, __ATOMIC_RELAXED)) <
+                    DFCCL_APP_POLL_NS;
+        if (app_polls || (busy && ctx->backend == DFCCL_BACKEND_HOST)) {
+            struct timespec ts = {0, ctx->backend == DFCCL_BACKEND_HOST ? 20000 : 50000};
+            nanosleep(&ts, NULL);
+        } else if (busy) {
+            sched_yield(); /* collectives in flight, nobody else polls */
         } else {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
