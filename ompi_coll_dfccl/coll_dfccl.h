@@ -58,7 +58,8 @@ typedef struct {
     int    arrivals;   /* dfccl_arrivals_t */
     int    instances;  /* registrations per signature and communicator */
     int    sync_default_stream; /* settle the legacy default stream before a
-                                 * device collective starts */
+                                 * device collective starts: 1 always, 0 never,
+                                 * -1 when a buffer's copies may be in flight */
     dfccl_config_t cfg; /* dfcclConfigInit defaults (env applied), then MCA values */
     int    cfg_ok;     /* dfcclConfigInit succeeded */
 
@@ -83,6 +84,33 @@ typedef struct {
 } mca_coll_dfccl_component_t;
 
 OMPI_MODULE_DECLSPEC extern mca_coll_dfccl_component_t mca_coll_dfccl_component;
+
+/*
+ * Stage times of blocking calls, a diagnostic build only (-DDFCCL_STAGE_TIMES,
+ * as for the daemon's): a blocking call through dfccl stamps the clock as it
+ * reaches each stage, and MPI_Finalize prints the average time from the
+ * previous stamped stage to each, per rank.
+ */
+enum {
+    MCA_COLL_DFCCL_T_ENTER = 0, /* the collective's entry */
+    MCA_COLL_DFCCL_T_ROUTED,    /* memory kinds asked, path chosen */
+    MCA_COLL_DFCCL_T_REQ,       /* request made */
+    MCA_COLL_DFCCL_T_SETTLED,   /* CUDA's default stream waited for */
+    MCA_COLL_DFCCL_T_SUBMITTED, /* dfcclRun* returned */
+    MCA_COLL_DFCCL_T_CALLBACK,  /* dfccl's completion callback ran */
+    MCA_COLL_DFCCL_T_DONE,      /* the progress loop took the completion */
+    MCA_COLL_DFCCL_T_WAITED,    /* the request's wait returned */
+    MCA_COLL_DFCCL_T_FREED,     /* request freed: the call returns */
+    MCA_COLL_DFCCL_NT
+};
+#ifdef DFCCL_STAGE_TIMES
+void mca_coll_dfccl_stamp(int stage);
+void mca_coll_dfccl_stamp_sum(void);
+void mca_coll_dfccl_stamp_print(void);
+#define MCA_COLL_DFCCL_STAMP(stage) mca_coll_dfccl_stamp(stage)
+#else
+#define MCA_COLL_DFCCL_STAMP(stage) ((void)0)
+#endif
 
 /* A registration signature: every rank derives the same one for a call. */
 typedef struct {
@@ -182,6 +210,7 @@ typedef struct mca_coll_dfccl_op {
     void                      *copy_dst;  /* then my block of it is copied here */
     size_t                     copy_off, copy_bytes;
     dfccl_status_t             status;
+    int                        settle;   /* wait for CUDA's default stream first */
     struct mca_coll_dfccl_req *req;
 } mca_coll_dfccl_op_t;
 
@@ -236,6 +265,11 @@ void *mca_coll_dfccl_inst_tmp(mca_coll_dfccl_module_t *m, mca_coll_dfccl_inst_t 
                               size_t bytes);
 /* Memory of the kind dfccl takes: copies, allocation, detection. */
 int mca_coll_dfccl_is_device(const void *ptr);
+/* Whether ptr is device (or managed) memory. Device memory gets CUDA's
+ * SYNC_MEMOPS attribute; *settle is set when a synchronous copy into the
+ * buffer may still be in flight (the attribute was missing or cannot be
+ * set, or the memory is managed). */
+int mca_coll_dfccl_device_buf(const void *ptr, int *settle);
 int mca_coll_dfccl_copy(void *dst, const void *src, size_t bytes);
 int mca_coll_dfccl_settle_default_stream(void);
 mca_coll_dfccl_req_t *mca_coll_dfccl_req_new(struct ompi_communicator_t *comm,

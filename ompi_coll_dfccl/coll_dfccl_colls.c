@@ -111,14 +111,15 @@ static size_t dfccl_type_size(struct ompi_datatype_t *dt)
  * buffers that matter on this rank (NULL entries are skipped).
  */
 static int dfccl_route(mca_coll_dfccl_module_t *m, int supported, const void *const *bufs,
-                       int nbufs, const char *coll)
+                       int nbufs, const char *coll, int *settle)
 {
     mca_coll_dfccl_component_t *cm = &mca_coll_dfccl_component;
     int ndev = 0, n = 0, path;
 
+    MCA_COLL_DFCCL_STAMP(MCA_COLL_DFCCL_T_ENTER);
     for (int i = 0; i < nbufs; i++) {
         if (bufs[i] != NULL && bufs[i] != MPI_IN_PLACE) {
-            ndev += mca_coll_dfccl_is_device(bufs[i]);
+            ndev += mca_coll_dfccl_device_buf(bufs[i], settle);
             n++;
         }
     }
@@ -139,6 +140,7 @@ static int dfccl_route(mca_coll_dfccl_module_t *m, int supported, const void *co
     }
     MCA_COLL_DFCCL_VERBOSE(3, "%s on communicator %s: %s", coll, m->comm->c_name,
                            dfccl_path_names[path]);
+    MCA_COLL_DFCCL_STAMP(MCA_COLL_DFCCL_T_ROUTED);
     return path;
 }
 
@@ -192,6 +194,7 @@ static int dfccl_run(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_sig_t *sig
     if (req == NULL) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
+    MCA_COLL_DFCCL_STAMP(MCA_COLL_DFCCL_T_REQ);
     req->op        = *op;
     req->op.module = m;
     if (form == DFCCL_PERSISTENT) {
@@ -222,8 +225,13 @@ static int dfccl_run(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_sig_t *sig
     /* blocking: returns only when dfccl's work is done */
     r = &req->super.super;
     ompi_request_wait_completion(r);
+    MCA_COLL_DFCCL_STAMP(MCA_COLL_DFCCL_T_WAITED);
     rc = r->req_status.MPI_ERROR;
     ompi_request_free(&r);
+#ifdef DFCCL_STAGE_TIMES
+    MCA_COLL_DFCCL_STAMP(MCA_COLL_DFCCL_T_FREED);
+    mca_coll_dfccl_stamp_sum();
+#endif
     return rc;
 }
 
@@ -335,6 +343,7 @@ static int dfccl_allreduce_any(const void *sbuf, void *rbuf, int count,
                                struct ompi_communicator_t *comm, struct ompi_info_t *info,
                                ompi_request_t **request, mca_coll_dfccl_module_t *m, int form)
 {
+    int settle = 0; /* set by dfccl_route: wait for CUDA's default stream */
     int inplace         = sbuf == MPI_IN_PLACE;
     const void *bufs[2] = {rbuf, inplace ? NULL : sbuf};
     mca_coll_dfccl_sig_t sig = {MCA_COLL_DFCCL_ALLREDUCE, (size_t)count, 0, 0, -1};
@@ -346,9 +355,10 @@ static int dfccl_allreduce_any(const void *sbuf, void *rbuf, int count,
     void *hr;
     int rc;
 
-    switch (dfccl_route(m, supported, bufs, 2, "allreduce")) {
+    switch (dfccl_route(m, supported, bufs, 2, "allreduce", &settle)) {
     case DFCCL_PATH_DFCCL:
         memset(&op, 0, sizeof(op));
+        op.settle = settle;
         op.sbuf = inplace ? rbuf : sbuf;
         op.rbuf = rbuf;
         return dfccl_run(m, &sig, &op, form, request);
@@ -390,6 +400,7 @@ static int dfccl_allgather_any(const void *sbuf, int scount, struct ompi_datatyp
                                struct ompi_communicator_t *comm, struct ompi_info_t *info,
                                ompi_request_t **request, mca_coll_dfccl_module_t *m, int form)
 {
+    int settle = 0; /* set by dfccl_route: wait for CUDA's default stream */
     int inplace = sbuf == MPI_IN_PLACE, size = ompi_comm_size(comm);
     int rank    = ompi_comm_rank(comm);
     const void *bufs[2] = {rbuf, inplace ? NULL : sbuf};
@@ -405,9 +416,10 @@ static int dfccl_allgather_any(const void *sbuf, int scount, struct ompi_datatyp
     void *hr;
     int rc;
 
-    switch (dfccl_route(m, supported, bufs, 2, "allgather")) {
+    switch (dfccl_route(m, supported, bufs, 2, "allgather", &settle)) {
     case DFCCL_PATH_DFCCL:
         memset(&op, 0, sizeof(op));
+        op.settle = settle;
         op.sbuf = inplace ? (char *)rbuf + (size_t)rank * rbytes : sbuf;
         op.rbuf = rbuf;
         return dfccl_run(m, &sig, &op, form, request);
@@ -450,6 +462,7 @@ static int dfccl_rsb_any(const void *sbuf, void *rbuf, int rcount, struct ompi_d
                          struct ompi_info_t *info, ompi_request_t **request,
                          mca_coll_dfccl_module_t *m, int form)
 {
+    int settle = 0; /* set by dfccl_route: wait for CUDA's default stream */
     int inplace = sbuf == MPI_IN_PLACE, size = ompi_comm_size(comm);
     const void *bufs[2] = {rbuf, inplace ? NULL : sbuf};
     mca_coll_dfccl_sig_t sig = {MCA_COLL_DFCCL_REDUCE_SCATTER, (size_t)rcount, 0, 0, -1};
@@ -463,9 +476,10 @@ static int dfccl_rsb_any(const void *sbuf, void *rbuf, int rcount, struct ompi_d
     void *hr;
     int rc;
 
-    switch (dfccl_route(m, supported, bufs, 2, "reduce_scatter_block")) {
+    switch (dfccl_route(m, supported, bufs, 2, "reduce_scatter_block", &settle)) {
     case DFCCL_PATH_DFCCL:
         memset(&op, 0, sizeof(op));
+        op.settle = settle;
         op.sbuf = inplace ? rbuf : sbuf;
         op.rbuf = rbuf;
         return dfccl_run(m, &sig, &op, form, request);
@@ -511,6 +525,7 @@ static int dfccl_rs_any(const void *sbuf, void *rbuf, const int *rcounts,
                         struct ompi_communicator_t *comm, struct ompi_info_t *info,
                         ompi_request_t **request, mca_coll_dfccl_module_t *m, int form)
 {
+    int settle = 0; /* set by dfccl_route: wait for CUDA's default stream */
     int inplace = sbuf == MPI_IN_PLACE, size = ompi_comm_size(comm);
     int rank    = ompi_comm_rank(comm), equal = 1;
     const void *bufs[2] = {rbuf, inplace ? NULL : sbuf};
@@ -531,9 +546,10 @@ static int dfccl_rs_any(const void *sbuf, void *rbuf, const int *rcounts,
         equal &= rcounts[i] == rcounts[0];
     }
     supported = total > 0 && dfccl_map_type(dt, &sig.dtype) && dfccl_map_op(mop, &sig.op);
-    switch (dfccl_route(m, supported, bufs, 2, "reduce_scatter")) {
+    switch (dfccl_route(m, supported, bufs, 2, "reduce_scatter", &settle)) {
     case DFCCL_PATH_DFCCL:
         memset(&op, 0, sizeof(op));
+        op.settle = settle;
         op.sbuf = inplace ? rbuf : sbuf;
         if (equal) {
             sig.count = (size_t)rcounts[0];
@@ -588,6 +604,7 @@ static int dfccl_reduce_any(const void *sbuf, void *rbuf, int count, struct ompi
                             struct ompi_info_t *info, ompi_request_t **request,
                             mca_coll_dfccl_module_t *m, int form)
 {
+    int settle = 0; /* set by dfccl_route: wait for CUDA's default stream */
     int is_root = ompi_comm_rank(comm) == root, inplace = is_root && sbuf == MPI_IN_PLACE;
     /* the receive buffer matters on the root only */
     const void *bufs[2] = {is_root ? rbuf : NULL, inplace ? NULL : sbuf};
@@ -600,9 +617,10 @@ static int dfccl_reduce_any(const void *sbuf, void *rbuf, int count, struct ompi
     void *hr = NULL;
     int rc;
 
-    switch (dfccl_route(m, supported, bufs, 2, "reduce")) {
+    switch (dfccl_route(m, supported, bufs, 2, "reduce", &settle)) {
     case DFCCL_PATH_DFCCL:
         memset(&op, 0, sizeof(op));
+        op.settle = settle;
         op.sbuf = inplace ? rbuf : sbuf;
         op.rbuf = is_root ? rbuf : NULL;
         return dfccl_run(m, &sig, &op, form, request);
@@ -651,6 +669,7 @@ static int dfccl_bcast_any(void *buf, int count, struct ompi_datatype_t *dt, int
                            struct ompi_communicator_t *comm, struct ompi_info_t *info,
                            ompi_request_t **request, mca_coll_dfccl_module_t *m, int form)
 {
+    int settle = 0; /* set by dfccl_route: wait for CUDA's default stream */
     const void *bufs[1] = {buf};
     size_t bytes        = dfccl_contig_bytes(dt, count);
     mca_coll_dfccl_sig_t sig = {MCA_COLL_DFCCL_BCAST, bytes, DFCCL_UINT8, DFCCL_SUM, root};
@@ -660,9 +679,10 @@ static int dfccl_bcast_any(void *buf, int count, struct ompi_datatype_t *dt, int
     int is_root = ompi_comm_rank(comm) == root, rc;
     void *hb;
 
-    switch (dfccl_route(m, bytes > 0, bufs, 1, "bcast")) {
+    switch (dfccl_route(m, bytes > 0, bufs, 1, "bcast", &settle)) {
     case DFCCL_PATH_DFCCL:
         memset(&op, 0, sizeof(op));
+        op.settle = settle;
         op.sbuf = buf;
         op.rbuf = buf;
         return dfccl_run(m, &sig, &op, form, request);

@@ -43,7 +43,7 @@ mca_coll_dfccl_component_t mca_coll_dfccl_component = {
     .priority  = 40,
     .verbose   = 0,
     .instances = 2,
-    .sync_default_stream = 1,
+    .sync_default_stream = -1,
     .lock      = PTHREAD_MUTEX_INITIALIZER,
     .done_lock = PTHREAD_MUTEX_INITIALIZER,
 };
@@ -198,13 +198,17 @@ static int dfccl_register(void)
               "k-th call with one signature runs on instance k mod this, so up to this "
               "many identical nonblocking collectives run at once; later ones are chained",
               MCA_BASE_VAR_TYPE_INT, NULL, &cm->instances);
-    dfccl_reg("sync_default_stream", "1: before a collective on device buffers starts, wait "
-              "for the work queued on CUDA's legacy default stream, which includes a "
-              "cudaMemcpy from pageable host memory that returned before its data reached "
-              "the device (dfccl's daemon reads buffers on its own stream, unordered with the "
-              "caller's streams); 0: the application synchronizes every stream that wrote "
-              "the buffers before the MPI call", MCA_BASE_VAR_TYPE_INT, NULL,
-              &cm->sync_default_stream);
+    dfccl_reg("sync_default_stream", "Before a collective on device buffers starts, wait "
+              "for the work queued on CUDA's legacy default stream (dfccl's daemon reads "
+              "buffers on its own stream, unordered with the caller's). -1 (default): only "
+              "when a synchronous copy into a buffer may still be in flight: device buffers "
+              "get CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, which makes cudaMemcpy and cudaMemset "
+              "into them complete on return, and a call waits when it is the first on a "
+              "buffer or the attribute cannot be set (managed memory); 1: every call (also "
+              "covers kernels on the legacy stream left unsynchronized, at about 1.5 us a "
+              "call); 0: never. Kernels and asynchronous copies on any stream must be "
+              "synchronized by the application before the MPI call, as with any CUDA-aware "
+              "MPI", MCA_BASE_VAR_TYPE_INT, NULL, &cm->sync_default_stream);
     dfccl_reg("max_blocks", "Daemon blocks, the most channels of any collective, 0 = "
               "backend default (32 on GPUs) (DFCCL_MAX_BLOCKS)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->max_blocks);
@@ -229,7 +233,8 @@ static int dfccl_register(void)
               "channels of 2 slots of 32 KiB), 0 = no limit; same on every rank "
               "(DFCCL_CONN_BUDGET)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->conn_budget);
     dfccl_reg("channel_bytes", "Bytes per extra channel, 0 = backend default; same on "
-              "every rank (DFCCL_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->min_channel_bytes);
+              "every rank (DFCCL_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
+              &c->min_channel_bytes);
     dfccl_reg("slot_bytes", "Connector slot size, 0 = backend default; same on every rank "
               "(DFCCL_SLOT_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->slot_bytes);
     dfccl_reg("slots", "Slots per connector; same on every rank (DFCCL_SLOTS)",

@@ -46,6 +46,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "opal/runtime/opal_progress.h"
 #include "ompi/mca/coll/base/base.h"
@@ -53,10 +55,110 @@
 #include "ompi/mca/coll/base/coll_tags.h"
 
 #ifdef DFCCL_HAVE_CUDART
+#include <cuda.h> /* the driver's types only: its functions come through libcudart */
 #include <cuda_runtime_api.h>
 #endif
 
 /* ---- memory kinds ----------------------------------------------------- */
+
+#ifdef DFCCL_HAVE_CUDART
+/* Two driver functions reached through the runtime's entry points (dfccl
+ * links libcudart, never libcuda): a pointer's attributes in one call, and
+ * setting one. NULL where the runtime or driver cannot give them. */
+typedef CUresult (*dfccl_ptr_attrs_fn)(unsigned int, CUpointer_attribute *, void **,
+                                       CUdeviceptr);
+typedef CUresult (*dfccl_ptr_set_fn)(const void *, CUpointer_attribute, CUdeviceptr);
+static dfccl_ptr_attrs_fn dfccl_ptr_attrs;
+static dfccl_ptr_set_fn dfccl_ptr_set;
+static pthread_once_t dfccl_ptr_once = PTHREAD_ONCE_INIT;
+
+static void *dfccl_driver_fn(const char *name)
+{
+    void *fn = NULL;
+#if CUDART_VERSION >= 12050
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess || q != cudaDriverEntryPointSuccess) {
+        fn = NULL;
+    }
+#elif CUDART_VERSION >= 12000
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+        fn = NULL;
+    }
+#elif CUDART_VERSION >= 11030
+    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault) != cudaSuccess) {
+        fn = NULL;
+    }
+#else
+    (void)name;
+#endif
+    cudaGetLastError();
+    return fn;
+}
+
+static void dfccl_ptr_init(void)
+{
+    dfccl_ptr_attrs = (dfccl_ptr_attrs_fn)dfccl_driver_fn("cuPointerGetAttributes");
+    dfccl_ptr_set   = (dfccl_ptr_set_fn)dfccl_driver_fn("cuPointerSetAttribute");
+    if (dfccl_ptr_attrs == NULL || dfccl_ptr_set == NULL) {
+        dfccl_ptr_attrs = NULL;
+        MCA_COLL_DFCCL_VERBOSE(1, "%s", "CUDA gives no cuPointerGetAttributes or "
+                               "cuPointerSetAttribute: every collective on device buffers "
+                               "waits for CUDA's default stream first");
+    }
+}
+#endif
+
+int mca_coll_dfccl_device_buf(const void *ptr, int *settle)
+{
+#ifdef DFCCL_HAVE_CUDART
+    CUpointer_attribute at[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                 CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                 CU_POINTER_ATTRIBUTE_SYNC_MEMOPS};
+    /* zeroed 8 bytes each: the driver writes an unsigned int or a bool */
+    uint64_t type = 0, managed = 0, sync = 0;
+    void *data[3] = {&type, &managed, &sync};
+    unsigned int one = 1;
+
+    if (ptr == NULL || ptr == MPI_IN_PLACE) {
+        return 0;
+    }
+    pthread_once(&dfccl_ptr_once, dfccl_ptr_init);
+    if (dfccl_ptr_attrs == NULL ||
+        dfccl_ptr_attrs(3, at, data, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS) {
+        int dev = mca_coll_dfccl_is_device(ptr);
+        *settle |= dev;
+        return dev;
+    }
+    if (managed) {
+        *settle = 1; /* its copies may migrate pages; no attribute for that */
+        return 1;
+    }
+    if ((CUmemorytype)type != CU_MEMORYTYPE_DEVICE) {
+        return 0; /* host memory, pinned or not, or not CUDA's */
+    }
+    if (!sync) {
+        /* First seen (or a new allocation at the address): from now on a
+         * synchronous copy or memset into it is complete when it returns.
+         * One issued before may still be in flight: this call waits for
+         * the default stream, and so does every call if the attribute
+         * does not take. */
+        *settle = 1;
+        if (dfccl_ptr_set(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+                          (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS) {
+            MCA_COLL_DFCCL_VERBOSE(2, "buffer %p: CU_POINTER_ATTRIBUTE_SYNC_MEMOPS not set; "
+                                   "calls on it wait for CUDA's default stream", ptr);
+        }
+    }
+    return 1;
+#else
+    (void)ptr;
+    (void)settle;
+    return 0;
+#endif
+}
 
 int mca_coll_dfccl_is_device(const void *ptr)
 {
@@ -79,10 +181,11 @@ int mca_coll_dfccl_is_device(const void *ptr)
 
 /*
  * Wait for the work queued on CUDA's legacy default stream: a cudaMemcpy
- * from pageable host memory (or between device buffers) may return before
- * its data has landed, and the daemon, on its own non-blocking stream, is
- * not ordered after it. dfccl's daemon never runs on that stream, so this
- * never waits for a collective.
+ * from pageable host memory (or between device buffers) into memory without
+ * CU_POINTER_ATTRIBUTE_SYNC_MEMOPS may return before its data has landed,
+ * and the daemon, on its own non-blocking stream, is not ordered after it.
+ * dfccl's daemon never runs on that stream, so this never waits for a
+ * collective. About 1.5 us even when the stream is idle.
  */
 int mca_coll_dfccl_settle_default_stream(void)
 {
@@ -203,6 +306,67 @@ out:
     return cm->ctx != NULL;
 }
 
+#ifdef DFCCL_STAGE_TIMES
+/* Diagnostic stage times (coll_dfccl.h). One blocking call runs at a time
+ * per process in the benchmarks they are for; the callback's stamp comes
+ * from whichever thread polls dfccl's completion queue. */
+static uint64_t dfccl_t_stamp[MCA_COLL_DFCCL_NT], dfccl_t_sum[MCA_COLL_DFCCL_NT], dfccl_t_n;
+
+static uint64_t dfccl_t_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void mca_coll_dfccl_stamp(int stage)
+{
+    if (stage == MCA_COLL_DFCCL_T_ENTER) {
+        memset(dfccl_t_stamp, 0, sizeof(dfccl_t_stamp));
+    }
+    if (dfccl_t_stamp[stage] == 0) {
+        __atomic_store_n(&dfccl_t_stamp[stage], dfccl_t_now(), __ATOMIC_RELEASE);
+    }
+}
+
+void mca_coll_dfccl_stamp_sum(void)
+{
+    uint64_t prev = __atomic_load_n(&dfccl_t_stamp[0], __ATOMIC_ACQUIRE);
+
+    for (int i = 1; i < MCA_COLL_DFCCL_NT; i++) {
+        uint64_t t = __atomic_load_n(&dfccl_t_stamp[i], __ATOMIC_ACQUIRE);
+        if (t != 0 && prev != 0 && t >= prev) {
+            dfccl_t_sum[i] += t - prev;
+        }
+        if (t != 0) {
+            prev = t;
+        }
+    }
+    dfccl_t_n++;
+    memset(dfccl_t_stamp, 0, sizeof(dfccl_t_stamp));
+}
+
+void mca_coll_dfccl_stamp_print(void)
+{
+    static const char *const names[MCA_COLL_DFCCL_NT] = {
+        "enter", "routed", "request", "settled", "submitted", "callback", "done", "waited",
+        "freed"};
+    char line[512];
+    int len = 0;
+
+    if (dfccl_t_n == 0) {
+        return;
+    }
+    for (int i = 1; i < MCA_COLL_DFCCL_NT; i++) {
+        len += snprintf(line + len, sizeof(line) - (size_t)len, " %s %.2f", names[i],
+                        (double)dfccl_t_sum[i] / (double)dfccl_t_n / 1e3);
+    }
+    fprintf(stderr, "dfccl component stages (us per blocking call), pid %d, %llu calls:%s\n",
+            (int)getpid(), (unsigned long long)dfccl_t_n, line);
+}
+#endif
+
 void mca_coll_dfccl_finalize(void)
 {
     mca_coll_dfccl_component_t *cm = &mca_coll_dfccl_component;
@@ -219,6 +383,9 @@ void mca_coll_dfccl_finalize(void)
                 (unsigned long long)cm->fallbacks);
         fflush(stderr);
     }
+#ifdef DFCCL_STAGE_TIMES
+    mca_coll_dfccl_stamp_print();
+#endif
     if (cm->progress_registered) {
         opal_progress_unregister(mca_coll_dfccl_progress);
         cm->progress_registered = 0;
@@ -412,6 +579,7 @@ static void dfccl_done_cb(int coll_id, dfccl_status_t status, void *arg)
     mca_coll_dfccl_op_t *op        = arg;
     mca_coll_dfccl_component_t *cm = &mca_coll_dfccl_component;
 
+    MCA_COLL_DFCCL_STAMP(MCA_COLL_DFCCL_T_CALLBACK);
     op->status = status;
     op->next   = NULL;
     pthread_mutex_lock(&cm->done_lock);
@@ -476,10 +644,14 @@ int mca_coll_dfccl_op_start(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_sig
 
     /* the buffers hold their data now, as MPI promises the call */
     if (mca_coll_dfccl_component.mode == MCA_COLL_DFCCL_MODE_CUDA &&
-        mca_coll_dfccl_component.sync_default_stream &&
-        mca_coll_dfccl_settle_default_stream() != OMPI_SUCCESS) {
-        return OMPI_ERROR;
+        (mca_coll_dfccl_component.sync_default_stream > 0 ||
+         (mca_coll_dfccl_component.sync_default_stream < 0 && op->settle))) {
+        if (mca_coll_dfccl_settle_default_stream() != OMPI_SUCCESS) {
+            return OMPI_ERROR;
+        }
+        op->settle = 0; /* a persistent request's later starts need not */
     }
+    MCA_COLL_DFCCL_STAMP(MCA_COLL_DFCCL_T_SETTLED);
     req->completed = 0;
     op->module     = m;
     op->req        = req;
@@ -536,6 +708,7 @@ int mca_coll_dfccl_op_start(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_sig
         return OMPI_ERROR;
     }
     pthread_mutex_unlock(&m->lock);
+    MCA_COLL_DFCCL_STAMP(MCA_COLL_DFCCL_T_SUBMITTED);
     return OMPI_SUCCESS;
 }
 
@@ -547,6 +720,7 @@ static void dfccl_op_done(mca_coll_dfccl_op_t *op)
     mca_coll_dfccl_op_t *next;
     int rc = op->status == DFCCL_OK ? MPI_SUCCESS : MPI_ERR_INTERN;
 
+    MCA_COLL_DFCCL_STAMP(MCA_COLL_DFCCL_T_DONE);
     __atomic_sub_fetch(&mca_coll_dfccl_component.running, 1, __ATOMIC_RELAXED);
 
     if (op->status != DFCCL_OK) {

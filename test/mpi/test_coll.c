@@ -470,6 +470,68 @@ static void test_progress(void)
     free(msg);
 }
 
+/*
+ * --device: a synchronous copy or memset right before the call, with no
+ * synchronization of the test's own. cudaMemcpy from pageable memory and
+ * cudaMemset may return before their data lands; the component makes them
+ * complete on return (CU_POINTER_ATTRIBUTE_SYNC_MEMOPS on the buffers) and
+ * waits for CUDA's default stream on a buffer's first call. Rounds with new
+ * values in the same buffers, each result checked whole.
+ */
+static void test_copies_in_flight(void)
+{
+#ifdef HAVE_CUDART
+    enum { N = 4 << 20, ROUNDS = 6 };
+    int *h = malloc((size_t)N * sizeof(int)), *ds = NULL, *dr = NULL;
+    unsigned char *h8 = malloc(N), *bs = NULL, *br = NULL;
+
+    if (!device) {
+        free(h);
+        free(h8);
+        return;
+    }
+    if (h == NULL || h8 == NULL ||
+        cudaMalloc((void **)&ds, (size_t)N * sizeof(int)) != cudaSuccess ||
+        cudaMalloc((void **)&dr, (size_t)N * sizeof(int)) != cudaSuccess ||
+        cudaMalloc((void **)&bs, N) != cudaSuccess || cudaMalloc((void **)&br, N) != cudaSuccess) {
+        fprintf(stderr, "rank %d: allocations for the copies-in-flight test failed\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (int round = 0; round < ROUNDS; round++) {
+        for (size_t i = 0; i < N; i++) {
+            h[i] = round * 7 + rank + (int)(i % 13);
+        }
+        cudaMemcpy(ds, h, (size_t)N * sizeof(int), cudaMemcpyHostToDevice);
+        MPI_Allreduce(ds, dr, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        cudaMemcpy(h, dr, (size_t)N * sizeof(int), cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < N; i++) {
+            int want = size * (round * 7 + (int)(i % 13)) + size * (size - 1) / 2;
+            if (i == N - 1 || h[i] != want) {
+                check(h[i] == want, "copy in flight", "allreduce", BLOCKING, 0, "int", "sum",
+                      N, i, h[i], want);
+                break;
+            }
+        }
+        cudaMemset(bs, round + rank + 1, N);
+        MPI_Allreduce(bs, br, N, MPI_UNSIGNED_CHAR, MPI_MAX, MPI_COMM_WORLD);
+        cudaMemcpy(h8, br, N, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < N; i++) {
+            if (i == N - 1 || h8[i] != round + size) {
+                check(h8[i] == round + size, "memset in flight", "allreduce", BLOCKING, 0,
+                      "unsigned char", "max", N, i, h8[i], round + size);
+                break;
+            }
+        }
+    }
+    cudaFree(ds);
+    cudaFree(dr);
+    cudaFree(bs);
+    cudaFree(br);
+    free(h);
+    free(h8);
+#endif
+}
+
 /* One GPU per local rank, chosen before MPI_Init: the coll component sets
  * up dfccl on the current device when MPI creates MPI_COMM_WORLD. */
 static void select_device(void)
@@ -550,6 +612,7 @@ int main(int argc, char **argv)
     }
     test_fallbacks();
     test_progress();
+    test_copies_in_flight();
 
     MPI_Allreduce(&failures, &all_fail, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
