@@ -63,6 +63,8 @@ typedef struct {
     uint64_t            cq_tail;  /* CQEs posted by this block */
     uint64_t            sq_next;  /* block 0: next SQ position */
     uint64_t            min_head; /* block 0: slowest block's log head, cached */
+    uint64_t            log_head; /* other blocks: next log position */
+    uint32_t            arrivals; /* tasks taken, for their arrival order */
 } dfccl_blk_state_t;
 
 #define DFCCL_COUNT(a, b, ls, field)                                           \
@@ -95,7 +97,7 @@ DFCCL_F_DEVICE void dfccl_daemon_task_remove(dfccl_task_t *tasks, uint32_t *ntas
 /* Take one SQE into block b's task queue (or its control flags). Thread 0. */
 DFCCL_F_DEVICE void dfccl_daemon_take(const dfccl_daemon_args_t *a, uint32_t b,
                                       const dfccl_sqe_t *e, dfccl_task_t *tasks,
-                                      dfccl_blk_ctl_t *ctl)
+                                      dfccl_blk_ctl_t *ctl, dfccl_blk_state_t *ls)
 {
     if (e->kind == DFCCL_SQE_EXIT) {
         ctl->exiting = 1;
@@ -115,7 +117,8 @@ DFCCL_F_DEVICE void dfccl_daemon_take(const dfccl_daemon_args_t *a, uint32_t b,
         }
         task.coll_id  = e->coll_id;
         task.priority = e->priority;
-        task.arrival  = a->arrivals[b]++;
+        task.arrival  = ls->arrivals++;
+        a->arrivals[b] = ls->arrivals; /* for the next launch */
         task.sticky   = 0;
         task.fresh    = 1;
         task.sendbuff = e->sendbuff;
@@ -227,17 +230,17 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
         }
         /* the entries found before the first line that was not there */
         found = dfccl_lowest_bit(dfccl_warp_ballot(lane < n && span == 0), n);
+        if (a->nblocks > 1 && lane < found) {
+            /* the line into the log as read, after this lane's fence */
+            dfccl_st_logw(a->log[(pos + lane) % a->log_entries].w, w);
+        }
         dfccl_warp_sync();
         if (lane == 0) {
             int go;
 
             for (uint32_t i = 0; i < found; i++) {
                 batch_end = DFCCL_MAX(batch_end, pos + i + ctl->span[i]);
-                if (a->nblocks > 1) {
-                    /* released below by this lane */
-                    a->log[(pos + i) % a->log_entries] = ctl->sqe[i];
-                }
-                dfccl_daemon_take(a, 0, &ctl->sqe[i], tasks, ctl);
+                dfccl_daemon_take(a, 0, &ctl->sqe[i], tasks, ctl, ls);
             }
             if (pos + found < batch_end) {
                 go = 1; /* in a batch, so written: a line was read early */
@@ -258,11 +261,6 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
         ls->sq_next      = pos;
         *a->sq_next      = pos;
         a->task_count[0] = ctl->ntasks;
-        if (a->nblocks > 1) {
-            dfccl_st_release_gpu(a->log_tail, pos);
-        } else {
-            *(volatile uint64_t *)a->log_tail = pos;
-        }
         /* the entries were read (their values are in the log): the host
          * may reuse their slots; no fence on the way of a new collective */
         dfccl_st_consumed(&a->sq_ctrl->head, pos);
@@ -282,23 +280,68 @@ DFCCL_F_DEVICE int dfccl_daemon_sq_pending(const dfccl_daemon_args_t *a,
     return dfccl_daemon_sqw_decode(w, ls->sq_next, &e) != 0;
 }
 
-/* Pull new log entries into this block's task queue (blocks other than 0).
- * Thread 0 only. */
-DFCCL_F_DEVICE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, uint32_t b,
-                                              dfccl_task_t *tasks, dfccl_blk_ctl_t *ctl)
+/*
+ * Other blocks (the lanes of warp 0): take the entries block 0 has logged
+ * since this block's head into its task queue. The log holds the SQ's
+ * lines as the host wrote them, each word carrying its position, so a poll
+ * is one read: lane i reads the line at head + i, lane 0 the abort copy and
+ * the quit epoch with the first lines, all in flight together, and the
+ * entries found before the first line that is not there yet are taken in
+ * order (lane 0); a poll that found all its lines is followed by another.
+ * A tail word to read before the lines, and a head, an arrival counter and
+ * flags read after it one at a time, made an idle block's pass four reads
+ * of device memory long: a second channel started about 3 us after the
+ * first. Returns the entries taken, *abort_p and *epoch_p (lane 0).
+ */
+DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, uint32_t b,
+                                              dfccl_task_t *tasks, dfccl_blk_ctl_t *ctl,
+                                              dfccl_blk_state_t *ls, uint64_t *abort_p,
+                                              uint64_t *epoch_p)
 {
-    uint64_t h = a->log_head[b], t = dfccl_ld_acquire_gpu(a->log_tail);
-    uint32_t got = 0;
+    const uint32_t lane = (uint32_t)DFCCL_TID; /* below DFCCL_WARP */
+    const uint32_t n    = DFCCL_MIN(DFCCL_MIN((uint32_t)DFCCL_WARP, (uint32_t)DFCCL_LOG_WINDOW),
+                                    a->log_entries);
+    const uint64_t first = ls->log_head;
+    uint64_t h = first, abort = 0, epoch = 0;
+    uint32_t found;
 
-    for (; h < t; h++) {
-        got++;
-        dfccl_daemon_take(a, b, &a->log[h % a->log_entries], tasks, ctl);
+    do {
+        uint64_t w[DFCCL_SQW_WORDS];
+        uint32_t span = 0;
+
+        if (lane < n) {
+            dfccl_ld_sqw(a->log[(h + lane) % a->log_entries].w, w);
+        }
+        if (lane == 0 && h == first) {
+            abort = dfccl_ld_relaxed(a->abort_dev);
+            epoch = dfccl_ld_relaxed(a->quit_epoch);
+        }
+        if (lane < n) {
+            span = dfccl_daemon_sqw_decode(w, h + lane, &ctl->sqe[lane]);
+            if (span != 0) {
+                dfccl_fence_acquire_gpu(); /* as in dfccl_daemon_fetch_sq */
+            }
+        }
+        found = dfccl_lowest_bit(dfccl_warp_ballot(lane < n && span == 0), n);
+        dfccl_warp_sync();
+        if (lane == 0) {
+            for (uint32_t i = 0; i < found; i++) {
+                dfccl_daemon_take(a, b, &ctl->sqe[i], tasks, ctl, ls);
+            }
+        }
+        dfccl_warp_sync(); /* ctl->sqe taken before the next poll */
+        h += found;
+    } while (found == n);
+    if (lane == 0) {
+        if (h != first) {
+            ls->log_head     = h;
+            a->task_count[b] = ctl->ntasks;
+            dfccl_st_release_gpu(&a->log_head[b], h);
+        }
+        *abort_p = abort;
+        *epoch_p = epoch;
     }
-    if (got) {
-        a->task_count[b] = ctl->ntasks;
-        dfccl_st_release_gpu(&a->log_head[b], h);
-    }
-    return got;
+    return (uint32_t)(h - first);
 }
 
 /* Last block done with a collective: write its CQE into this block's ring. */
@@ -554,16 +597,20 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         ls->cq_tail  = a->cq_tail[b];
         ls->sq_next  = *a->sq_next;
         ls->min_head = 0;
+        ls->log_head = a->log_head[b];
+        ls->arrivals = a->arrivals[b];
     }
     dfccl_block_sync();
 
     for (;;) {
         uint32_t active = 0;
-        uint64_t abort  = 0;
+        uint64_t abort  = 0, epoch = 0;
         int rc;
 
-        if (b == 0 && DFCCL_TID < DFCCL_WARP) {
-            const uint32_t got = dfccl_daemon_fetch_sq(a, tasks, ctl, ls, &abort);
+        if (DFCCL_TID < DFCCL_WARP) {
+            const uint32_t got = b == 0 ? dfccl_daemon_fetch_sq(a, tasks, ctl, ls, &abort)
+                                        : dfccl_daemon_pull_log(a, b, tasks, ctl, ls, &abort,
+                                                                &epoch);
             if (DFCCL_TID == 0) {
                 ctl->active = got;
             }
@@ -579,16 +626,12 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
                 if (abort) {
                     dfccl_st_release_gpu(a->abort_dev, abort);
                 }
-            } else {
-                ctl->active = dfccl_daemon_pull_log(a, b, tasks, ctl);
-                abort       = dfccl_ld_acquire_gpu(a->abort_dev);
-                if (!abort && dfccl_ld_acquire_gpu(a->quit_epoch) == a->launch_epoch) {
-                    uint64_t now = dfccl_now_ns();
-                    if (now < last_abort_check ||
-                        now - last_abort_check > DFCCL_ABORT_CHECK_NS) {
-                        last_abort_check = now;
-                        abort = dfccl_ld_relaxed(a->abort_flag);
-                    }
+            } else if (!abort && epoch == a->launch_epoch) {
+                const uint64_t now = dfccl_now_ns();
+
+                if (now < last_abort_check || now - last_abort_check > DFCCL_ABORT_CHECK_NS) {
+                    last_abort_check = now;
+                    abort = dfccl_ld_relaxed(a->abort_flag);
                 }
             }
             ctl->rc = abort ? DFCCL_DAEMON_ABORT : 0;

@@ -75,11 +75,7 @@ enum {
                            * later entries use was mapped */
 };
 
-/*
- * Submission queue entry, as the host queues it and as block 0 logs it for
- * the other blocks (in device memory: every field, then `seq`, the log
- * position + 1, is written before the log tail is released).
- */
+/* Submission queue entry, decoded (dfccl_daemon_sqw_decode). */
 typedef struct {
     uint64_t seq;
     int32_t  kind;
@@ -98,7 +94,9 @@ typedef struct {
  * ring position + 1 in its high half. A word is written and read whole, so
  * the leader takes an entry with one read of its 64 bytes: no sequence
  * word to acquire before the fields (one PCIe round trip, not two), and the
- * host's stores need no order among themselves.
+ * host's stores need no order among themselves. Block 0 copies the lines
+ * it takes, as they are, into a log in device memory (same positions),
+ * which the other blocks read the same way.
  */
 enum {
     DFCCL_SQW_KIND = 0,
@@ -125,6 +123,10 @@ typedef struct {
 /* Most SQ entries the leader reads in one poll (DFCCL_SQ_WINDOW), one lane
  * of its warp each. */
 #define DFCCL_SQ_WINDOW_MAX 16
+
+/* Log lines each of the other blocks reads in one poll, one lane each (at
+ * most DFCCL_SQ_WINDOW_MAX). */
+#define DFCCL_LOG_WINDOW 8
 
 /*
  * Entries the leader reads in the first poll of a pass while its block has
@@ -299,8 +301,7 @@ typedef struct {
     uint64_t            *abort_flag;
     /* daemon state (device memory) */
     uint64_t            *abort_dev; /* block 0's copy of *abort_flag, for the others */
-    dfccl_sqe_t         *log;       /* fan-out of SQEs, log_entries */
-    uint64_t            *log_tail;  /* written by block 0 */
+    dfccl_sqw_t         *log;       /* fan-out of SQ lines, log_entries */
     uint64_t            *quit_epoch; /* launch_epoch once block 0 has quit */
     uint64_t            *log_head;  /* nblocks, consumed log entries */
     uint64_t            *sq_next;   /* block 0's next SQ position */

@@ -100,6 +100,21 @@ DFCCL_F_DEVICE void dfccl_ld_sqw(const uint64_t *w, uint64_t *out)
                  : "memory");
 }
 
+/* The eight words of an entry into block 0's log in device memory, as
+ * four 16-byte relaxed stores at device scope, each word whole. Release:
+ * the caller fenced (dfccl_fence_acquire_gpu, an acq_rel fence) after the
+ * loads that found the entry, and before these stores. */
+DFCCL_F_DEVICE void dfccl_st_logw(uint64_t *w, const uint64_t *in)
+{
+    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};\n\t"
+                 "st.relaxed.gpu.global.v2.u64 [%0+16], {%3, %4};\n\t"
+                 "st.relaxed.gpu.global.v2.u64 [%0+32], {%5, %6};\n\t"
+                 "st.relaxed.gpu.global.v2.u64 [%0+48], {%7, %8};"
+                 ::"l"(w), "l"(in[0]), "l"(in[1]), "l"(in[2]), "l"(in[3]), "l"(in[4]),
+                   "l"(in[5]), "l"(in[6]), "l"(in[7])
+                 : "memory");
+}
+
 /* After relaxed loads that saw a new entry: later loads of this thread
  * (a collective's contexts, written before the entry) miss no update. */
 DFCCL_F_DEVICE void dfccl_fence_acquire_gpu(void)
@@ -341,6 +356,15 @@ DFCCL_F_DEVICE void dfccl_ld_sqw(const uint64_t *w, uint64_t *out)
 {
     for (int i = 0; i < 8; i++) { /* DFCCL_SQW_WORDS */
         out[i] = __atomic_load_n(&w[i], __ATOMIC_RELAXED);
+    }
+}
+
+/* The host's acquire fence does not order later stores: release here. */
+DFCCL_F_DEVICE void dfccl_st_logw(uint64_t *w, const uint64_t *in)
+{
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    for (int i = 0; i < 8; i++) { /* DFCCL_SQW_WORDS */
+        __atomic_store_n(&w[i], in[i], __ATOMIC_RELAXED);
     }
 }
 

@@ -276,8 +276,7 @@ static dfccl_status_t dfccl_ctx_alloc_mem(struct dfccl_rank_ctx *ctx)
     DFCCL_MAPPED(stats, stats, sizeof(dfccl_block_stats_t) * nb);
     DFCCL_MAPPED(abort_flag, abort_flag, DFCCL_CACHELINE);
 
-    DFCCL_DEV(log, sizeof(dfccl_sqe_t) * a->log_entries);
-    DFCCL_DEV(log_tail, DFCCL_CACHELINE);
+    DFCCL_DEV(log, sizeof(dfccl_sqw_t) * a->log_entries);
     DFCCL_DEV(quit_epoch, DFCCL_CACHELINE);
     DFCCL_DEV(abort_dev, DFCCL_CACHELINE);
     DFCCL_DEV(log_head, sizeof(uint64_t) * nb);
@@ -317,7 +316,6 @@ static void dfccl_ctx_free_mem(struct dfccl_rank_ctx *ctx)
     be->host_free(ctx, ctx->stats);
     be->host_free(ctx, ctx->abort_flag);
     be->dev_free(ctx, a->log);
-    be->dev_free(ctx, a->log_tail);
     be->dev_free(ctx, a->quit_epoch);
     be->dev_free(ctx, a->abort_dev);
     be->dev_free(ctx, a->log_head);

@@ -75,10 +75,12 @@ START_TEST(test_take_control)
 {
     dfccl_daemon_args_t a;
     dfccl_blk_ctl_t ctl;
+    dfccl_blk_state_t ls;
     dfccl_task_t q[4];
     dfccl_sqe_t e;
 
     memset(&a, 0, sizeof(a));
+    memset(&ls, 0, sizeof(ls));
     a.nblocks      = 4;
     a.launch_epoch = 7;
     a.max_colls    = 4;
@@ -99,13 +101,95 @@ START_TEST(test_take_control)
         e.kind      = cases[i].kind;
         e.nchannels = cases[i].nchannels;
         e.sendbuff  = cases[i].sendbuff;
-        dfccl_daemon_take(&a, 0, &e, q, &ctl);
+        dfccl_daemon_take(&a, 0, &e, q, &ctl, &ls);
         ck_assert_msg(ctl.resize == (uint32_t)cases[i].resize && ctl.ntasks == 0,
                       "case %zu: kind %d, nchannels %u, sendbuff %llu: resize %u", i,
                       cases[i].kind, cases[i].nchannels,
                       (unsigned long long)cases[i].sendbuff, ctl.resize);
         ck_assert_int_eq(ctl.exiting != 0, cases[i].exiting);
     }
+}
+END_TEST
+
+/* Lines of the SQ format (dfccl_sqw_t) at `pos`: `flag_pos` + 1 in every
+ * word's high half, one word optionally left with an older position. */
+static void put_line(dfccl_sqw_t *log, uint32_t nlog, uint64_t pos, uint64_t flag_pos,
+                     int coll_id, uint32_t nchannels, int stale_word)
+{
+    uint32_t v[DFCCL_SQW_WORDS] = {0};
+
+    v[DFCCL_SQW_KIND]      = DFCCL_SQE_RUN;
+    v[DFCCL_SQW_COLL]      = (uint32_t)coll_id;
+    v[DFCCL_SQW_SEND_LO]   = 0x1000u + (uint32_t)coll_id;
+    v[DFCCL_SQW_SEND_HI]   = 0x7fu;
+    v[DFCCL_SQW_RECV_LO]   = 0x2000u + (uint32_t)coll_id;
+    v[DFCCL_SQW_NCHANNELS] = nchannels;
+    for (int i = 0; i < DFCCL_SQW_WORDS; i++) {
+        uint64_t f = i == stale_word ? flag_pos - nlog : flag_pos;
+        log[pos % nlog].w[i] = ((f + 1) << 32) | v[i];
+    }
+}
+
+/* A block other than 0 pulls logged lines: in order, up to the first line
+ * not (wholly) written yet, whose word carries an older position; lines
+ * for fewer channels than its index are consumed but not queued; its head
+ * and arrival order go on where they were, through the log's wrap. */
+START_TEST(test_pull_log)
+{
+    enum { NLOG = 4, B = 2 };
+    dfccl_sqw_t log[NLOG];
+    uint64_t log_head[4] = {0}, abort_dev = 0, quit_epoch = 3, abort = 9, epoch = 9;
+    uint32_t task_count[4] = {0}, arrivals[4] = {0};
+    dfccl_daemon_args_t a;
+    dfccl_blk_ctl_t ctl;
+    dfccl_blk_state_t ls;
+    dfccl_task_t q[16];
+    uint32_t got;
+
+    memset(&a, 0, sizeof(a));
+    memset(&ctl, 0, sizeof(ctl));
+    memset(&ls, 0, sizeof(ls));
+    memset(log, 0, sizeof(log));
+    a.log = log; a.log_entries = NLOG; a.log_head = log_head; a.task_count = task_count;
+    a.arrivals = arrivals; a.abort_dev = &abort_dev; a.quit_epoch = &quit_epoch;
+    a.nblocks = 4; a.max_colls = 16;
+
+    /* nothing logged: no entry, the words read all the same */
+    ck_assert_uint_eq(dfccl_daemon_pull_log(&a, B, q, &ctl, &ls, &abort, &epoch), 0);
+    ck_assert_uint_eq(abort, 0);
+    ck_assert_uint_eq(epoch, 3);
+    /* positions 0 and 1 whole, 2 with one stale word: two taken */
+    put_line(log, NLOG, 0, 0, 5, 4, -1);
+    put_line(log, NLOG, 1, 1, 6, 4, -1);
+    put_line(log, NLOG, 2, 2, 7, 4, DFCCL_SQW_RECV_HI);
+    got = dfccl_daemon_pull_log(&a, B, q, &ctl, &ls, &abort, &epoch);
+    ck_assert_uint_eq(got, 2);
+    ck_assert_uint_eq(ctl.ntasks, 2);
+    ck_assert_int_eq(q[0].coll_id, 5);
+    ck_assert_int_eq(q[1].coll_id, 6);
+    ck_assert_uint_eq(q[1].sendbuff, 0x7f00001006ull);
+    ck_assert_uint_eq(q[1].recvbuff, 0x2006u);
+    ck_assert_uint_eq(q[1].arrival, 1);
+    ck_assert_uint_eq(log_head[B], 2);
+    ck_assert_uint_eq(task_count[B], 2);
+    ck_assert_uint_eq(arrivals[B], 2);
+    /* the line completed; 3 for 2 channels (not block 2's); 4 wraps to
+     * slot 0, 5 not yet there (slot 1 still holds position 1) */
+    abort_dev = 1;
+    put_line(log, NLOG, 2, 2, 7, 4, -1);
+    put_line(log, NLOG, 3, 3, 8, 2, -1);
+    put_line(log, NLOG, 4, 4, 9, 4, -1);
+    got = dfccl_daemon_pull_log(&a, B, q, &ctl, &ls, &abort, &epoch);
+    ck_assert_uint_eq(abort, 1);
+    ck_assert_uint_eq(got, 3);
+    ck_assert_uint_eq(ctl.ntasks, 4);
+    ck_assert_int_eq(q[2].coll_id, 7);
+    ck_assert_int_eq(q[3].coll_id, 9);
+    ck_assert_uint_eq(q[3].arrival, 3);
+    ck_assert_uint_eq(log_head[B], 5);
+    ck_assert_uint_eq(ls.log_head, 5);
+    ck_assert_uint_eq(dfccl_daemon_pull_log(&a, B, q, &ctl, &ls, &abort, &epoch), 0);
+    ck_assert_uint_eq(log_head[B], 5);
 }
 END_TEST
 
@@ -347,6 +431,7 @@ int main(void)
     tcase_add_test(tc, test_task_queue_fifo);
     tcase_add_test(tc, test_task_queue_priority);
     tcase_add_test(tc, test_take_control);
+    tcase_add_test(tc, test_pull_log);
     tcase_add_test(tc, test_idle_step);
     tcase_add_test(tc, test_preempt_every_primitive);
     suite_add_tcase(s, tc);
