@@ -9,8 +9,8 @@
  * that shrinks with i and grows to the sticky threshold once one of its
  * primitives succeeds. A collective that runs out of spins is preempted:
  * its dynamic context is saved (if it moved) and the next one is loaded.
- * When a block completes its part of a collective it bumps the collective's
- * completion counter; the last block writes a CQE into its own CQ ring.
+ * When a block completes its part of a collective it writes a CQE into its
+ * own CQ ring; the host completes the collective with the last of them.
  * Block 0 quits voluntarily when, for quit_ns, it has received no SQE and
  * none of its collectives progressed; the other blocks quit after it, once
  * idle or stuck themselves. The host relaunches the daemon.
@@ -344,17 +344,27 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, ui
     return (uint32_t)(h - first);
 }
 
-/* Last block done with a collective: write its CQE into this block's ring. */
+/*
+ * This block is done with its channel of a collective: write a CQE into its
+ * ring. Every block of the collective posts one, and the host completes
+ * the collective with the last (dfccl_ctx_progress). Its data writes,
+ * ordered before thread 0 by the barrier that ended the last primitive,
+ * are released by the CQE's store (dfccl_st_to_host). A completion counter
+ * in device memory, whose last block posted one CQE, put a fence, an
+ * atomic and another fence on the way of every collective of several
+ * channels. Thread 0.
+ */
 DFCCL_F_DEVICE void dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t b,
                                           dfccl_blk_state_t *ls, int coll_id)
 {
     uint64_t pos   = ls->cq_tail;
     uint64_t *ring = a->cq + (uint64_t)b * a->cq_entries;
 
-    /* The ring holds more entries than there are collective ids, and the
-     * host runs an id again only after it has taken its CQE: the ring cannot
-     * be full, so the host's head (across PCIe) is never read here. */
-    DFCCL_COUNT(a, b, ls, collectives);
+    /* The ring holds more entries than there are collective ids, a block
+     * posts one CQE per run of an id, and the host runs an id again only
+     * after it has taken all of them: the ring cannot be full, so the
+     * host's head (across PCIe) is never read here. */
+    DFCCL_COUNT(a, b, ls, completions);
     ls->cq_tail   = pos + 1;
     a->cq_tail[b] = pos + 1; /* for the next launch */
     /* the CQE last: nothing queues behind it on its way to the host */
@@ -438,31 +448,6 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
     dfccl_block_sync();
     *progressed_p = x.progressed;
     return rc;
-}
-
-/*
- * Complete `coll_id` on this block: count it, and if this block is the last
- * of its channels, reset the counter and post the CQE. Thread 0 only.
- */
-DFCCL_F_DEVICE void dfccl_daemon_complete(const dfccl_daemon_args_t *a, uint32_t b,
-                                          dfccl_blk_state_t *ls, int coll_id)
-{
-    uint32_t nch = (uint32_t)a->colls[coll_id].nchannels;
-
-    /* The block's data writes (ordered before thread 0 by the barrier that
-     * ended the last primitive) are released before the counter moves, and
-     * the last block acquires them all before it posts the CQE, which
-     * releases them (dfccl_st_to_host). One channel needs no counter at
-     * all. */
-    if (nch > 1) {
-        dfccl_fence_gpu();
-        if (dfccl_fetch_add_gpu(&a->done_count[coll_id], 1) + 1 != nch) {
-            return;
-        }
-        dfccl_fence_gpu();
-        a->done_count[coll_id] = 0;
-    }
-    dfccl_daemon_post_cqe(a, b, ls, coll_id);
 }
 
 /* A completion's stage times into the block's sums (DFCCL_STAGE_TIMES);
@@ -693,11 +678,8 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
                             DFCCL_STAMP(ctl, DFCCL_STAGE_DONE);
                             dfccl_daemon_task_remove(tasks, &ctl->ntasks, pos);
                             a->task_count[b] = ctl->ntasks;
-                            const uint64_t cqes = ls->cq_tail;
-                            dfccl_daemon_complete(a, b, ls, id);
-                            if (ls->cq_tail != cqes) {
-                                DFCCL_STAMP(ctl, DFCCL_STAGE_CQE);
-                            }
+                            dfccl_daemon_post_cqe(a, b, ls, id);
+                            DFCCL_STAMP(ctl, DFCCL_STAGE_CQE);
                             dfccl_daemon_stage_sum(a, b, ctl, ls);
                         }
                         dfccl_block_sync();

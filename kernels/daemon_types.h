@@ -8,8 +8,8 @@
  * Memory placement (CUDA backend; the host backend uses ordinary memory):
  *  - SQ, CQ rings and per-block statistics: pinned host memory mapped into
  *    the GPU. Each word has exactly one writer; no CPU-GPU atomics.
- *  - static contexts, channels, dynamic contexts, task lists, the SQE log
- *    and completion counters: device memory.
+ *  - static contexts, channels, dynamic contexts, task lists and the SQE
+ *    log: device memory.
  *  - connectors: device memory of the receiver (p2p) or shared host memory.
  */
 #ifndef DFCCL_KERNELS_DAEMON_TYPES_H_
@@ -169,8 +169,7 @@ typedef struct {
  * previous stamp to every stamped stage, and dfcclDestroy prints the
  * averages. Stages: the task taken from the SQ or log; it starts; credit;
  * step 0 sent; its data arrived; reduced; step 1 sent; arrived; copied out
- * (two shot); done on this block; its CQE posted (the block that posts
- * it, else 0).
+ * (two shot); done on this block; its CQE posted.
  */
 #define DFCCL_NSTAGES 11
 enum {
@@ -189,7 +188,7 @@ enum {
 
 /* Per-block counters, written by their block only, read by the host. */
 typedef struct {
-    uint64_t collectives;
+    uint64_t completions; /* channels of collectives completed (CQEs) */
     uint64_t preemptions;
     uint64_t quits;
     uint64_t context_loads;
@@ -312,7 +311,6 @@ typedef struct {
     const dfccl_coll_static_t *colls;
     const dfccl_chan_t  *chans;     /* max_colls x max_blocks */
     dfccl_dyn_t         *dyn;       /* max_colls x max_blocks */
-    uint32_t            *done_count; /* max_colls */
     char                *ll_scratch; /* nblocks x DFCCL_LL_MAX_BYTES: LL slices */
     /* configuration */
     uint32_t sq_entries;

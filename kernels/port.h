@@ -161,13 +161,6 @@ DFCCL_F_DEVICE void dfccl_st_to_host(uint64_t *p, uint64_t v)
                  "st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
-
-/* Device-scope fetch-and-add on device memory (never on host memory). */
-DFCCL_F_DEVICE uint32_t dfccl_fetch_add_gpu(uint32_t *p, uint32_t v)
-{
-    return atomicAdd(p, v);
-}
-
 DFCCL_F_DEVICE uint64_t dfccl_now_ns(void)
 {
     uint64_t t;
@@ -232,11 +225,6 @@ DFCCL_F_DEVICE void dfccl_vst(void *p, dfccl_vec_t v)
                              (uint32_t)(v.hi >> 32));
 }
 
-/* Order this thread's accesses at device scope (blocks of one GPU). */
-DFCCL_F_DEVICE void dfccl_fence_gpu(void)
-{
-    __threadfence();
-}
 
 /* Barrier that also returns whether `pred` held on every thread. */
 DFCCL_F_DEVICE int dfccl_block_all(int pred)
@@ -393,12 +381,6 @@ DFCCL_F_DEVICE void dfccl_st_to_host(uint64_t *p, uint64_t v)
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
 
-
-DFCCL_F_DEVICE uint32_t dfccl_fetch_add_gpu(uint32_t *p, uint32_t v)
-{
-    return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
-}
-
 DFCCL_F_DEVICE uint64_t dfccl_now_ns(void)
 {
     struct timespec ts;
@@ -443,11 +425,6 @@ DFCCL_F_DEVICE dfccl_vec_t dfccl_vld(const void *p)
 DFCCL_F_DEVICE void dfccl_vst(void *p, dfccl_vec_t v)
 {
     memcpy(p, &v, sizeof(v));
-}
-
-DFCCL_F_DEVICE void dfccl_fence_gpu(void)
-{
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 DFCCL_F_DEVICE int dfccl_block_all(int pred)

@@ -288,14 +288,16 @@ static dfccl_status_t dfccl_ctx_alloc_mem(struct dfccl_rank_ctx *ctx)
     DFCCL_DEV(colls, sizeof(dfccl_coll_static_t) * mc);
     DFCCL_DEV(chans, sizeof(dfccl_chan_t) * (size_t)mc * nb);
     DFCCL_DEV(dyn, sizeof(dfccl_dyn_t) * (size_t)mc * nb);
-    DFCCL_DEV(done_count, sizeof(uint32_t) * mc);
     DFCCL_DEV(ll_scratch, (size_t)DFCCL_LL_MAX_BYTES * nb);
 #undef DFCCL_DEV
 #undef DFCCL_MAPPED
 
-    ctx->cq_head = calloc(nb, sizeof(uint64_t));
-    ctx->colls   = calloc(mc, sizeof(dfccl_coll_t));
-    if (ctx->cq_head == NULL || ctx->colls == NULL) {
+    ctx->cq_head  = calloc(nb, sizeof(uint64_t));
+    ctx->cqe_seen = calloc(mc, sizeof(uint32_t));
+    ctx->cqe_need = calloc(mc, sizeof(uint32_t));
+    ctx->colls    = calloc(mc, sizeof(dfccl_coll_t));
+    if (ctx->cq_head == NULL || ctx->cqe_seen == NULL || ctx->cqe_need == NULL ||
+        ctx->colls == NULL) {
         return dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclInit: out of host memory");
     }
     return DFCCL_OK;
@@ -327,9 +329,10 @@ static void dfccl_ctx_free_mem(struct dfccl_rank_ctx *ctx)
     be->dev_free(ctx, (void *)a->colls);
     be->dev_free(ctx, (void *)a->chans);
     be->dev_free(ctx, a->dyn);
-    be->dev_free(ctx, a->done_count);
     be->dev_free(ctx, a->ll_scratch);
     free(ctx->cq_head);
+    free(ctx->cqe_seen);
+    free(ctx->cqe_need);
     for (int i = 0; ctx->colls != NULL && i < ctx->cfg.max_colls; i++) {
         dfccl_coll_release(ctx, i);
     }
@@ -489,6 +492,10 @@ static void dfccl_ctx_write_sqw(struct dfccl_rank_ctx *ctx, uint64_t pos, const 
     v[DFCCL_SQW_RECV_HI]   = (uint32_t)(e->recvbuff >> 32);
     v[DFCCL_SQW_NCHANNELS] = e->nchannels;
     v[DFCCL_SQW_PRIORITY]  = (uint32_t)e->priority;
+    if (e->kind == DFCCL_SQE_RUN && e->coll_id >= 0 && e->coll_id < ctx->cfg.max_colls) {
+        /* its blocks' CQEs to wait for (before the entry is visible) */
+        __atomic_store_n(&ctx->cqe_need[e->coll_id], e->nchannels, __ATOMIC_RELAXED);
+    }
     for (int i = 0; i < DFCCL_SQW_WORDS; i++) {
         __atomic_store_n(&w[i], flag | v[i], __ATOMIC_RELAXED);
     }
@@ -820,11 +827,20 @@ int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx)
         uint64_t h     = ctx->cq_head[b];
         for (;;) {
             uint64_t v = __atomic_load_n(&ring[h % cap], __ATOMIC_ACQUIRE);
+            int id     = (int)(uint32_t)v;
             if ((uint32_t)(v >> 32) != (uint32_t)(h + 1) || nids == 64) {
                 break;
             }
-            ids_static[nids++] = (int)(uint32_t)v;
             h++;
+            if (id < 0 || id >= ctx->cfg.max_colls) {
+                continue;
+            }
+            /* the last of its blocks' CQEs completes the collective */
+            if (++ctx->cqe_seen[id] >= __atomic_load_n(&ctx->cqe_need[id], __ATOMIC_RELAXED)) {
+                ctx->cqe_seen[id] = 0;
+                ctx->completed++;
+                ids_static[nids++] = id;
+            }
         }
         if (h != ctx->cq_head[b]) {
             ctx->cq_head[b] = h;
@@ -840,10 +856,8 @@ int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx)
         pthread_mutex_unlock(&ctx->lock);
     }
     for (int i = 0; i < nids; i++) {
-        if (ids_static[i] >= 0 && ids_static[i] < ctx->cfg.max_colls) {
-            dfccl_ctx_complete(ctx, ids_static[i], DFCCL_OK);
-            total++;
-        }
+        dfccl_ctx_complete(ctx, ids_static[i], DFCCL_OK);
+        total++;
     }
 
     if (ctx->ndeferred > 0) {
@@ -1181,9 +1195,11 @@ dfccl_status_t dfcclGetStats(dfccl_rank_ctx_t ctx, dfccl_stats_t *s)
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGetStats: NULL argument");
     }
     memset(s, 0, sizeof(*s));
+    pthread_mutex_lock(&ctx->cq_lock);
+    s->collectives = ctx->completed;
+    pthread_mutex_unlock(&ctx->cq_lock);
     for (int b = 0; b < ctx->cfg.max_blocks; b++) {
         const dfccl_block_stats_t *bs = &ctx->stats[b];
-        s->collectives   += __atomic_load_n(&bs->collectives, __ATOMIC_RELAXED);
         s->preemptions   += __atomic_load_n(&bs->preemptions, __ATOMIC_RELAXED);
         s->quits         += __atomic_load_n(&bs->quits, __ATOMIC_RELAXED);
         s->context_loads += __atomic_load_n(&bs->context_loads, __ATOMIC_RELAXED);

@@ -413,6 +413,13 @@ struct dfccl_rank_ctx {
     /* completion side */
     pthread_mutex_t  cq_lock;
     uint64_t        *cq_head;          /* nblocks, poller's positions */
+    /* Every block of a collective posts a CQE for its channel, and the
+     * collective completes with the last of them: CQEs seen of its run in
+     * flight, and how many its SQE asked for (its nchannels, written when
+     * the SQE is, read by the poller) */
+    uint32_t        *cqe_seen;         /* max_colls, under cq_lock */
+    uint32_t        *cqe_need;         /* max_colls, relaxed atomics */
+    uint64_t         completed;        /* collectives completed, under cq_lock */
     uint64_t         kick_gen;         /* bumped under cq_lock by every kick */
     uint64_t         app_poll_ns;      /* last poll by an application thread */
 
