@@ -288,10 +288,10 @@ DFCCL_F_DEVICE int dfccl_daemon_sq_pending(const dfccl_daemon_args_t *a,
  * the quit epoch with the first lines, all in flight together, and the
  * entries found before the first line that is not there yet are taken in
  * order (lane 0); a poll that found all its lines is followed by another.
- * A tail word to read before the lines, and a head, an arrival counter and
+ * (A tail word read before the lines, and a head, an arrival counter and
  * flags read after it one at a time, made an idle block's pass four reads
- * of device memory long: a second channel started about 3 us after the
- * first. Returns the entries taken, *abort_p and *epoch_p (lane 0).
+ * of device memory long.) Returns the entries taken, *abort_p and *epoch_p
+ * (lane 0).
  */
 DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, uint32_t b,
                                               dfccl_task_t *tasks, dfccl_blk_ctl_t *ctl,
