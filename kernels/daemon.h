@@ -364,7 +364,6 @@ DFCCL_F_DEVICE void dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t
      * posts one CQE per run of an id, and the host runs an id again only
      * after it has taken all of them: the ring cannot be full, so the
      * host's head (across PCIe) is never read here. */
-    DFCCL_COUNT(a, b, ls, completions);
     ls->cq_tail   = pos + 1;
     a->cq_tail[b] = pos + 1; /* for the next launch */
     /* the CQE last: nothing queues behind it on its way to the host */

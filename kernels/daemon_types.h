@@ -188,14 +188,13 @@ enum {
 
 /* Per-block counters, written by their block only, read by the host. */
 typedef struct {
-    uint64_t completions; /* channels of collectives completed (CQEs) */
     uint64_t preemptions;
     uint64_t quits;
     uint64_t context_loads;
     uint64_t exited;  /* 1 after the exit SQE was processed */
     uint64_t error;   /* first daemon-side error code (negative), 0 if none */
     uint64_t error_coll;
-    uint64_t pad;
+    uint64_t pad[2];
 #ifdef DFCCL_STAGE_TIMES
     uint64_t stage_n;                  /* completions summed */
     uint64_t stage_ns[DFCCL_NSTAGES];  /* ns spent reaching each stage */

@@ -225,7 +225,6 @@ DFCCL_F_DEVICE void dfccl_vst(void *p, dfccl_vec_t v)
                              (uint32_t)(v.hi >> 32));
 }
 
-
 /* Barrier that also returns whether `pred` held on every thread. */
 DFCCL_F_DEVICE int dfccl_block_all(int pred)
 {
