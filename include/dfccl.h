@@ -156,6 +156,11 @@ typedef struct {
                                      * host backend), allreduces of at least this many
                                      * bytes use max_blocks channels (0: never; default
                                      * host never, cuda 64 MiB) */
+    size_t   pair_ring_bytes;       /* DFCCL_PAIR_RING_BYTES: [group] on the same groups,
+                                     * ring reduce-scatters and allgathers of at most
+                                     * this many bytes (all ranks' data) take one
+                                     * channel (0: never; SIZE_MAX (dfcclConfigInit):
+                                     * backend default, host never, cuda 128 KiB) */
     size_t   min_channel_bytes;     /* DFCCL_CHANNEL_BYTES: [group] bytes per extra channel */
     size_t   slot_bytes;            /* DFCCL_SLOT_BYTES: [group] connector slot size */
     int      nslots;                /* DFCCL_SLOTS: [group] slots per connector */

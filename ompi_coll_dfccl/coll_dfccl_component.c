@@ -104,6 +104,7 @@ static int dfccl_wait_spin_us; /* -1: backend default */
 static long dfccl_oneshot_bytes; /* -1: backend default */
 static long dfccl_twoshot_bytes; /* -1: backend default */
 static long dfccl_pair_bytes;    /* -1: backend default */
+static long dfccl_pair_ring_bytes; /* -1: backend default */
 
 static int dfccl_register(void)
 {
@@ -147,6 +148,7 @@ static int dfccl_register(void)
     dfccl_oneshot_bytes = c->oneshot_bytes == SIZE_MAX ? -1 : (long)c->oneshot_bytes;
     dfccl_twoshot_bytes = c->twoshot_bytes == SIZE_MAX ? -1 : (long)c->twoshot_bytes;
     dfccl_pair_bytes = c->pair_bytes == SIZE_MAX ? -1 : (long)c->pair_bytes;
+    dfccl_pair_ring_bytes = c->pair_ring_bytes == SIZE_MAX ? -1 : (long)c->pair_ring_bytes;
 
     dfccl_reg("priority", "Priority of the dfccl coll component; it must be above the "
               "components it falls back to (tuned is 30)", MCA_BASE_VAR_TYPE_INT, NULL,
@@ -228,6 +230,11 @@ static int dfccl_register(void)
               "least this many bytes use max_blocks channels, 0 = never, -1 = backend "
               "default (64 MiB on GPUs); same on every rank (DFCCL_PAIR_BYTES)",
               MCA_BASE_VAR_TYPE_LONG, NULL, &dfccl_pair_bytes);
+    dfccl_reg("pair_ring_bytes", "On communicators of two ranks on two GPUs, ring "
+              "reduce-scatters and allgathers of at most this many bytes (all ranks' data) "
+              "take one channel, 0 = never, -1 = backend default (128 KiB on GPUs); same on "
+              "every rank (DFCCL_PAIR_RING_BYTES)", MCA_BASE_VAR_TYPE_LONG, NULL,
+              &dfccl_pair_ring_bytes);
     dfccl_reg("conn_budget", "Connector bytes that a communicator's registered collectives "
               "hold at full size; registrations past it get lean connectors (at most 16 "
               "channels of 2 slots of 32 KiB), 0 = no limit; same on every rank "
@@ -307,6 +314,8 @@ static int dfccl_open(void)
     c->oneshot_bytes = dfccl_oneshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_oneshot_bytes;
     c->twoshot_bytes = dfccl_twoshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_twoshot_bytes;
     c->pair_bytes = dfccl_pair_bytes < 0 ? SIZE_MAX : (size_t)dfccl_pair_bytes;
+    c->pair_ring_bytes =
+        dfccl_pair_ring_bytes < 0 ? SIZE_MAX : (size_t)dfccl_pair_ring_bytes;
     if (cm->instances < 1) {
         mca_coll_dfccl_warn("coll_dfccl_instances=%d is below 1; using 1", cm->instances);
         cm->instances = 1;

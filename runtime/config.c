@@ -88,6 +88,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->wide_bytes        = (size_t)256 << 20; /* no effect while max_channels = max_blocks */
     c->wide_channels     = 0;     /* 0: backend default (host max_blocks, cuda 20) */
     c->pair_bytes        = SIZE_MAX; /* backend default (host never, cuda 64 MiB) */
+    c->pair_ring_bytes   = SIZE_MAX; /* backend default (host never, cuda 128 KiB) */
     c->conn_budget       = (size_t)768 << 20;
     c->min_channel_bytes = 0;     /* 0: backend default (host 256 KiB, cuda 32 KiB) */
     c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 1 MiB) */
@@ -143,6 +144,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_WIDE_BYTES", c->wide_bytes, 0, 1ull << 50);
     DFCCL_ENV_INT("DFCCL_WIDE_CHANNELS", c->wide_channels, 0, DFCCL_MAX_CHANNELS);
     DFCCL_ENV_INT("DFCCL_PAIR_BYTES", c->pair_bytes, 0, 1ull << 50);
+    DFCCL_ENV_INT("DFCCL_PAIR_RING_BYTES", c->pair_ring_bytes, 0, 1ull << 50);
     DFCCL_ENV_INT("DFCCL_CONN_BUDGET", c->conn_budget, 0, 1ull << 50);
     DFCCL_ENV_INT("DFCCL_CHANNEL_BYTES", c->min_channel_bytes, 0, 1ull << 40);
     DFCCL_ENV_INT("DFCCL_SLOT_BYTES", c->slot_bytes, 0, 64u << 20);

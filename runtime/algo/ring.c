@@ -28,6 +28,12 @@ int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int 
         kind == DFCCL_COLL_ALLREDUCE && (size_t)cfg->max_blocks > most) {
         most = (size_t)cfg->max_blocks;
     }
+    /* and their small reduce-scatters and allgathers on one channel: a
+     * channel more costs more than it moves */
+    if (pair && bytes <= cfg->pair_ring_bytes &&
+        (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER)) {
+        most = 1;
+    }
     return dfccl_nchannels_for(bytes, cfg->min_channel_bytes, most, count);
 }
 

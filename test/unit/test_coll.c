@@ -355,9 +355,10 @@ START_TEST(test_allreduce_algos)
 }
 END_TEST
 /* Allreduces from DFCCL_PAIR_BYTES up take DFCCL_MAX_BLOCKS channels on
- * two ranks only (on two GPUs with the CUDA backend), other collectives
- * and smaller allreduces DFCCL_CHANNELS; each result is checked as in the
- * matrix. The channels are read from the daemon's grid after the run: it
+ * two ranks only (on two GPUs with the CUDA backend), reduce-scatters and
+ * allgathers up to DFCCL_PAIR_RING_BYTES one channel there, other
+ * collectives and smaller allreduces DFCCL_CHANNELS (here a channel per 64
+ * KiB, at most 2); each result is checked as in the matrix. The channels are read from the daemon's grid after the run: it
  * grows to the most channels of a registered collective, but a daemon
  * that keeps running keeps its grid, so the cases go from the fewest
  * channels to the most, and the grid after each is its channels. */
@@ -366,12 +367,15 @@ static int pair_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     static const struct {
         int kind;
         uint64_t bytes;
-        int want_pair; /* channels on 2 ranks; 1 on more */
+        int want_pair;  /* channels on 2 ranks on two devices */
+        int want_other; /* on more ranks, or on one device */
     } cases[] = {
-        {DFCCL_COLL_ALLREDUCE, 256u << 10, 1},
-        {DFCCL_COLL_ALLGATHER, 4u << 20, 1},
-        {DFCCL_COLL_REDUCESCATTER, 4u << 20, 1},
-        {DFCCL_COLL_ALLREDUCE, 4u << 20, 4},
+        {DFCCL_COLL_ALLGATHER, 128u << 10, 1, 2},
+        {DFCCL_COLL_REDUCESCATTER, 256u << 10, 1, 2},
+        {DFCCL_COLL_ALLREDUCE, 256u << 10, 2, 2},
+        {DFCCL_COLL_ALLGATHER, 4u << 20, 2, 2},
+        {DFCCL_COLL_REDUCESCATTER, 4u << 20, 2, 2},
+        {DFCCL_COLL_ALLREDUCE, 4u << 20, 4, 2},
     };
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
@@ -380,16 +384,18 @@ static int pair_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 
     (void)varg;
     setenv("DFCCL_MAX_BLOCKS", "4", 1);
-    setenv("DFCCL_CHANNELS", "1", 1);
+    setenv("DFCCL_CHANNELS", "2", 1);
     setenv("DFCCL_CHANNEL_BYTES", "65536", 1);
     setenv("DFCCL_WIDE_BYTES", "0", 1);
     setenv("DFCCL_PAIR_BYTES", "1048576", 1);
+    setenv("DFCCL_PAIR_RING_BYTES", "263168", 1); /* 257 KiB: the counts below add 12 B */
     setenv("DFCCL_ONESHOT_BYTES", "0", 1);
     setenv("DFCCL_TWOSHOT_BYTES", "0", 1);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         uint64_t count = cases[i].bytes / esize(DFCCL_FLOAT32) + 3;
-        int algo = 0, want = n == 2 && dfccl_test_two_devices() ? cases[i].want_pair : 1;
+        int algo = 0, want = n == 2 && dfccl_test_two_devices() ? cases[i].want_pair
+                                                                 : cases[i].want_other;
 
         if (cases[i].kind != DFCCL_COLL_ALLREDUCE) {
             count /= (uint64_t)n;
