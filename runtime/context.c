@@ -93,11 +93,12 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
         c->wide_channels = c->max_blocks;
     }
     dfccl_size_default(&c->pair_bytes, SIZE_MAX, host ? 0 : (size_t)64 << 20, SIZE_MAX);
-    /* GPUs: on two ranks a ring reduce-scatter or allgather on one block
-     * takes 20.5 to 22 us up to 128 KiB, and 23 to 33 on more channels
-     * (each block past the first learns of the collective about 3 us
-     * after block 0): docs/performance.md, "Channels of small ring
-     * collectives on two GPUs" */
+    /* GPUs: on two ranks a ring reduce-scatter of 64 or 128 KiB on one
+     * block takes 20.5 to 21.7 us, on 2 or 4 channels 26.5 to 33.2, and an
+     * allgather of 128 KiB 21.7 to 21.9 against 23.2 to 23.3 (each block
+     * past the first learns of the collective about 3 us after block 0):
+     * docs/performance.md, "Small ring collectives on two GPUs, and the
+     * start of a collective" */
     dfccl_size_default(&c->pair_ring_bytes, SIZE_MAX, host ? 0 : (size_t)128 << 10, SIZE_MAX);
     /* GPUs: slots of 1 MiB. A SIMPLE slice ends with a system-scope release
      * of about 2 us, so large collectives (whose slots are this size; the

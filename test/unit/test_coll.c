@@ -358,10 +358,11 @@ END_TEST
  * two ranks only (on two GPUs with the CUDA backend), reduce-scatters and
  * allgathers up to DFCCL_PAIR_RING_BYTES one channel there, other
  * collectives and smaller allreduces DFCCL_CHANNELS (here a channel per 64
- * KiB, at most 2); each result is checked as in the matrix. The channels are read from the daemon's grid after the run: it
- * grows to the most channels of a registered collective, but a daemon
- * that keeps running keeps its grid, so the cases go from the fewest
- * channels to the most, and the grid after each is its channels. */
+ * KiB, at most 2); each result is checked as in the matrix. The channels
+ * are read from the daemon's grid after the run: it grows to the most
+ * channels of a registered collective, but a daemon that keeps running
+ * keeps its grid, so the cases go from the fewest channels to the most,
+ * and the grid after each is its channels. */
 static int pair_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     static const struct {
