@@ -46,8 +46,10 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
+#ifdef DFCCL_STAGE_TIMES
+#include <time.h>   /* clock_gettime: the diagnostic stage times */
+#include <unistd.h> /* getpid */
+#endif
 
 #include "opal/runtime/opal_progress.h"
 #include "ompi/mca/coll/base/base.h"
