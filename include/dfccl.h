@@ -142,6 +142,13 @@ typedef struct {
     int      max_blocks;            /* DFCCL_MAX_BLOCKS: daemon blocks: the most channels
                                      * of any collective (host 2, cuda 32) */
     int      threads_per_block;     /* DFCCL_THREADS: CUDA threads per daemon block */
+    int      team_threads;          /* DFCCL_TEAM_THREADS: a one-shot allreduce runs on
+                                     * the first threads of each block, one per LL line
+                                     * of its channel in multiples of this many (rounded
+                                     * up to whole warps), when that is fewer than the
+                                     * block's (0: on the whole block; -1
+                                     * (dfcclConfigInit): backend default, host 0, cuda
+                                     * 128) */
     int      max_channels;          /* DFCCL_CHANNELS: [group] channels per collective
                                      * (host max_blocks, cuda 16; at most max_blocks) */
     size_t   wide_bytes;            /* DFCCL_WIDE_BYTES: [group] allreduces, allgathers

@@ -253,7 +253,8 @@ typedef struct {
                             * host backend), so the scheduler may look at them
                             * to find collectives whose data has arrived */
     uint32_t algo;         /* DFCCL_K_ALGO_* */
-    uint32_t pad0;
+    uint32_t team;         /* threads that run it, the first of the block (whole
+                            * warps); 0 or the block size or more: all of them */
     uint64_t registered;  /* registration epoch; 0 when the id is free */
 } dfccl_coll_static_t;
 

@@ -36,16 +36,17 @@
  * peers. */
 #define DFCCL_SHOT_SENT(step) ((uint32_t)(step) + 1u)
 
-/* Thread 0 evaluates `expr` (a wait) and the block learns its answer;
- * when it is 0, every thread returns DFCCL_PRIM_STUCK from the caller. */
+/* Thread 0 evaluates `expr` (a wait) and the threads running the
+ * collective learn its answer; when it is 0, every one of them returns
+ * DFCCL_PRIM_STUCK from the caller. */
 #define DFCCL_SHOT_BLOCK_WAIT(x, expr)                                                           \
     do {                                                                                         \
         if (DFCCL_TID == 0) {                                                                    \
             (x)->ctl->ready = (expr);                                                            \
         }                                                                                        \
-        dfccl_block_sync();                                                                      \
+        dfccl_team_sync((x)->nthreads);                                                          \
         if (!(x)->ctl->ready) {                                                                  \
-            dfccl_block_sync(); /* everyone read `ready` before it changes */                   \
+            dfccl_team_sync((x)->nthreads); /* everyone read `ready` before it changes */       \
             return DFCCL_PRIM_STUCK;                                                             \
         }                                                                                        \
     } while (0)
@@ -168,7 +169,7 @@ DFCCL_F_DEVICE int dfccl_oneshot_allreduce(dfccl_exec_t *x)
 
         /* every line goes to every peer first, so that no peer waits for a
          * line of ours behind our wait for one of theirs */
-        for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
+        for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)x->nthreads) {
             const uint64_t v = dfccl_ll_get(src, i, bytes);
 
             for (int q = 0; q < n; q++) {
@@ -184,7 +185,7 @@ DFCCL_F_DEVICE int dfccl_oneshot_allreduce(dfccl_exec_t *x)
         x->dyn.slice = DFCCL_SHOT_SENT(0);
         x->dirty     = 1;
     }
-    for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
+    for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)x->nthreads) {
         const uint64_t acc = dfccl_shot_reduce(x, mine + at, ring, i,
                                                dfccl_ll_get(src, i, bytes), flag, &ok);
         if (!ok) {
@@ -192,11 +193,11 @@ DFCCL_F_DEVICE int dfccl_oneshot_allreduce(dfccl_exec_t *x)
         }
         scratch[i] = acc;
     }
-    if (!dfccl_block_all(ok)) {
+    if (!dfccl_team_all(ok, x->nthreads)) {
         return DFCCL_PRIM_STUCK; /* nothing committed */
     }
     DFCCL_STAMP(x->ctl, DFCCL_STAGE_ARRIVED0);
-    for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)DFCCL_NTHREADS) {
+    for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)x->nthreads) {
         dfccl_ll_put(dst, i, bytes, scratch[i]); /* its own lines: no barrier needed */
     }
     DFCCL_STAMP(x->ctl, DFCCL_STAGE_COPIED);

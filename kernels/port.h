@@ -190,7 +190,8 @@ DFCCL_F_DEVICE void dfccl_block_sync(void)
 /* Named barriers besides __syncthreads' barrier 0. */
 enum {
     DFCCL_BAR_MOVERS  = 1, /* the movers of a block */
-    DFCCL_BAR_HANDOFF = 2  /* movers and the publishing warp: a slice is written */
+    DFCCL_BAR_HANDOFF = 2, /* movers and the publishing warp: a slice is written */
+    DFCCL_BAR_TEAM    = 3  /* the first warps of a block, running a small collective */
 };
 
 /* Barrier `id` of `count` threads (whole warps). Like __syncthreads, it
@@ -229,6 +230,34 @@ DFCCL_F_DEVICE void dfccl_vst(void *p, dfccl_vec_t v)
 DFCCL_F_DEVICE int dfccl_block_all(int pred)
 {
     return __syncthreads_and(pred);
+}
+
+/* The same for the first `n` threads of the block (whole warps; all of
+ * them when n is the block size), which run a collective alone. */
+DFCCL_F_DEVICE void dfccl_team_sync(uint32_t n)
+{
+    if (n >= (uint32_t)DFCCL_NTHREADS) {
+        __syncthreads();
+    } else {
+        dfccl_bar_named(DFCCL_BAR_TEAM, n);
+    }
+}
+
+DFCCL_F_DEVICE int dfccl_team_all(int pred, uint32_t n)
+{
+    int all;
+
+    if (n >= (uint32_t)DFCCL_NTHREADS) {
+        return __syncthreads_and(pred);
+    }
+    asm volatile("{\n\t.reg .pred p, q;\n\t"
+                 "setp.ne.s32 q, %1, 0;\n\t"
+                 "barrier.red.and.pred p, %2, %3, q;\n\t"
+                 "selp.s32 %0, 1, 0, p;\n\t}"
+                 : "=r"(all)
+                 : "r"(pred), "r"((uint32_t)DFCCL_BAR_TEAM), "r"(n)
+                 : "memory");
+    return all;
 }
 
 /* Lanes of a warp, and what warp 0 does together (the leader's SQ reads):
@@ -402,7 +431,8 @@ DFCCL_F_DEVICE void dfccl_block_sync(void)
 
 enum {
     DFCCL_BAR_MOVERS  = 1,
-    DFCCL_BAR_HANDOFF = 2
+    DFCCL_BAR_HANDOFF = 2,
+    DFCCL_BAR_TEAM    = 3
 };
 
 DFCCL_F_DEVICE void dfccl_bar_named(uint32_t id, uint32_t count)
@@ -428,6 +458,17 @@ DFCCL_F_DEVICE void dfccl_vst(void *p, dfccl_vec_t v)
 
 DFCCL_F_DEVICE int dfccl_block_all(int pred)
 {
+    return pred;
+}
+
+DFCCL_F_DEVICE void dfccl_team_sync(uint32_t n)
+{
+    (void)n;
+}
+
+DFCCL_F_DEVICE int dfccl_team_all(int pred, uint32_t n)
+{
+    (void)n;
     return pred;
 }
 

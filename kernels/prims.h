@@ -42,7 +42,8 @@ typedef struct {
                          * by the parity of the primitive (dfccl_prim_posted) */
     uint32_t arrived;   /* scheduler: queue positions (below 32) whose
                          * previous rank has sent data not yet received */
-    uint32_t pad[2];
+    uint32_t task_rc;   /* scheduler: what a collective run by a team of */
+    uint32_t task_moved; /* the block's first warps returned, and whether it moved */
     /* block 0's warp 0, polling the SQ (dfccl_daemon_fetch_sq): the
      * entries its lanes found, their spans (1 + the entries of their batch
      * written before them), and lane 0's decision to read on */
@@ -95,6 +96,7 @@ typedef struct {
     uint32_t                   progressed; /* primitives done in this activation */
     uint32_t                   handoffs;   /* dfccl_prim_posted calls in this activation */
     uint32_t                   dirty;      /* dyn changed without progress: save it */
+    uint32_t                   nthreads;   /* threads running it: the block's first */
 } dfccl_exec_t;
 
 /* Poll until the connectors allow `flags`, at most x->spin times. */

@@ -216,6 +216,11 @@ static int dfccl_register(void)
               MCA_BASE_VAR_TYPE_INT, NULL, &c->max_blocks);
     dfccl_reg("threads", "CUDA threads per daemon block (DFCCL_THREADS)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->threads_per_block);
+    dfccl_reg("team_threads", "A one-shot allreduce runs on the first threads of each "
+              "daemon block, one per 8 bytes of its channel in multiples of this many, when "
+              "that is fewer than the block's; 0 = the whole block, -1 = backend default "
+              "(128 on GPUs) (DFCCL_TEAM_THREADS)", MCA_BASE_VAR_TYPE_INT, NULL,
+              &c->team_threads);
     dfccl_reg("channels", "Channels per collective, 0 = backend default (16 on GPUs, at "
               "most max_blocks); same on every rank (DFCCL_CHANNELS)", MCA_BASE_VAR_TYPE_INT,
               NULL, &c->max_channels);

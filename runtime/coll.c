@@ -223,6 +223,25 @@ static uint32_t dfccl_coll_algo(const dfccl_config_t *cfg, const struct dfccl_gr
 }
 
 /*
+ * Threads of a block that run a one-shot allreduce whose channels hold at
+ * most `bytes` (DFCCL_TEAM_THREADS): one per LL line, in multiples of
+ * cfg->team_threads; 0 (the whole block) when that is not fewer than the
+ * block's threads, or the setting is 0. A local choice: ranks may differ.
+ */
+static uint32_t dfccl_coll_team(const dfccl_config_t *cfg, uint64_t bytes)
+{
+    const uint64_t unit  = (uint64_t)cfg->team_threads;
+    const uint64_t lines = bytes == 0 ? 1 : (bytes + 7) / 8;
+    uint64_t team;
+
+    if (unit == 0) {
+        return 0;
+    }
+    team = (lines + unit - 1) / unit * unit;
+    return team >= (uint64_t)cfg->threads_per_block ? 0 : (uint32_t)team;
+}
+
+/*
  * Lay out the connectors of collective `st` (kind, count, dtype and nranks
  * set) on `nch` channels under `cfg`: slots, slices per step, slot size and
  * protocol. Returns the bytes of each channel's connector region. Same on
@@ -267,6 +286,7 @@ static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_gr
         st->slot_bytes   = (uint32_t)slot;
         st->proto        = DFCCL_K_PROTO_LL;
         st->nslots       = dfccl_coll_ll_slots(cfg, st->slot_bytes, 2);
+        st->team         = dfccl_coll_team(cfg, cnt * st->elem_size);
         return sizeof(dfccl_conn_ctrl_t) +
                (size_t)st->nranks * st->nslots * st->slot_bytes * 2;
     }

@@ -84,6 +84,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->proto             = DFCCL_PROTO_DEFAULT; /* auto on both backends */
     c->max_blocks        = 0;     /* 0: backend default (host 2, cuda 20) */
     c->threads_per_block = 512;
+    c->team_threads      = -1;    /* backend default (host 0, cuda 128) */
     c->max_channels      = 0;     /* 0: backend default (host max_blocks, cuda 16) */
     c->wide_bytes        = (size_t)256 << 20; /* no effect while max_channels = max_blocks */
     c->wide_channels     = 0;     /* 0: backend default (host max_blocks, cuda 20) */
@@ -140,6 +141,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
 
     DFCCL_ENV_INT("DFCCL_MAX_BLOCKS", c->max_blocks, 0, DFCCL_MAX_CHANNELS);
     DFCCL_ENV_INT("DFCCL_THREADS", c->threads_per_block, 32, 1024);
+    DFCCL_ENV_INT("DFCCL_TEAM_THREADS", c->team_threads, 0, 1024);
     DFCCL_ENV_INT("DFCCL_CHANNELS", c->max_channels, 0, DFCCL_MAX_CHANNELS);
     DFCCL_ENV_INT("DFCCL_WIDE_BYTES", c->wide_bytes, 0, 1ull << 50);
     DFCCL_ENV_INT("DFCCL_WIDE_CHANNELS", c->wide_channels, 0, DFCCL_MAX_CHANNELS);

@@ -127,6 +127,7 @@ typedef struct {
     const char *blocks;  /* DFCCL_MAX_BLOCKS and DFCCL_CHANNELS, or NULL: default */
     int want[3];         /* cases that must run on the ring, one and two shot:
                           * at least this many (0: any number), or -1: none */
+    const char *team;    /* DFCCL_TEAM_THREADS, or NULL: default */
 } matrix_arg_t;
 
 /* Runs one case; *algo_p: 0 ring, 1 one shot, 2 two shot (from the stats
@@ -251,6 +252,7 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_test_setenv("DFCCL_CHANNELS", a->blocks);
     dfccl_test_setenv("DFCCL_ONESHOT_BYTES", a->oneshot);
     dfccl_test_setenv("DFCCL_ONESHOT_CHANNEL_BYTES", a->chbytes);
+    dfccl_test_setenv("DFCCL_TEAM_THREADS", a->team);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     for (int ti = 0; ti < NDTYPES; ti++) {
         int t = dtypes[ti];
@@ -295,8 +297,8 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         }
     }
     if (rank == 0) {
-        printf("%s on %d ranks%s%s%s%s%s%s%s%s: %d cases (ring %d, one shot %d, two shot %d), "
-               "%d failures\n",
+        printf("%s on %d ranks%s%s%s%s%s%s%s%s%s%s: %d cases (ring %d, one shot %d, two shot "
+               "%d), %d failures\n",
                dfccl_coll_name_for_test(kind), n,
                a->oneshot != NULL ? ", DFCCL_ONESHOT_BYTES=" : "",
                a->oneshot != NULL ? a->oneshot : "",
@@ -305,7 +307,9 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
                a->twoshot != NULL ? ", DFCCL_TWOSHOT_BYTES=" : "",
                a->twoshot != NULL ? a->twoshot : "",
                a->tsbytes != NULL ? ", DFCCL_TWOSHOT_CHANNEL_BYTES=" : "",
-               a->tsbytes != NULL ? a->tsbytes : "", cases, on[0], on[1], on[2], failures);
+               a->tsbytes != NULL ? a->tsbytes : "",
+               a->team != NULL ? ", DFCCL_TEAM_THREADS=" : "", a->team != NULL ? a->team : "",
+               cases, on[0], on[1], on[2], failures);
     }
     return failures;
 }
@@ -316,7 +320,7 @@ static void run_matrix(int kind)
     int quick = getenv("DFCCL_TEST_QUICK") != NULL;
 
     for (int n = quick ? 3 : 2; n <= (quick ? 3 : 4); n++) {
-        matrix_arg_t a = {kind, -1, NULL, NULL, NULL, NULL, NULL, {0, 0, 0}};
+        matrix_arg_t a = {kind, -1, NULL, NULL, NULL, NULL, NULL, {0, 0, 0}, NULL};
         int rc = dfccl_test_mp_run(n, 300, matrix_body, &a);
         ck_assert_msg(rc == 0, "%s on %d ranks failed", dfccl_coll_name_for_test(kind), n);
     }
@@ -333,16 +337,21 @@ END_TEST
  * has, each at most 64 KiB), on 3 and 4 ranks; two shot for every size on
  * channels of at least 4 KiB, on 2, 3 and 4 ranks (on 4 with 6 channels,
  * so that the 1 MiB cases fit too); and one shot up to 64 KiB with two
- * shot above it, on 3 ranks. */
+ * shot above it, on 3 ranks; and one shot on channels of at least 2 KiB
+ * run by teams of 32 threads per block (DFCCL_TEAM_THREADS: a channel of
+ * 12347 elements of 1 to 4 bytes holds 222 to 392 LL lines, so 224 to 416
+ * of the CUDA backend's 512 threads run it; count 1 runs on one warp), on
+ * 2 and 3 ranks. */
 START_TEST(test_allreduce_algos)
 {
     const int k = DFCCL_COLL_ALLREDUCE;
-    matrix_arg_t ring = {k, -1, "0", NULL, "0", NULL, NULL, {1, -1, -1}};
-    matrix_arg_t one  = {k, -1, "65536", NULL, "0", NULL, NULL, {0, 1, -1}};
-    matrix_arg_t wide = {k, -1, "2097152", "8192", "0", NULL, NULL, {0, 1, -1}};
-    matrix_arg_t two  = {k, -1, "0", NULL, "16777216", "4096", NULL, {0, -1, 1}};
-    matrix_arg_t two6 = {k, -1, "0", NULL, "16777216", "4096", "6", {0, -1, 1}};
-    matrix_arg_t both = {k, -1, "65536", NULL, "16777216", NULL, NULL, {0, 1, 1}};
+    matrix_arg_t ring = {k, -1, "0", NULL, "0", NULL, NULL, {1, -1, -1}, NULL};
+    matrix_arg_t one  = {k, -1, "65536", NULL, "0", NULL, NULL, {0, 1, -1}, NULL};
+    matrix_arg_t wide = {k, -1, "2097152", "8192", "0", NULL, NULL, {0, 1, -1}, NULL};
+    matrix_arg_t two  = {k, -1, "0", NULL, "16777216", "4096", NULL, {0, -1, 1}, NULL};
+    matrix_arg_t two6 = {k, -1, "0", NULL, "16777216", "4096", "6", {0, -1, 1}, NULL};
+    matrix_arg_t both = {k, -1, "65536", NULL, "16777216", NULL, NULL, {0, 1, 1}, NULL};
+    matrix_arg_t team = {k, -1, "2097152", "2048", "0", NULL, NULL, {0, 1, -1}, "32"};
 
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &ring), 0);
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &one), 0);
@@ -352,6 +361,8 @@ START_TEST(test_allreduce_algos)
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &two), 0);
     ck_assert_int_eq(dfccl_test_mp_run(4, 300, matrix_body, &two6), 0);
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &both), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(2, 300, matrix_body, &team), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &team), 0);
 }
 END_TEST
 /* Allreduces from DFCCL_PAIR_BYTES up take DFCCL_MAX_BLOCKS channels on
@@ -438,7 +449,7 @@ END_TEST
 START_TEST(test_single_rank)
 {
     for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
-        matrix_arg_t a = {kind, 2, NULL, NULL, NULL, NULL, NULL, {0, 0, 0}};
+        matrix_arg_t a = {kind, 2, NULL, NULL, NULL, NULL, NULL, {0, 0, 0}, NULL};
         ck_assert_int_eq(dfccl_test_mp_run(1, 120, matrix_body, &a), 0);
     }
 }
