@@ -452,12 +452,17 @@ DFCCL_F_DEVICE int dfccl_daemon_run_team(const dfccl_daemon_args_t *a, uint32_t 
 }
 
 /*
- * Threads that run a collective whose static context asks for `team`: the
- * first `team` of the block, or all of them.
+ * Threads that run collective `st`: the first st->team of the block for a
+ * one-shot allreduce that asks for fewer than all of them (only its code
+ * takes the team's barriers), else all of them.
  */
-DFCCL_F_DEVICE uint32_t dfccl_daemon_team(uint32_t team)
+DFCCL_F_DEVICE uint32_t dfccl_daemon_team(const dfccl_coll_static_t *st)
 {
-    return team == 0 || team >= (uint32_t)DFCCL_NTHREADS ? (uint32_t)DFCCL_NTHREADS : team;
+    const uint32_t team = (st->team + 31u) & ~31u; /* whole warps */
+
+    return st->algo != DFCCL_K_ALGO_ONESHOT || team == 0 || team >= (uint32_t)DFCCL_NTHREADS
+               ? (uint32_t)DFCCL_NTHREADS
+               : team;
 }
 
 /*
@@ -475,7 +480,7 @@ DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t 
                                          uint32_t *progressed_p)
 {
     const dfccl_coll_static_t *st = &a->colls[task->coll_id];
-    const uint32_t team           = dfccl_daemon_team(st->team);
+    const uint32_t team           = dfccl_daemon_team(st);
     int rc                        = DFCCL_PRIM_STUCK;
     uint32_t progressed           = 0;
 

@@ -250,6 +250,7 @@ static uint32_t dfccl_coll_team(const dfccl_config_t *cfg, uint64_t bytes)
 static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_group *g,
                                 int nch, dfccl_coll_static_t *st)
 {
+    st->team = 0; /* the whole block, but for one shot (a layout may be redone) */
     if (st->algo == DFCCL_K_ALGO_TWOSHOT) {
         /* a slot holds both parts a rank sends a peer (channel 0's parts
          * are the largest) and a flag per step, each on its own cache

@@ -27,7 +27,8 @@
 #   3. test/unit's make check with DFCCL_BACKEND=cuda: the correctness
 #      matrix, deadlock scenarios and bad input, one GPU per rank (ranks
 #      share GPUs when there are fewer);
-#   4. the GPU tests (test/gpu) with each rank count of -r; the MPI
+#   4. the GPU tests (test/gpu) with each rank count of -r (also with
+#      preemptions at every primitive, and past the connector budget); the MPI
 #      component's collective matrix on device buffers (test/mpi/test_coll
 #      --device, 2, 3 and 4 ranks) and its deadlock examples;
 #   5. compute-sanitizer memcheck on a 2-rank allreduce, racecheck on a small
@@ -178,6 +179,12 @@ if want gpu; then
             DFCCL_SPIN_HEAD=64 DFCCL_SPIN_MIN=64 DFCCL_SPIN_STICKY=64 \
             DFCCL_ONESHOT_BYTES=65536 DFCCL_TWOSHOT_BYTES=16777216 \
             DFCCL_TWOSHOT_CHANNEL_BYTES=16384 test/gpu/test_gpu_allreduce
+        # a connector budget that every registration passes: the one-shot
+        # allreduces (of up to 128 LL lines a channel: run by the blocks'
+        # first warps) fall back to the ring, on lean connectors, which
+        # runs on every thread
+        step "gpu-budget-${n}ranks" env DFCCL_TEST_NRANKS="$n" DFCCL_CONN_BUDGET=1 \
+            DFCCL_TEST_MAX_COUNT=1048579 test/gpu/test_gpu_allreduce
     done
 fi
 # the MPI component on device buffers: the collective matrix (every
