@@ -31,9 +31,10 @@
 #      preemptions at every primitive, and past the connector budget); the MPI
 #      component's collective matrix on device buffers (test/mpi/test_coll
 #      --device, 2, 3 and 4 ranks) and its deadlock examples;
-#   5. compute-sanitizer memcheck on a 2-rank allreduce, racecheck on a small
-#      one (sizes capped by DFCCL_TEST_MAX_COUNT), and memcheck with the leak
-#      check on test/reliability's small 2-rank run;
+#   5. compute-sanitizer memcheck on a 2-rank allreduce, racecheck and
+#      synccheck on a small one (sizes capped by DFCCL_TEST_MAX_COUNT) and on
+#      SIMPLE, and memcheck with the leak check on test/reliability's small
+#      2-rank run;
 #   6. test/reliability's make check on the CUDA backend (soak scaled down,
 #      shared memory, small run);
 #   7. the full soak: DFCCL_SOAK_COUNT=1000000 collectives per rank.
@@ -220,14 +221,19 @@ if want sanitizer; then
         step memcheck-allreduce-2ranks env DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=70000 \
             "$san" --tool memcheck --target-processes all --error-exitcode 1 \
             test/gpu/test_gpu_allreduce
+        # racecheck reports shared-memory accesses ordered by __syncthreads
+        # as races once some warps of the block also take a barrier of
+        # their own: the first warps that run a small one-shot allreduce
+        # (DFCCL_TEAM_THREADS, kernels/daemon.h), and the warp that
+        # publishes SIMPLE slices (kernels/prims.h). So it checks one shot
+        # on whole blocks and SIMPLE in 96-thread blocks (no publishing
+        # warp), and synccheck checks the barriers of both
         step racecheck-allreduce-2ranks env DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=4096 \
-            DFCCL_MAX_BLOCKS=2 "$san" --tool racecheck --target-processes all \
+            DFCCL_MAX_BLOCKS=2 DFCCL_TEAM_THREADS=0 "$san" --tool racecheck \
+            --target-processes all --error-exitcode 1 test/gpu/test_gpu_allreduce
+        step synccheck-allreduce-2ranks env DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=4096 \
+            DFCCL_MAX_BLOCKS=2 "$san" --tool synccheck --target-processes all \
             --error-exitcode 1 test/gpu/test_gpu_allreduce
-        # SIMPLE slices: racecheck reports shared-memory accesses ordered
-        # by __syncthreads as races once some warps of the block also take
-        # a barrier of their own (the publishing warp, kernels/prims.h), so
-        # it checks SIMPLE in 96-thread blocks (no publishing warp), and
-        # synccheck checks the barriers with the publishing warp
         step racecheck-simple-2ranks env DFCCL_PROTO=simple DFCCL_THREADS=96 \
             DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=300000 DFCCL_MAX_BLOCKS=2 \
             "$san" --tool racecheck --target-processes all --error-exitcode 1 \
