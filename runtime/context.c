@@ -967,13 +967,13 @@ dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_t *ctx_p)
         ctx->cfg.max_blocks < 0 || ctx->cfg.max_blocks > DFCCL_MAX_CHANNELS ||
         ctx->cfg.step_slices < 0 || ctx->cfg.step_slices > 16 || ctx->cfg.ll_slots < 0 ||
         ctx->cfg.ll_slots > 64 || (int)ctx->cfg.arrivals < (int)DFCCL_ARRIVALS_DEFAULT ||
-        (int)ctx->cfg.arrivals > (int)DFCCL_ARRIVALS_ALWAYS) {
+        (int)ctx->cfg.arrivals > (int)DFCCL_ARRIVALS_ALWAYS || ctx->cfg.team_threads > 1024) {
         st = dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclInit: invalid configuration "
                          "(max_colls %d, sq_entries %d, nslots %d, max_blocks %d, "
-                         "step_slices %d, ll_slots %d, arrivals %d); start from "
-                         "dfcclConfigInit()", ctx->cfg.max_colls, ctx->cfg.sq_entries,
+                         "step_slices %d, ll_slots %d, arrivals %d, team_threads %d); start "
+                         "from dfcclConfigInit()", ctx->cfg.max_colls, ctx->cfg.sq_entries,
                          ctx->cfg.nslots, ctx->cfg.max_blocks, ctx->cfg.step_slices,
-                         ctx->cfg.ll_slots, (int)ctx->cfg.arrivals);
+                         ctx->cfg.ll_slots, (int)ctx->cfg.arrivals, ctx->cfg.team_threads);
         free(ctx);
         return st;
     }

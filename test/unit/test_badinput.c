@@ -163,6 +163,7 @@ START_TEST(test_bad_config)
     expect_bad_env("DFCCL_TWOSHOT_BYTES", "20000000");
     expect_bad_env("DFCCL_TWOSHOT_CHANNEL_BYTES", "600000");
     expect_bad_env("DFCCL_ARRIVALS", "sometimes");
+    expect_bad_env("DFCCL_TEAM_THREADS", "1025");
     ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_OK);
     c.step_slices = 17;
     ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
@@ -175,8 +176,12 @@ START_TEST(test_bad_config)
     c.arrivals = (dfccl_arrivals_t)7;
     ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "arrivals 7"));
-    c.arrivals = DFCCL_ARRIVALS_DEFAULT;
-    c.nslots      = 1;
+    c.arrivals     = DFCCL_ARRIVALS_DEFAULT;
+    c.team_threads = 2048;
+    ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "team_threads 2048"));
+    c.team_threads = -1;
+    c.nslots       = 1;
     ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
     ck_assert_int_eq(dfcclInit(&c, NULL), DFCCL_ERR_INVALID_ARG);
     ck_assert_int_eq(dfcclDestroy(NULL), DFCCL_ERR_INVALID_ARG);
