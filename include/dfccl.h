@@ -142,7 +142,7 @@ typedef struct {
     int      max_blocks;            /* DFCCL_MAX_BLOCKS: daemon blocks: the most channels
                                      * of any collective (host 2, cuda 32) */
     int      threads_per_block;     /* DFCCL_THREADS: CUDA threads per daemon block */
-    int      team_threads;          /* DFCCL_TEAM_THREADS: a one-shot allreduce runs on
+    int      team_threads;          /* DFCCL_TEAM_THREADS: a one-shot collective runs on
                                      * the first threads of each block, one per LL line
                                      * of its channel in multiples of this many (rounded
                                      * up to whole warps), when that is fewer than the
@@ -168,6 +168,12 @@ typedef struct {
                                      * this many bytes (all ranks' data) take one
                                      * channel (0: never; SIZE_MAX (dfcclConfigInit):
                                      * backend default, host never, cuda 128 KiB) */
+    size_t   pair_oneshot_bytes;    /* DFCCL_PAIR_ONESHOT_BYTES: [group] on the same
+                                     * groups, one-shot collectives of at most this many
+                                     * bytes (allgather, reduce-scatter: per rank) take
+                                     * one channel, up to 64 KiB (0: never; SIZE_MAX
+                                     * (dfcclConfigInit): backend default, host never,
+                                     * cuda 16 KiB) */
     size_t   min_channel_bytes;     /* DFCCL_CHANNEL_BYTES: [group] bytes per extra channel */
     size_t   slot_bytes;            /* DFCCL_SLOT_BYTES: [group] connector slot size */
     int      nslots;                /* DFCCL_SLOTS: [group] slots per connector */
@@ -184,9 +190,18 @@ typedef struct {
                                      * at most 64 KiB; SIZE_MAX (dfcclConfigInit):
                                      * backend default, host 16 KiB, cuda 256 KiB */
     size_t   oneshot_channel_bytes; /* DFCCL_ONESHOT_CHANNEL_BYTES: [group] bytes per
-                                     * channel of a one-shot allreduce (up to
-                                     * 64 KiB; 0: backend default, host 64 KiB,
-                                     * cuda 8 KiB) */
+                                     * channel of a one-shot allreduce, allgather
+                                     * or reduce-scatter (up to 64 KiB; 0: backend
+                                     * default, host 64 KiB, cuda 8 KiB) */
+    size_t   oneshot_gather_bytes;  /* DFCCL_ONESHOT_GATHER_BYTES: [group] allgathers
+                                     * and reduce-scatters whose per-rank share is at
+                                     * most this many bytes, on the groups of
+                                     * oneshot_bytes, take one shot (every rank writes
+                                     * to every peer what it needs: one hop instead of
+                                     * the ring's n-1); 0: never; up to 2 MiB, on the
+                                     * channels DFCCL_ONESHOT_CHANNEL_BYTES gives;
+                                     * SIZE_MAX (dfcclConfigInit): backend default,
+                                     * host 16 KiB, cuda 256 KiB */
     size_t   twoshot_bytes;         /* DFCCL_TWOSHOT_BYTES: [group] allreduces larger
                                      * than oneshot_bytes and of at most this many
                                      * bytes, on the same groups, take the two-shot

@@ -453,7 +453,7 @@ DFCCL_F_DEVICE int dfccl_daemon_run_team(const dfccl_daemon_args_t *a, uint32_t 
 
 /*
  * Threads that run collective `st`: the first st->team of the block for a
- * one-shot allreduce that asks for fewer than all of them (only its code
+ * one-shot collective that asks for fewer than all of them (only its code
  * takes the team's barriers), else all of them.
  */
 DFCCL_F_DEVICE uint32_t dfccl_daemon_team(const dfccl_coll_static_t *st)

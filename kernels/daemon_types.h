@@ -27,16 +27,19 @@
 /* dfccl_coll_static_t.proto: the protocol a collective was registered with */
 enum { DFCCL_K_PROTO_SIMPLE = 1, DFCCL_K_PROTO_LL = 2 };
 
-/* Algorithm of a collective: the ring, or (allreduce of small messages on
- * a group whose ranks all reach each other) one shot: every rank writes its
- * input into a connector of its own at every peer and reduces the n inputs
- * in rank order; or (mid sizes, same groups) two shot on the same
- * connectors: a reduce-scatter and an allgather of one hop each. */
+/* Algorithm of a collective: the ring, or (allreduce, allgather and
+ * reduce-scatter of small messages on a group whose ranks all reach each
+ * other) one shot: every rank writes what each peer needs of its input
+ * into a connector of its own at that peer and reduces (places) the n
+ * inputs in rank order; or (allreduce of mid sizes, same groups) two shot
+ * on the same connectors: a reduce-scatter and an allgather of one hop
+ * each. */
 enum { DFCCL_K_ALGO_RING = 0, DFCCL_K_ALGO_ONESHOT = 1, DFCCL_K_ALGO_TWOSHOT = 2 };
 
 /* The most ranks of a one-shot collective (dfccl_chan_t.peer). */
 #define DFCCL_ONESHOT_MAX_RANKS 8
-/* Largest one-shot allreduce: each channel's share is one LL slot. */
+/* Largest one-shot allreduce (allgather, reduce-scatter: per-rank share):
+ * each channel's share is one LL slot. */
 #define DFCCL_ONESHOT_MAX_BYTES ((uint64_t)DFCCL_MAX_CHANNELS * DFCCL_LL_MAX_BYTES)
 /* Largest two-shot allreduce: each rank's part of a channel's share is at
  * most DFCCL_LL_MAX_BYTES (a slot holds two parts and two flags). */

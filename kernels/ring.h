@@ -263,7 +263,7 @@ DFCCL_F_DEVICE int dfccl_ring_reduce(dfccl_exec_t *x)
 DFCCL_F_DEVICE int dfccl_ring_run(dfccl_exec_t *x)
 {
     if (x->st->algo == DFCCL_K_ALGO_ONESHOT) {
-        return dfccl_oneshot_allreduce(x);
+        return dfccl_oneshot_run(x);
     }
     if (x->st->algo == DFCCL_K_ALGO_TWOSHOT) {
         return dfccl_twoshot_allreduce(x);

@@ -102,9 +102,11 @@ static unsigned int dfccl_spin_head, dfccl_spin_min, dfccl_spin_sticky, dfccl_sp
 static unsigned int dfccl_quit_us, dfccl_relaunch_us;
 static int dfccl_wait_spin_us; /* -1: backend default */
 static long dfccl_oneshot_bytes; /* -1: backend default */
+static long dfccl_oneshot_gather_bytes; /* -1: backend default */
 static long dfccl_twoshot_bytes; /* -1: backend default */
 static long dfccl_pair_bytes;    /* -1: backend default */
 static long dfccl_pair_ring_bytes; /* -1: backend default */
+static long dfccl_pair_oneshot_bytes; /* -1: backend default */
 
 static int dfccl_register(void)
 {
@@ -146,9 +148,13 @@ static int dfccl_register(void)
     dfccl_relaunch_us = c->relaunch_us;
     dfccl_wait_spin_us = c->wait_spin_us == UINT32_MAX ? -1 : (int)c->wait_spin_us;
     dfccl_oneshot_bytes = c->oneshot_bytes == SIZE_MAX ? -1 : (long)c->oneshot_bytes;
+    dfccl_oneshot_gather_bytes =
+        c->oneshot_gather_bytes == SIZE_MAX ? -1 : (long)c->oneshot_gather_bytes;
     dfccl_twoshot_bytes = c->twoshot_bytes == SIZE_MAX ? -1 : (long)c->twoshot_bytes;
     dfccl_pair_bytes = c->pair_bytes == SIZE_MAX ? -1 : (long)c->pair_bytes;
     dfccl_pair_ring_bytes = c->pair_ring_bytes == SIZE_MAX ? -1 : (long)c->pair_ring_bytes;
+    dfccl_pair_oneshot_bytes =
+        c->pair_oneshot_bytes == SIZE_MAX ? -1 : (long)c->pair_oneshot_bytes;
 
     dfccl_reg("priority", "Priority of the dfccl coll component; it must be above the "
               "components it falls back to (tuned is 30)", MCA_BASE_VAR_TYPE_INT, NULL,
@@ -179,10 +185,16 @@ static int dfccl_register(void)
               "to every peer: one hop instead of the ring's 2(n-1)), 0 = never, up to 2 MiB, "
               "-1 = backend default (256 KiB on GPUs); same on every rank "
               "(DFCCL_ONESHOT_BYTES)", MCA_BASE_VAR_TYPE_LONG, NULL, &dfccl_oneshot_bytes);
-    dfccl_reg("oneshot_channel_bytes", "Bytes per channel of a one-shot allreduce, up to "
-              "65536, 0 = backend default (8 KiB on GPUs); same on every rank "
-              "(DFCCL_ONESHOT_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
+    dfccl_reg("oneshot_channel_bytes", "Bytes per channel of a one-shot allreduce, allgather "
+              "or reduce-scatter, up to 65536, 0 = backend default (8 KiB on GPUs); same on "
+              "every rank (DFCCL_ONESHOT_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
               &c->oneshot_channel_bytes);
+    dfccl_reg("oneshot_gather_bytes", "Allgathers and reduce-scatters whose per-rank share is "
+              "at most this many bytes, on the communicators of oneshot_bytes, take one shot "
+              "(every rank writes to every peer what it needs: one hop instead of the ring's "
+              "n-1), 0 = never, up to 2 MiB, -1 = backend default (256 KiB on GPUs); same on "
+              "every rank (DFCCL_ONESHOT_GATHER_BYTES)", MCA_BASE_VAR_TYPE_LONG, NULL,
+              &dfccl_oneshot_gather_bytes);
     dfccl_reg("twoshot_bytes", "Allreduces above oneshot_bytes and of at most this many "
               "bytes, on the same communicators, take two shot (a reduce-scatter and an "
               "allgather of one hop each), 0 = never, up to 16 MiB, -1 = backend default "
@@ -216,7 +228,7 @@ static int dfccl_register(void)
               MCA_BASE_VAR_TYPE_INT, NULL, &c->max_blocks);
     dfccl_reg("threads", "CUDA threads per daemon block (DFCCL_THREADS)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->threads_per_block);
-    dfccl_reg("team_threads", "A one-shot allreduce runs on the first threads of each "
+    dfccl_reg("team_threads", "A one-shot collective runs on the first threads of each "
               "daemon block, one per 8 bytes of its channel in multiples of this many, when "
               "that is fewer than the block's; 0 = the whole block, -1 = backend default "
               "(128 on GPUs) (DFCCL_TEAM_THREADS)", MCA_BASE_VAR_TYPE_INT, NULL,
@@ -240,6 +252,11 @@ static int dfccl_register(void)
               "take one channel, 0 = never, -1 = backend default (128 KiB on GPUs); same on "
               "every rank (DFCCL_PAIR_RING_BYTES)", MCA_BASE_VAR_TYPE_LONG, NULL,
               &dfccl_pair_ring_bytes);
+    dfccl_reg("pair_oneshot_bytes", "On communicators of two ranks on two GPUs, one-shot "
+              "collectives of at most this many bytes (allgather, reduce-scatter: per rank) "
+              "take one channel, up to 65536, 0 = never, -1 = backend default (16 KiB on "
+              "GPUs); same on every rank (DFCCL_PAIR_ONESHOT_BYTES)", MCA_BASE_VAR_TYPE_LONG,
+              NULL, &dfccl_pair_oneshot_bytes);
     dfccl_reg("conn_budget", "Connector bytes that a communicator's registered collectives "
               "hold at full size; registrations past it get lean connectors (at most 16 "
               "channels of 2 slots of 32 KiB), 0 = no limit; same on every rank "
@@ -317,10 +334,14 @@ static int dfccl_open(void)
     c->relaunch_us = dfccl_relaunch_us;
     c->wait_spin_us = dfccl_wait_spin_us < 0 ? UINT32_MAX : (uint32_t)dfccl_wait_spin_us;
     c->oneshot_bytes = dfccl_oneshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_oneshot_bytes;
+    c->oneshot_gather_bytes =
+        dfccl_oneshot_gather_bytes < 0 ? SIZE_MAX : (size_t)dfccl_oneshot_gather_bytes;
     c->twoshot_bytes = dfccl_twoshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_twoshot_bytes;
     c->pair_bytes = dfccl_pair_bytes < 0 ? SIZE_MAX : (size_t)dfccl_pair_bytes;
     c->pair_ring_bytes =
         dfccl_pair_ring_bytes < 0 ? SIZE_MAX : (size_t)dfccl_pair_ring_bytes;
+    c->pair_oneshot_bytes =
+        dfccl_pair_oneshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_pair_oneshot_bytes;
     if (cm->instances < 1) {
         mca_coll_dfccl_warn("coll_dfccl_instances=%d is below 1; using 1", cm->instances);
         cm->instances = 1;

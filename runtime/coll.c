@@ -33,10 +33,10 @@
  * match, named in mismatch errors. */
 static const char dfccl_coll_layout_vars[] =
     "DFCCL_CHANNELS, DFCCL_MAX_BLOCKS, DFCCL_WIDE_BYTES, DFCCL_WIDE_CHANNELS, "
-    "DFCCL_PAIR_BYTES, DFCCL_CONN_BUDGET, DFCCL_SLOT_BYTES, "
-    "DFCCL_SLOTS, DFCCL_LL_SLOTS, DFCCL_STEP_SLICES, DFCCL_PROTO, DFCCL_LL_BYTES, "
-    "DFCCL_ONESHOT_BYTES, DFCCL_ONESHOT_CHANNEL_BYTES, DFCCL_TWOSHOT_BYTES and "
-    "DFCCL_TWOSHOT_CHANNEL_BYTES";
+    "DFCCL_PAIR_BYTES, DFCCL_PAIR_RING_BYTES, DFCCL_PAIR_ONESHOT_BYTES, DFCCL_CONN_BUDGET, "
+    "DFCCL_SLOT_BYTES, DFCCL_SLOTS, DFCCL_LL_SLOTS, DFCCL_STEP_SLICES, DFCCL_PROTO, "
+    "DFCCL_LL_BYTES, DFCCL_ONESHOT_BYTES, DFCCL_ONESHOT_CHANNEL_BYTES, "
+    "DFCCL_ONESHOT_GATHER_BYTES, DFCCL_TWOSHOT_BYTES and DFCCL_TWOSHOT_CHANNEL_BYTES";
 
 static const char *const dfccl_run_names[] = {"dfcclRunAllReduce", "dfcclRunAllGather",
                                               "dfcclRunReduceScatter", "dfcclRunReduce",
@@ -185,32 +185,41 @@ static uint32_t dfccl_coll_ll_slots(const dfccl_config_t *cfg, uint32_t slot_byt
 /*
  * Algorithm of a collective (DFCCL_K_ALGO_*) on groups whose ranks all
  * write to each other (dfccl_group.all_local) and can carry LL: one shot
- * for allreduces of at most cfg->oneshot_bytes, on a channel per
- * cfg->oneshot_channel_bytes, each share one LL slot reduced in its
- * block's scratch (so at most DFCCL_LL_MAX_BYTES); two shot for larger
- * ones of at most cfg->twoshot_bytes, on a channel per
- * cfg->twoshot_channel_bytes, each rank's part of a share at most
- * DFCCL_LL_MAX_BYTES. Both take at most cfg->max_channels channels; a
- * share too large for them goes to the ring, as does everything else.
- * Sets *nch_p for one and two shot. Same on all ranks.
+ * for allreduces of at most cfg->oneshot_bytes, and for allgathers and
+ * reduce-scatters whose per-rank share is at most cfg->oneshot_gather_bytes,
+ * on a channel per cfg->oneshot_channel_bytes of that share, each channel's
+ * part one LL slot reduced (or placed) by its block (so at most
+ * DFCCL_LL_MAX_BYTES); two shot for larger allreduces of at most
+ * cfg->twoshot_bytes, on a channel per cfg->twoshot_channel_bytes, each
+ * rank's part of a share at most DFCCL_LL_MAX_BYTES. Both take at most
+ * cfg->max_channels channels, one shot of at most cfg->pair_oneshot_bytes
+ * one channel on a pair (dfccl_group.pair); a share too large for them
+ * goes to the ring, as does everything else. Sets *nch_p for one and two
+ * shot. Same on all ranks.
  */
 static uint32_t dfccl_coll_algo(const dfccl_config_t *cfg, const struct dfccl_group *g,
                                 int kind, size_t count, int dtype, int *nch_p)
 {
-    const size_t esz = dfccl_dtype_bytes(dtype);
-    const size_t bytes = count * esz;
-    const int two      = bytes > cfg->oneshot_bytes;
+    const size_t esz   = dfccl_dtype_bytes(dtype);
+    const size_t bytes = count * esz; /* allgather, reduce-scatter: a rank's share */
+    const int all      = kind == DFCCL_COLL_ALLREDUCE;
+    const int parts    = kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER;
+    const size_t one   = all ? cfg->oneshot_bytes : cfg->oneshot_gather_bytes;
+    const int two      = bytes > one;
     uint64_t off, cnt;
     int nch;
 
-    if (kind != DFCCL_COLL_ALLREDUCE || g->nranks < 2 ||
+    if ((!all && !parts) || (parts && two) || g->nranks < 2 ||
         g->nranks > DFCCL_ONESHOT_MAX_RANKS || !g->all_local || g->net ||
         cfg->proto == DFCCL_PROTO_SIMPLE || bytes == 0 ||
-        bytes > (two ? cfg->twoshot_bytes : cfg->oneshot_bytes)) {
+        bytes > (two ? cfg->twoshot_bytes : one)) {
         return DFCCL_K_ALGO_RING;
     }
     nch = dfccl_nchannels_for(bytes, two ? cfg->twoshot_channel_bytes : cfg->oneshot_channel_bytes,
                               (size_t)cfg->max_channels, count);
+    if (!two && g->pair && bytes <= cfg->pair_oneshot_bytes) {
+        nch = 1; /* a block past the first starts about 3 us later */
+    }
     dfccl_ring_partition(kind, count, nch, 0, &off, &cnt);
     if (two) {
         cnt = DFCCL_TWOSHOT_PART_ELEMS(cnt, (uint64_t)g->nranks, esz);
@@ -223,7 +232,7 @@ static uint32_t dfccl_coll_algo(const dfccl_config_t *cfg, const struct dfccl_gr
 }
 
 /*
- * Threads of a block that run a one-shot allreduce whose channels hold at
+ * Threads of a block that run a one-shot collective whose channels hold at
  * most `bytes` (DFCCL_TEAM_THREADS): one per LL line, in multiples of
  * cfg->team_threads; 0 (the whole block) when that is not fewer than the
  * block's threads, or the setting is 0. A local choice: ranks may differ.

@@ -90,6 +90,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->wide_channels     = 0;     /* 0: backend default (host max_blocks, cuda 20) */
     c->pair_bytes        = SIZE_MAX; /* backend default (host never, cuda 64 MiB) */
     c->pair_ring_bytes   = SIZE_MAX; /* backend default (host never, cuda 128 KiB) */
+    c->pair_oneshot_bytes = SIZE_MAX; /* backend default (host never, cuda 16 KiB) */
     c->conn_budget       = (size_t)768 << 20;
     c->min_channel_bytes = 0;     /* 0: backend default (host 256 KiB, cuda 32 KiB) */
     c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 1 MiB) */
@@ -102,6 +103,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     c->ll_slots          = 0;     /* 0: default (16) */
     c->oneshot_bytes     = SIZE_MAX; /* backend default (host 16 KiB, cuda 256 KiB) */
     c->oneshot_channel_bytes = 0;  /* 0: backend default (host 64 KiB, cuda 8 KiB) */
+    c->oneshot_gather_bytes = SIZE_MAX; /* backend default (host 16 KiB, cuda 256 KiB) */
     c->twoshot_bytes     = SIZE_MAX; /* backend default */
     c->twoshot_channel_bytes = 0;  /* 0: backend default */
     c->step_slices       = 0;     /* 0: backend default (host 4, cuda 1) */
@@ -147,6 +149,7 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_WIDE_CHANNELS", c->wide_channels, 0, DFCCL_MAX_CHANNELS);
     DFCCL_ENV_INT("DFCCL_PAIR_BYTES", c->pair_bytes, 0, 1ull << 50);
     DFCCL_ENV_INT("DFCCL_PAIR_RING_BYTES", c->pair_ring_bytes, 0, 1ull << 50);
+    DFCCL_ENV_INT("DFCCL_PAIR_ONESHOT_BYTES", c->pair_oneshot_bytes, 0, DFCCL_LL_MAX_BYTES);
     DFCCL_ENV_INT("DFCCL_CONN_BUDGET", c->conn_budget, 0, 1ull << 50);
     DFCCL_ENV_INT("DFCCL_CHANNEL_BYTES", c->min_channel_bytes, 0, 1ull << 40);
     DFCCL_ENV_INT("DFCCL_SLOT_BYTES", c->slot_bytes, 0, 64u << 20);
@@ -156,6 +159,8 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
     DFCCL_ENV_INT("DFCCL_ONESHOT_BYTES", c->oneshot_bytes, 0, DFCCL_ONESHOT_MAX_BYTES);
     DFCCL_ENV_INT("DFCCL_ONESHOT_CHANNEL_BYTES", c->oneshot_channel_bytes, 0,
                   DFCCL_LL_MAX_BYTES);
+    DFCCL_ENV_INT("DFCCL_ONESHOT_GATHER_BYTES", c->oneshot_gather_bytes, 0,
+                  DFCCL_ONESHOT_MAX_BYTES);
     DFCCL_ENV_INT("DFCCL_TWOSHOT_BYTES", c->twoshot_bytes, 0, DFCCL_TWOSHOT_MAX_BYTES);
     DFCCL_ENV_INT("DFCCL_TWOSHOT_CHANNEL_BYTES", c->twoshot_channel_bytes, 0,
                   DFCCL_TWOSHOT_MAX_CHANNEL_BYTES);

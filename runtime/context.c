@@ -100,6 +100,12 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
      * docs/performance.md, "Small ring collectives on two GPUs, and the
      * start of a collective" */
     dfccl_size_default(&c->pair_ring_bytes, SIZE_MAX, host ? 0 : (size_t)128 << 10, SIZE_MAX);
+    /* GPUs: on two ranks a one-shot allreduce of 16 KiB on one channel took
+     * medians of 16.9 to 17.4 us, on two of 8 KiB 20.7 to 21.3; from 32 KiB
+     * up more channels are faster (docs/performance.md, "One-shot allgather
+     * and reduce-scatter, and one channel on two GPUs") */
+    dfccl_size_default(&c->pair_oneshot_bytes, SIZE_MAX, host ? 0 : (size_t)16 << 10,
+                       DFCCL_LL_MAX_BYTES);
     /* GPUs: a one-shot allreduce whose channel has at most 128 LL lines (1
      * KiB) runs on the block's first 128 threads. Each thread that runs a
      * collective fills its own copy of the contexts in local memory: on 2
@@ -153,6 +159,12 @@ static void dfccl_ctx_defaults(struct dfccl_rank_ctx *ctx)
                        DFCCL_ONESHOT_MAX_BYTES);
     dfccl_size_default(&c->oneshot_channel_bytes, 0, host ? DFCCL_LL_MAX_BYTES : (8 << 10),
                        DFCCL_LL_MAX_BYTES);
+    /* Allgathers and reduce-scatters in one shot up to the same per-rank
+     * share: each rank writes to each peer what an allreduce of that share
+     * writes (docs/performance.md, "One-shot allgather and reduce-scatter,
+     * and one channel on two GPUs") */
+    dfccl_size_default(&c->oneshot_gather_bytes, SIZE_MAX, host ? (16 << 10) : (256 << 10),
+                       DFCCL_ONESHOT_MAX_BYTES);
     /* Two-shot allreduce above the one-shot sizes, on GPUs up to 2 MiB on
      * channels of 32 KiB: on 4 H200s, medians of 44.3 us at 1 MiB and 54.0
      * at 2 MiB against the ring's 49.7 and 57.3; at 4 MiB the ring is

@@ -160,6 +160,8 @@ START_TEST(test_bad_config)
     expect_bad_env("DFCCL_SQ_WINDOW", "17");
     expect_bad_env("DFCCL_ONESHOT_BYTES", "3000000");
     expect_bad_env("DFCCL_ONESHOT_CHANNEL_BYTES", "70000");
+    expect_bad_env("DFCCL_ONESHOT_GATHER_BYTES", "3000000");
+    expect_bad_env("DFCCL_PAIR_ONESHOT_BYTES", "70000");
     expect_bad_env("DFCCL_TWOSHOT_BYTES", "20000000");
     expect_bad_env("DFCCL_TWOSHOT_CHANNEL_BYTES", "600000");
     expect_bad_env("DFCCL_ARRIVALS", "sometimes");

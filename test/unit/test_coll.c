@@ -120,7 +120,8 @@ static int same(int t, const void *got, const void *exp, uint64_t i)
 typedef struct {
     int kind;
     int size_class;      /* -1: all */
-    const char *oneshot; /* DFCCL_ONESHOT_BYTES, or NULL for the backend's default */
+    const char *oneshot; /* DFCCL_ONESHOT_BYTES and DFCCL_ONESHOT_GATHER_BYTES, or
+                          * NULL for the backend's defaults */
     const char *chbytes; /* DFCCL_ONESHOT_CHANNEL_BYTES, or NULL: default */
     const char *twoshot; /* DFCCL_TWOSHOT_BYTES, or NULL: default */
     const char *tsbytes; /* DFCCL_TWOSHOT_CHANNEL_BYTES, or NULL: default */
@@ -251,6 +252,7 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_test_setenv("DFCCL_MAX_BLOCKS", a->blocks);
     dfccl_test_setenv("DFCCL_CHANNELS", a->blocks);
     dfccl_test_setenv("DFCCL_ONESHOT_BYTES", a->oneshot);
+    dfccl_test_setenv("DFCCL_ONESHOT_GATHER_BYTES", a->oneshot);
     dfccl_test_setenv("DFCCL_ONESHOT_CHANNEL_BYTES", a->chbytes);
     dfccl_test_setenv("DFCCL_TEAM_THREADS", a->team);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
@@ -300,7 +302,9 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         printf("%s on %d ranks%s%s%s%s%s%s%s%s%s%s: %d cases (ring %d, one shot %d, two shot "
                "%d), %d failures\n",
                dfccl_coll_name_for_test(kind), n,
-               a->oneshot != NULL ? ", DFCCL_ONESHOT_BYTES=" : "",
+               a->oneshot == NULL             ? ""
+               : kind == DFCCL_COLL_ALLREDUCE ? ", DFCCL_ONESHOT_BYTES="
+                                              : ", DFCCL_ONESHOT_GATHER_BYTES=",
                a->oneshot != NULL ? a->oneshot : "",
                a->chbytes != NULL ? ", DFCCL_ONESHOT_CHANNEL_BYTES=" : "",
                a->chbytes != NULL ? a->chbytes : "",
@@ -365,62 +369,92 @@ START_TEST(test_allreduce_algos)
     ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &team), 0);
 }
 END_TEST
+typedef struct {
+    int kind;
+    uint64_t bytes; /* allgather, reduce-scatter: of all ranks (ring) or per rank (one shot) */
+    int want_pair;  /* channels on 2 ranks on two devices */
+    int want_other; /* on more ranks, or on one device */
+} pair_case_t;
+
+typedef struct {
+    const pair_case_t *cases;
+    size_t ncases;
+    const char *const *env; /* name, value, ..., NULL */
+    int algo;               /* what every case must run on: 0 ring, 1 one shot */
+} pair_spec_t;
+
 /* Allreduces from DFCCL_PAIR_BYTES up take DFCCL_MAX_BLOCKS channels on
  * two ranks only (on two GPUs with the CUDA backend), reduce-scatters and
  * allgathers up to DFCCL_PAIR_RING_BYTES one channel there, other
  * collectives and smaller allreduces DFCCL_CHANNELS (here a channel per 64
- * KiB, at most 2); each result is checked as in the matrix. The channels
- * are read from the daemon's grid after the run: it grows to the most
- * channels of a registered collective, but a daemon that keeps running
- * keeps its grid, so the cases go from the fewest channels to the most,
- * and the grid after each is its channels. */
+ * KiB, at most 2). */
+static const pair_case_t pair_ring_cases[] = {
+    {DFCCL_COLL_ALLGATHER, 128u << 10, 1, 2},
+    {DFCCL_COLL_REDUCESCATTER, 256u << 10, 1, 2},
+    {DFCCL_COLL_ALLREDUCE, 256u << 10, 2, 2},
+    {DFCCL_COLL_ALLGATHER, 4u << 20, 2, 2},
+    {DFCCL_COLL_REDUCESCATTER, 4u << 20, 2, 2},
+    {DFCCL_COLL_ALLREDUCE, 4u << 20, 4, 2},
+};
+static const char *const pair_ring_env[] = {
+    "DFCCL_MAX_BLOCKS", "4", "DFCCL_CHANNELS", "2", "DFCCL_CHANNEL_BYTES", "65536",
+    "DFCCL_WIDE_BYTES", "0", "DFCCL_PAIR_BYTES", "1048576",
+    "DFCCL_PAIR_RING_BYTES", "263168", /* 257 KiB: the counts add 12 B */
+    "DFCCL_ONESHOT_BYTES", "0", "DFCCL_ONESHOT_GATHER_BYTES", "0", "DFCCL_TWOSHOT_BYTES", "0",
+    NULL};
+
+/* One-shot collectives up to DFCCL_PAIR_ONESHOT_BYTES (here 16 KiB) take
+ * one channel on two ranks only, larger ones and those on more ranks a
+ * channel per DFCCL_ONESHOT_CHANNEL_BYTES (here 8 KiB, at most 4). */
+static const pair_case_t pair_shot_cases[] = {
+    {DFCCL_COLL_ALLREDUCE, 16u << 10, 1, 2},
+    {DFCCL_COLL_ALLGATHER, 16u << 10, 1, 2},
+    {DFCCL_COLL_REDUCESCATTER, 16u << 10, 1, 2},
+    {DFCCL_COLL_REDUCESCATTER, 32u << 10, 4, 4},
+};
+static const char *const pair_shot_env[] = {
+    "DFCCL_MAX_BLOCKS", "4", "DFCCL_CHANNELS", "4", "DFCCL_ONESHOT_BYTES", "65536",
+    "DFCCL_ONESHOT_GATHER_BYTES", "65536", "DFCCL_ONESHOT_CHANNEL_BYTES", "8192",
+    "DFCCL_PAIR_ONESHOT_BYTES", "16384", NULL};
+
+/* The cases of a pair_spec_t in turn, each result checked as in the
+ * matrix, and its algorithm and channels. The channels are read from the
+ * daemon's grid after the run: it grows to the most channels of a
+ * registered collective, but a daemon that keeps running keeps its grid,
+ * so the cases go from the fewest channels to the most, and the grid after
+ * each is its channels. */
 static int pair_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
-    static const struct {
-        int kind;
-        uint64_t bytes;
-        int want_pair;  /* channels on 2 ranks on two devices */
-        int want_other; /* on more ranks, or on one device */
-    } cases[] = {
-        {DFCCL_COLL_ALLGATHER, 128u << 10, 1, 2},
-        {DFCCL_COLL_REDUCESCATTER, 256u << 10, 1, 2},
-        {DFCCL_COLL_ALLREDUCE, 256u << 10, 2, 2},
-        {DFCCL_COLL_ALLGATHER, 4u << 20, 2, 2},
-        {DFCCL_COLL_REDUCESCATTER, 4u << 20, 2, 2},
-        {DFCCL_COLL_ALLREDUCE, 4u << 20, 4, 2},
-    };
+    const pair_spec_t *spec = varg;
+    const int two           = n == 2 && dfccl_test_two_devices();
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     dfccl_stats_t stats;
     int failures = 0;
 
-    (void)varg;
-    setenv("DFCCL_MAX_BLOCKS", "4", 1);
-    setenv("DFCCL_CHANNELS", "2", 1);
-    setenv("DFCCL_CHANNEL_BYTES", "65536", 1);
-    setenv("DFCCL_WIDE_BYTES", "0", 1);
-    setenv("DFCCL_PAIR_BYTES", "1048576", 1);
-    setenv("DFCCL_PAIR_RING_BYTES", "263168", 1); /* 257 KiB: the counts below add 12 B */
-    setenv("DFCCL_ONESHOT_BYTES", "0", 1);
-    setenv("DFCCL_TWOSHOT_BYTES", "0", 1);
+    for (const char *const *e = spec->env; *e != NULL; e += 2) {
+        setenv(e[0], e[1], 1);
+    }
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        uint64_t count = cases[i].bytes / esize(DFCCL_FLOAT32) + 3;
-        int algo = 0, want = n == 2 && dfccl_test_two_devices() ? cases[i].want_pair
-                                                                 : cases[i].want_other;
+    for (size_t i = 0; i < spec->ncases; i++) {
+        const pair_case_t *pc = &spec->cases[i];
+        uint64_t count = pc->bytes / esize(DFCCL_FLOAT32);
+        int algo = 0, want = two ? pc->want_pair : pc->want_other;
 
-        if (cases[i].kind != DFCCL_COLL_ALLREDUCE) {
-            count /= (uint64_t)n;
+        if (spec->algo == 0) {
+            count += 3;
+            if (pc->kind != DFCCL_COLL_ALLREDUCE) {
+                count /= (uint64_t)n;
+            }
         }
-        failures += run_case(ctx, g, rank, n, cases[i].kind, DFCCL_FLOAT32, DFCCL_SUM, count,
-                             0, &algo);
+        failures += run_case(ctx, g, rank, n, pc->kind, DFCCL_FLOAT32, DFCCL_SUM, count, 0,
+                             &algo);
         DFCCL_TEST_CHECK(dfcclGetStats(ctx, &stats) == DFCCL_OK, "stats");
-        if (algo != 0 || stats.blocks != want) {
-            fprintf(stderr, "rank %d of %d: %s of %llu bytes ran on %s with %d channel(s), "
-                    "expected the ring with %d\n", rank, n,
-                    dfccl_coll_name_for_test(cases[i].kind),
-                    (unsigned long long)cases[i].bytes, algo ? "one or two shot" : "the ring",
-                    stats.blocks, want);
+        if (algo != spec->algo || stats.blocks != want) {
+            fprintf(stderr, "rank %d of %d: %s of %llu bytes ran on algorithm %d with %d "
+                    "channel(s), expected %d with %d\n", rank, n,
+                    dfccl_coll_name_for_test(pc->kind), (unsigned long long)pc->bytes, algo,
+                    stats.blocks, spec->algo, want);
             failures++;
         }
     }
@@ -431,14 +465,48 @@ static int pair_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 
 START_TEST(test_pair_channels)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 120, pair_body, NULL), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 120, pair_body, NULL), 0);
+    const pair_spec_t ring = {pair_ring_cases, sizeof(pair_ring_cases) / sizeof(pair_case_t),
+                              pair_ring_env, 0};
+    const pair_spec_t shot = {pair_shot_cases, sizeof(pair_shot_cases) / sizeof(pair_case_t),
+                              pair_shot_env, 1};
+
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, pair_body, (void *)&ring), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 120, pair_body, (void *)&ring), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, pair_body, (void *)&shot), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 120, pair_body, (void *)&shot), 0);
 }
 END_TEST
 
 START_TEST(test_allgather) { run_matrix(DFCCL_COLL_ALLGATHER); }
 END_TEST
 START_TEST(test_reducescatter) { run_matrix(DFCCL_COLL_REDUCESCATTER); }
+END_TEST
+
+/* Allgather and reduce-scatter on the ring and in one shot whatever the
+ * backend's default, each run checking which algorithm its cases took: the
+ * ring for every size, on 3 ranks; one shot for per-rank shares up to 64
+ * KiB (count 1, and 12347 elements of up to 4 bytes), on 2 and 3 ranks;
+ * one shot on several channels of at least 8 KiB each (every share up to
+ * 2 MiB that fits the backend's channels at 64 KiB each), on 4 ranks; and
+ * one shot on channels of at least 2 KiB run by teams of 32 threads per
+ * block, on 2 ranks. Never two shot. */
+static void run_shot_kinds(int kind)
+{
+    matrix_arg_t ring = {kind, -1, "0", NULL, NULL, NULL, NULL, {1, -1, -1}, NULL};
+    matrix_arg_t one  = {kind, -1, "65536", NULL, NULL, NULL, NULL, {0, 1, -1}, NULL};
+    matrix_arg_t wide = {kind, -1, "2097152", "8192", NULL, NULL, NULL, {0, 1, -1}, NULL};
+    matrix_arg_t team = {kind, -1, "2097152", "2048", NULL, NULL, NULL, {0, 1, -1}, "32"};
+
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &ring), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(2, 300, matrix_body, &one), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &one), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, matrix_body, &wide), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(2, 300, matrix_body, &team), 0);
+}
+
+START_TEST(test_allgather_algos) { run_shot_kinds(DFCCL_COLL_ALLGATHER); }
+END_TEST
+START_TEST(test_reducescatter_algos) { run_shot_kinds(DFCCL_COLL_REDUCESCATTER); }
 END_TEST
 START_TEST(test_reduce) { run_matrix(DFCCL_COLL_REDUCE); }
 END_TEST
@@ -468,6 +536,8 @@ int main(void)
     tcase_add_test(tc, test_pair_channels);
     tcase_add_test(tc, test_allgather);
     tcase_add_test(tc, test_reducescatter);
+    tcase_add_test(tc, test_allgather_algos);
+    tcase_add_test(tc, test_reducescatter_algos);
     tcase_add_test(tc, test_reduce);
     tcase_add_test(tc, test_broadcast);
     tcase_add_test(tc, test_single_rank);

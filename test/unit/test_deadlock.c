@@ -4,7 +4,8 @@
  * so that a hang fails the test:
  *  - disorder: 8 collectives started in a different random order on every
  *    rank, 200 iterations, results checked, preemptions reported (> 0);
- *    also with explicit progress (no poller thread) and on 8 groups;
+ *    also with explicit progress (no poller thread), on 8 groups, and with
+ *    allgathers and reduce-scatters among the allreduces;
  *  - device synchronization between collectives started in opposite orders
  *    (on the host backend: dfcclSynchronize, which waits until no daemon
  *    block runs); voluntary quits > 0;
@@ -30,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon_types.h"
 #include "mp.h"
 
 static unsigned long long stat_sum(dfccl_test_oob_t *oob, dfccl_rank_ctx_t ctx, int which)
@@ -73,6 +75,32 @@ static int check_sum(const float *h, size_t n, int nranks, int c, int it)
     return 0;
 }
 
+/* The output of collective c of `kind`, iteration it, on `rank` of nranks,
+ * whose inputs fill() wrote: an allgather of n elements per rank (rank r's
+ * at r * n, filled as r's) or a reduce-scatter of n per rank (the sum of
+ * the ranks' elements rank * n + i). */
+static int check_kind(const float *h, int kind, size_t n, int rank, int nranks, int c, int it)
+{
+    for (size_t i = 0; i < (kind == DFCCL_COLL_ALLGATHER ? n * (size_t)nranks : n); i++) {
+        float e = 0;
+        if (kind == DFCCL_COLL_ALLGATHER) {
+            e = (float)(((int)(i / n) + 1) * (c + 1) + (int)(i % n % 5) + it % 3);
+        } else {
+            const size_t j = (size_t)rank * n + i;
+            for (int r = 0; r < nranks; r++) {
+                e += (float)((r + 1) * (c + 1) + (int)(j % 5) + it % 3);
+            }
+        }
+        if (h[i] != e) {
+            fprintf(stderr, "rank %d: %s %d iteration %d: [%zu] = %g, expected %g\n", rank,
+                    kind == DFCCL_COLL_ALLGATHER ? "allgather" : "reduce-scatter", c, it, i,
+                    h[i], e);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* ---- disorder ----------------------------------------------------------- */
 
 #define NCOLL 8
@@ -91,6 +119,11 @@ typedef struct {
     const char *crowd;    /* DFCCL_SPIN_CROWD, or NULL for the default */
     const char *fresh;    /* DFCCL_SPIN_FRESH, or NULL for the default */
     const char *window;   /* DFCCL_SQ_WINDOW, or NULL for the default */
+    const int *kinds;     /* each collective's kind (DFCCL_COLL_ALLREDUCE, _ALLGATHER
+                           * or _REDUCESCATTER), or NULL: all allreduces; every call
+                           * in place, counts per rank */
+    const char *gather;   /* DFCCL_ONESHOT_GATHER_BYTES, or NULL for the default */
+    int min_one;          /* collectives that must take one shot, at least */
 } disorder_arg_t;
 
 static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
@@ -114,6 +147,7 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_test_setenv("DFCCL_SPIN_CROWD", a->crowd);
     dfccl_test_setenv("DFCCL_SPIN_FRESH", a->fresh);
     dfccl_test_setenv("DFCCL_SQ_WINDOW", a->window);
+    dfccl_test_setenv("DFCCL_ONESHOT_GATHER_BYTES", a->gather);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g[0]);
     for (int c = 1; c < NCOLL; c++) {
         if (a->groups > 1) {
@@ -124,44 +158,80 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         }
     }
     for (int c = 0; c < NCOLL; c++) {
-        DFCCL_TEST_CHECK(dfcclRegisterAllReduce(a->counts[c], DFCCL_FLOAT32, DFCCL_SUM, g[c], 0,
-                                                &id[c]) == DFCCL_OK, "register");
-        d[c]     = dfccl_test_malloc(ctx, a->counts[c] * sizeof(float));
-        h[c]     = malloc(a->counts[c] * sizeof(float));
+        const int kind = a->kinds != NULL ? a->kinds[c] : DFCCL_COLL_ALLREDUCE;
+        const size_t cnt = a->counts[c];
+        dfccl_status_t st;
+
+        if (kind == DFCCL_COLL_ALLGATHER) {
+            st = dfcclRegisterAllGather(cnt, DFCCL_FLOAT32, g[c], 0, &id[c]);
+        } else if (kind == DFCCL_COLL_REDUCESCATTER) {
+            st = dfcclRegisterReduceScatter(cnt, DFCCL_FLOAT32, DFCCL_SUM, g[c], 0, &id[c]);
+        } else {
+            st = dfcclRegisterAllReduce(cnt, DFCCL_FLOAT32, DFCCL_SUM, g[c], 0, &id[c]);
+        }
+        DFCCL_TEST_CHECK(st == DFCCL_OK, "register: %s", dfcclGetErrorString(st));
+        /* allgather output and reduce-scatter input: n shares */
+        d[c]     = dfccl_test_malloc(ctx, cnt * (size_t)n * sizeof(float));
+        h[c]     = malloc(cnt * (size_t)n * sizeof(float));
         order[c] = c;
     }
-    if (a->min_two > 0) {
+    if (a->min_two > 0 || a->min_one > 0) {
         dfccl_stats_t stats;
         DFCCL_TEST_CHECK(dfcclGetStats(ctx, &stats) == DFCCL_OK, "stats");
         DFCCL_TEST_CHECK(stats.twoshot >= a->min_two, "%d of %d collectives take two shot, "
                          "expected at least %d", stats.twoshot, NCOLL, a->min_two);
+        DFCCL_TEST_CHECK(stats.oneshot >= a->min_one, "%d of %d collectives take one shot, "
+                         "expected at least %d", stats.oneshot, NCOLL, a->min_one);
     }
     for (int it = 0; it < a->iters; it++) {
         shuffle(order, NCOLL, &seed);
         for (int k = 0; k < NCOLL; k++) {
-            int c = order[k];
-            fill(h[c], a->counts[c], rank, c, it);
-            dfccl_test_put(ctx, d[c], h[c], a->counts[c] * sizeof(float));
-            DFCCL_TEST_CHECK(dfcclRunAllReduce(d[c], d[c], id[c], NULL, NULL, ctx) == DFCCL_OK,
-                             "run");
+            const int c    = order[k];
+            const int kind = a->kinds != NULL ? a->kinds[c] : DFCCL_COLL_ALLREDUCE;
+            const size_t cnt = a->counts[c];
+            dfccl_status_t st;
+
+            if (kind == DFCCL_COLL_ALLGATHER) {
+                /* in place: our share at its place in the output */
+                float *mine = d[c] + (size_t)rank * cnt;
+                fill(h[c], cnt, rank, c, it);
+                dfccl_test_put(ctx, mine, h[c], cnt * sizeof(float));
+                st = dfcclRunAllGather(mine, d[c], id[c], NULL, NULL, ctx);
+            } else if (kind == DFCCL_COLL_REDUCESCATTER) {
+                fill(h[c], cnt * (size_t)n, rank, c, it);
+                dfccl_test_put(ctx, d[c], h[c], cnt * (size_t)n * sizeof(float));
+                st = dfcclRunReduceScatter(d[c], d[c], id[c], NULL, NULL, ctx);
+            } else {
+                fill(h[c], cnt, rank, c, it);
+                dfccl_test_put(ctx, d[c], h[c], cnt * sizeof(float));
+                st = dfcclRunAllReduce(d[c], d[c], id[c], NULL, NULL, ctx);
+            }
+            DFCCL_TEST_CHECK(st == DFCCL_OK, "run: %s", dfcclGetErrorString(st));
         }
         for (int c = 0; c < NCOLL; c++) {
+            const int kind = a->kinds != NULL ? a->kinds[c] : DFCCL_COLL_ALLREDUCE;
+            const size_t cnt = a->counts[c];
             dfccl_status_t st = dfcclWait(id[c], 120000, ctx);
+
             DFCCL_TEST_CHECK(st == DFCCL_OK, "wait: %s", dfcclGetErrorString(st));
-            dfccl_test_get(ctx, h[c], d[c], a->counts[c] * sizeof(float));
-            if (check_sum(h[c], a->counts[c], n, c, it)) {
+            dfccl_test_get(ctx, h[c], d[c],
+                           cnt * (kind == DFCCL_COLL_ALLGATHER ? (size_t)n : 1) * sizeof(float));
+            if (kind == DFCCL_COLL_ALLREDUCE ? check_sum(h[c], cnt, n, c, it)
+                                             : check_kind(h[c], kind, cnt, rank, n, c, it)) {
                 return 1;
             }
         }
     }
     pre = stat_sum(oob, ctx, 0);
     if (rank == 0) {
-        printf("disorder: %d ranks, %d iterations x %d collectives on %d group(s)%s, "
-               "arrivals %s, one shot up to %s bytes, two shot up to %s: all correct, "
-               "%llu preemptions\n", n,
-               a->iters, NCOLL, a->groups, a->explicit ? ", explicit progress" : "",
+        printf("disorder: %d ranks, %d iterations x %d collectives%s on %d group(s)%s, "
+               "arrivals %s, one shot up to %s bytes (allgather, reduce-scatter %s), two "
+               "shot up to %s: all correct, %llu preemptions\n", n,
+               a->iters, NCOLL, a->kinds != NULL ? " of three kinds" : "", a->groups,
+               a->explicit ? ", explicit progress" : "",
                a->arrivals != NULL ? a->arrivals : "default",
                a->oneshot != NULL ? a->oneshot : "default",
+               a->gather != NULL ? a->gather : "default",
                a->twoshot != NULL ? a->twoshot : "default", pre);
     }
     DFCCL_TEST_CHECK(pre > 0, "no preemption in %d disordered iterations", a->iters);
@@ -351,6 +421,26 @@ static int sync_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
     return 0;
 }
+
+START_TEST(test_disorder_kinds)
+{
+    /* allgathers and reduce-scatters (in place) among allreduces, all in
+     * one shot up to 64 KiB per rank (all eight), on 3 and 4 ranks, then
+     * the allgathers and reduce-scatters on the ring */
+    static const int kinds[NCOLL] = {
+        DFCCL_COLL_ALLREDUCE,     DFCCL_COLL_ALLGATHER, DFCCL_COLL_REDUCESCATTER,
+        DFCCL_COLL_ALLGATHER,     DFCCL_COLL_REDUCESCATTER, DFCCL_COLL_ALLREDUCE,
+        DFCCL_COLL_ALLGATHER,     DFCCL_COLL_REDUCESCATTER};
+    disorder_arg_t a = {.iters = 50, .counts = {1, 100, 1000, 4096, 3001, 16, 2047, 16384},
+                        .groups = 1, .kinds = kinds, .oneshot = "65536", .gather = "65536",
+                        .min_one = NCOLL};
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+    a.gather  = "0";
+    a.min_one = 2;
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+}
+END_TEST
 
 START_TEST(test_synchronize)
 {
@@ -1218,6 +1308,7 @@ int main(void)
     tcase_add_test(tc, test_disorder_sq_window);
     tcase_add_test(tc, test_disorder_spins);
     tcase_add_test(tc, test_disorder_algos);
+    tcase_add_test(tc, test_disorder_kinds);
     tcase_add_test(tc, test_synchronize);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_many_collectives);
