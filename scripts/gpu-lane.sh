@@ -174,11 +174,13 @@ if want gpu; then
         step "gpu-preempt-simple-${n}ranks" env DFCCL_TEST_NRANKS="$n" DFCCL_PROTO=simple \
             DFCCL_SPIN_HEAD=1 DFCCL_SPIN_MIN=1 DFCCL_SPIN_STICKY=1 DFCCL_STEP_SLICES=4 \
             test/gpu/test_gpu_allreduce
-        # one shot up to 64 KiB and two shot above it up to 16 MiB, with
-        # thresholds of 64 polls: preempted wherever a peer is a little late
+        # one shot up to 64 KiB (allgather and reduce-scatter: a rank) and
+        # two shot above it up to 16 MiB, with thresholds of 64 polls:
+        # preempted wherever a peer is a little late
         step "gpu-preempt-shots-${n}ranks" env DFCCL_TEST_NRANKS="$n" \
             DFCCL_SPIN_HEAD=64 DFCCL_SPIN_MIN=64 DFCCL_SPIN_STICKY=64 \
-            DFCCL_ONESHOT_BYTES=65536 DFCCL_TWOSHOT_BYTES=16777216 \
+            DFCCL_ONESHOT_BYTES=65536 DFCCL_ONESHOT_GATHER_BYTES=65536 \
+            DFCCL_TWOSHOT_BYTES=16777216 \
             DFCCL_TWOSHOT_CHANNEL_BYTES=16384 test/gpu/test_gpu_allreduce
         # a connector budget that every registration passes: the one-shot
         # allreduces (of up to 128 LL lines a channel: run by the blocks'

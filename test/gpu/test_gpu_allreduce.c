@@ -2,8 +2,8 @@
 /*
  * Correctness of collectives on device buffers with the CUDA backend: ranks
  * (2 by default, DFCCL_TEST_NRANKS) on GPUs rank % ndev run allreduce
- * (float sum, out of place and in place; int32 max), allgather and
- * broadcast over sizes from one element to 16 Mi elements (at most
+ * (float sum, out of place and in place; int32 max), allgather,
+ * reduce-scatter (float sum, in place) and broadcast over sizes from one element to 16 Mi elements (at most
  * DFCCL_TEST_MAX_COUNT, for runs under compute-sanitizer), each a few times
  * so that connectors are reused, and compare every element with the exact
  * expected value.
@@ -170,6 +170,49 @@ static int run_allgather_bcast(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, 
     return bad != 0;
 }
 
+/* Reduce-scatter of n floats per rank, in place: the input (n per rank,
+ * nranks of them) and the output (its first n) share one buffer. */
+static int run_reducescatter(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int nranks,
+                             size_t n)
+{
+    size_t total = n * (size_t)nranks;
+    float *h = malloc(total * sizeof(float)), *d = NULL;
+    int id, bad = 0;
+
+    DFCCL_TEST_CHECK(h != NULL, "malloc");
+    DFCCL_TEST_CHECK(dfcclRegisterReduceScatter(n, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
+                         DFCCL_OK,
+                     "register reduce-scatter: %s", dfcclGetLastErrorMessage());
+    for (size_t j = 0; j < total; j++) {
+        h[j] = (float)((j * 3 + (size_t)rank * 5) % 61);
+    }
+    if (check_cuda(cudaMalloc((void **)&d, total * sizeof(float)), "cudaMalloc", rank)) {
+        return 1;
+    }
+    dfccl_test_put(ctx, d, h, total * sizeof(float));
+    DFCCL_TEST_CHECK(dfcclRunReduceScatter(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    DFCCL_TEST_CHECK(dfcclWait(id, WAIT_MS, ctx) == DFCCL_OK, "reduce-scatter did not complete");
+    if (check_cuda(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost), "memcpy",
+                   rank)) {
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const size_t j = (size_t)rank * n + i;
+        float want     = 0;
+        for (int r = 0; r < nranks; r++) {
+            want += (float)((j * 3 + (size_t)r * 5) % 61);
+        }
+        if (h[i] != want && bad++ < 5) {
+            fprintf(stderr, "rank %d: reduce-scatter n=%zu: [%zu] = %g, want %g\n", rank, n,
+                    i, h[i], want);
+        }
+    }
+    dfcclDeregister(id, ctx);
+    cudaFree(d);
+    free(h);
+    return bad != 0;
+}
+
 static int rank_main(int rank, int nranks, dfccl_test_oob_t *oob, void *arg)
 {
     static const size_t sizes[] = {1, 7, 4096, 65536 + 5, (1u << 20) + 3, 16u << 20};
@@ -190,6 +233,7 @@ static int rank_main(int rank, int nranks, dfccl_test_oob_t *oob, void *arg)
         if (sizes[s] <= (1u << 20) + 3) {
             rc |= run_allreduce_i32_max(ctx, g, rank, nranks, sizes[s]);
             rc |= run_allgather_bcast(ctx, g, rank, nranks, sizes[s]);
+            rc |= run_reducescatter(ctx, g, rank, nranks, sizes[s]);
         }
     }
     DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy: %s",
