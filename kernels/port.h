@@ -237,7 +237,7 @@ DFCCL_F_DEVICE int dfccl_block_all(int pred)
 DFCCL_F_DEVICE void dfccl_team_sync(uint32_t n)
 {
     if (n >= (uint32_t)DFCCL_NTHREADS) {
-        __syncthreads();
+        dfccl_block_sync();
     } else {
         dfccl_bar_named(DFCCL_BAR_TEAM, n);
     }
@@ -248,7 +248,7 @@ DFCCL_F_DEVICE int dfccl_team_all(int pred, uint32_t n)
     int all;
 
     if (n >= (uint32_t)DFCCL_NTHREADS) {
-        return __syncthreads_and(pred);
+        return dfccl_block_all(pred);
     }
     asm volatile("{\n\t.reg .pred p, q;\n\t"
                  "setp.ne.s32 q, %1, 0;\n\t"
