@@ -12,9 +12,11 @@
 #   -c "C ..."    collectives (default: all five)
 #
 # For each rank count and collective: 8 B to 64 KiB (factor 8, 200 timed
-# calls: latency) and 256 KiB to 1 GiB (factor 4, 10 timed calls:
-# bandwidth), both with --compare nccl and --plot. Then, for allreduce: the
-# cold latency (--cold 3000) and, on 2 ranks, the net transport forced
+# calls: latency) and 256 KiB to 1 GiB (factor 4, 50 timed calls:
+# bandwidth), both with --compare nccl, --plot and --stats (each size's
+# median, p99 and slowest call next to the mean: a mean of a few calls
+# moves with one slow call). Then, for allreduce: the cold latency
+# (--cold 3000, with --stats) and, on 2 ranks, the net transport forced
 # (DFCCL_NET=1) next to P2P; 8 allreduces per round in one order against a
 # random order per rank (--disorder 8); the device memory of 1,000
 # registered allreduces and the daemon's SMs, active and idle (--registered
@@ -32,7 +34,7 @@ while [ $# -gt 0 ]; do
     -n) ranks=$2; shift 2 ;;
     -o) out=$2; shift 2 ;;
     -c) colls=$2; shift 2 ;;
-    -h|--help) sed -n '3,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,24p' "$0"; exit 0 ;;
     *) echo "gpu-bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -67,12 +69,12 @@ for n in $ranks; do
     mr=(mpirun --oversubscribe --bind-to none -np "$n" -x NCCL_NVLS_ENABLE=0)
     for c in $colls; do
         run "$c-small-${n}gpu" "${mr[@]}" "$bench" -c "$c" -b 8 -e 64K -f 8 -w 20 -n 200 \
-            --compare nccl --plot "$out/$c-small-${n}gpu.svg"
-        run "$c-${n}gpu" "${mr[@]}" "$bench" -c "$c" -b 256K -e 1G -f 4 -w 3 -n 10 \
-            --compare nccl --plot "$out/$c-${n}gpu.svg"
+            --compare nccl --stats --plot "$out/$c-small-${n}gpu.svg"
+        run "$c-${n}gpu" "${mr[@]}" "$bench" -c "$c" -b 256K -e 1G -f 4 -w 3 -n 50 \
+            --compare nccl --stats --plot "$out/$c-${n}gpu.svg"
     done
     run "allreduce-cold-${n}gpu" "${mr[@]}" "$bench" -c allreduce -b 8 -e 64K -f 8 -w 5 \
-        -n 50 --cold 3000 --compare nccl
+        -n 50 --cold 3000 --compare nccl --stats
     if [ "$n" = 2 ]; then
         run "allreduce-net-2gpu" "${mr[@]}" -x DFCCL_NET=1 "$bench" -c allreduce -b 256K \
             -e 1G -f 4 -w 3 -n 10
