@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
     -n) ranks=$2; shift 2 ;;
     -o) out=$2; shift 2 ;;
     -c) colls=$2; shift 2 ;;
-    -h|--help) sed -n '3,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,/^set -u$/{/^set -u$/!p}' "$0"; exit 0 ;;
     *) echo "gpu-bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -60,7 +60,7 @@ while [ $# -gt 0 ]; do
     -u) unit=$2; shift 2 ;;
     --mps) mps=1; shift ;;
     --no-autoreconf) reconf=0; shift ;;
-    -h|--help) sed -n '3,41p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,/^set -u$/{/^set -u$/!p}' "$0"; exit 0 ;;
     *) echo "gpu-lane: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done

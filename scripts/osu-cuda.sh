@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
     -n) ranks=$2; shift 2 ;;
     -m) sizes=$2; shift 2 ;;
     --nccl) nccl=1; shift ;;
-    -h|--help) sed -n '3,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,/^set -u$/{/^set -u$/!p}' "$0"; exit 0 ;;
     *) echo "osu-cuda: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
