@@ -140,7 +140,8 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos,
         }
     }
     e->seq       = pos + 1;
-    e->kind      = (int32_t)((uint32_t)w[DFCCL_SQW_KIND] & 0xffffu);
+    e->kind      = (int32_t)((uint32_t)w[DFCCL_SQW_KIND] & (DFCCL_SQW_CTX_NEW - 1u));
+    e->ctx_new   = ((uint32_t)w[DFCCL_SQW_KIND] & DFCCL_SQW_CTX_NEW) != 0;
     e->coll_id   = (int32_t)(uint32_t)w[DFCCL_SQW_COLL];
     e->sendbuff  = (uint64_t)(uint32_t)w[DFCCL_SQW_SEND_LO] |
                   ((uint64_t)(uint32_t)w[DFCCL_SQW_SEND_HI] << 32);
@@ -223,9 +224,10 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
             span = dfccl_daemon_sqw_decode(w, pos + lane, &ctl->sqe[lane]);
             ctl->span[lane] = span;
             if (span != 0) {
-                /* the lane that saw an entry: contexts written before it
-                 * are read after it (by every thread, after barriers) */
-                dfccl_fence_acquire_gpu();
+                /* the lane that saw an entry whose contexts the host wrote
+                 * anew: they are read after it (by every thread, after
+                 * barriers) */
+                dfccl_fence_entry(ctl->sqe[lane].ctx_new);
             }
         }
         /* the entries found before the first line that was not there */
@@ -319,7 +321,7 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, ui
         if (lane < n) {
             span = dfccl_daemon_sqw_decode(w, h + lane, &ctl->sqe[lane]);
             if (span != 0) {
-                dfccl_fence_acquire_gpu(); /* as in dfccl_daemon_fetch_sq */
+                dfccl_fence_entry(ctl->sqe[lane].ctx_new); /* as in dfccl_daemon_fetch_sq */
             }
         }
         found = dfccl_lowest_bit(dfccl_warp_ballot(lane < n && span == 0), n);
@@ -336,7 +338,7 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, ui
         if (h != first) {
             ls->log_head     = h;
             a->task_count[b] = ctl->ntasks;
-            dfccl_st_release_gpu(&a->log_head[b], h);
+            dfccl_st_log_head(&a->log_head[b], h);
         }
         *abort_p = abort;
         *epoch_p = epoch;

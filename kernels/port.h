@@ -51,10 +51,18 @@ DFCCL_F_DEVICE void dfccl_st_consumed(uint64_t *p, uint64_t v)
     dfccl_st_relaxed_sys(p, v);
 }
 
-/* An 8-byte word of a buffer, 8-byte aligned (the callers check). */
+/* An 8-byte word of a user buffer, 8-byte aligned (the callers check),
+ * and a byte of one: from L2, past this SM's L1, which may hold what the
+ * buffer held at an earlier call (no fence is taken between calls: see
+ * DFCCL_SQW_CTX_NEW). */
 DFCCL_F_DEVICE uint64_t dfccl_ld_word(const char *p)
 {
-    return *(const uint64_t *)(const void *)p;
+    return (uint64_t)__ldcg((const unsigned long long *)(const void *)p);
+}
+
+DFCCL_F_DEVICE uint8_t dfccl_ld_byte(const char *p)
+{
+    return (uint8_t)__ldcg((const unsigned char *)(const void *)p);
 }
 
 DFCCL_F_DEVICE void dfccl_st_word(char *p, uint64_t v)
@@ -101,9 +109,10 @@ DFCCL_F_DEVICE void dfccl_ld_sqw(const uint64_t *w, uint64_t *out)
 }
 
 /* The eight words of an entry into block 0's log in device memory, as
- * four 16-byte relaxed stores at device scope, each word whole. Release:
- * the caller fenced (dfccl_fence_acquire_gpu, an acq_rel fence) after the
- * loads that found the entry, and before these stores. */
+ * four 16-byte relaxed stores at device scope, each word whole. For an
+ * entry with DFCCL_SQW_CTX_NEW the caller fenced (dfccl_fence_entry, an
+ * acq_rel fence) after the loads that found it and before these stores,
+ * which makes them a release; the readers fence again. */
 DFCCL_F_DEVICE void dfccl_st_logw(uint64_t *w, const uint64_t *in)
 {
     asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};\n\t"
@@ -120,6 +129,25 @@ DFCCL_F_DEVICE void dfccl_st_logw(uint64_t *w, const uint64_t *in)
 DFCCL_F_DEVICE void dfccl_fence_acquire_gpu(void)
 {
     asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
+/* After the relaxed loads that found an SQ entry or a log line: with
+ * DFCCL_SQW_CTX_NEW, the collective's contexts are read after them. */
+DFCCL_F_DEVICE void dfccl_fence_entry(uint32_t ctx_new)
+{
+    if (ctx_new) {
+        dfccl_fence_acquire_gpu();
+    }
+}
+
+/* A block's consumed log position, which block 0 reads before it writes
+ * over a line: the loads of the lines before it have returned their values
+ * (decoded and voted on), so a plain store at device scope. A release
+ * waited for the block's earlier stores, on the way to its next
+ * collective. */
+DFCCL_F_DEVICE void dfccl_st_log_head(uint64_t *p, uint64_t v)
+{
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 /* After relaxed loads at system scope (words peers on other GPUs release):
@@ -358,6 +386,11 @@ DFCCL_F_DEVICE uint64_t dfccl_ld_word(const char *p)
     return v;
 }
 
+DFCCL_F_DEVICE uint8_t dfccl_ld_byte(const char *p)
+{
+    return (uint8_t)*p;
+}
+
 DFCCL_F_DEVICE void dfccl_st_word(char *p, uint64_t v)
 {
     memcpy(p, &v, sizeof(v));
@@ -392,6 +425,20 @@ DFCCL_F_DEVICE void dfccl_fence_acquire_gpu(void)
 DFCCL_F_DEVICE void dfccl_fence_acquire_sys(void)
 {
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
+}
+
+/* On the host, after every entry: the fence costs nothing on x86, and the
+ * loads of the contexts are then ordered in C11's terms too. */
+DFCCL_F_DEVICE void dfccl_fence_entry(uint32_t ctx_new)
+{
+    (void)ctx_new;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+}
+
+/* The host's blocks read the log with plain loads: a release orders them. */
+DFCCL_F_DEVICE void dfccl_st_log_head(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
 
 DFCCL_F_DEVICE void dfccl_fence_release_sys(void)

@@ -171,7 +171,7 @@ DFCCL_F_DEVICE uint64_t dfccl_ll_get(const char *p, uint64_t i, uint64_t bytes)
         return dfccl_ld_word(p + o);
     }
     for (uint64_t k = 0; k < 8 && o + k < bytes; k++) {
-        v |= (uint64_t)(uint8_t)p[o + k] << (8 * k);
+        v |= (uint64_t)dfccl_ld_byte(p + o + k) << (8 * k);
     }
     return v;
 }

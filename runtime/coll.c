@@ -507,6 +507,7 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
         return st;
     }
     c->resolved = 1;
+    c->ctx_new  = 1;
     return 1;
 }
 
@@ -737,6 +738,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
         goto err;
     }
     c->resolved = g->nranks == 1;
+    c->ctx_new  = 1;
     c->group    = g;
     c->ok_send  = NULL;
     c->ok_recv  = NULL;

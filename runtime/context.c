@@ -513,7 +513,8 @@ static void dfccl_ctx_write_sqw(struct dfccl_rank_ctx *ctx, uint64_t pos, const 
     if (follow > DFCCL_SQW_FOLLOW_MAX) {
         follow = DFCCL_SQW_FOLLOW_MAX; /* the rest is taken in later passes */
     }
-    v[DFCCL_SQW_KIND]      = (uint32_t)e->kind | (uint32_t)(follow << DFCCL_SQW_FOLLOW_SHIFT);
+    v[DFCCL_SQW_KIND]      = (uint32_t)e->kind | (uint32_t)(follow << DFCCL_SQW_FOLLOW_SHIFT) |
+                         (e->ctx_new ? DFCCL_SQW_CTX_NEW : 0u);
     v[DFCCL_SQW_COLL]      = (uint32_t)e->coll_id;
     v[DFCCL_SQW_SEND_LO]   = (uint32_t)e->sendbuff;
     v[DFCCL_SQW_SEND_HI]   = (uint32_t)(e->sendbuff >> 32);
@@ -626,6 +627,8 @@ dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_i
     if (kind == DFCCL_SQE_RUN) {
         p->sqe.nchannels = (uint32_t)ctx->colls[coll_id].st.nchannels;
         p->sqe.priority  = ctx->colls[coll_id].st.priority;
+        p->sqe.ctx_new   = (uint32_t)ctx->colls[coll_id].ctx_new;
+        ctx->colls[coll_id].ctx_new = 0;
         dfccl_group_ring(ctx->colls[coll_id].group);
     }
     /* ctx->lock held by the caller. FIFO: through the host queue whenever

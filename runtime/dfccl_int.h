@@ -331,6 +331,8 @@ typedef struct {
     dfccl_status_t      status;     /* of the last completed run */
     int                 resolved;   /* send connectors found */
     int                 deferred;   /* run waiting for resolution */
+    int                 ctx_new;    /* its contexts were written in device memory
+                                     * since its last SQE: the next one says so */
     const void         *pend_send;
     void               *pend_recv;
     /* the buffers of the last run, which passed the backend's check (a
