@@ -19,9 +19,11 @@
  * replay must not write them again: a peer that took them may since have
  * completed the call, deregistered the collective and given its connector
  * memory to a new registration, where a late line with the same slot and
- * flag would pass for the new collective's data. A reduced result goes to
- * the output only after the block's vote, through the block's scratch, so
- * an in-place call keeps its input until then.
+ * flag would pass for the new collective's data. When the output overlaps
+ * the input, a reduced result goes to the output only after the block's
+ * vote, through the block's scratch, so that a replay still finds the
+ * input; otherwise it goes straight to the output (a replay writes the
+ * same values again).
  *
  * Credit: a sender may fill slot s of its ring at a peer once that peer has
  * consumed the call nslots before. Each receiver publishes one head (the
@@ -186,6 +188,10 @@ DFCCL_F_DEVICE int dfccl_oneshot_run(dfccl_exec_t *x)
     char *dst             = x->recvbuff + ch->off * esz;
     const char *mine      = (const char *)ch->recv_ctrl;
     uint64_t *scratch     = (uint64_t *)(void *)x->ll_scratch;
+    /* the whole send and receive buffers (reduce-scatter reads n chunks) */
+    const uint64_t sbytes = st->count * esz * (st->kind == DFCCL_COLL_REDUCESCATTER ? n : 1);
+    const int direct      = !gather && (x->recvbuff + st->count * esz <= x->sendbuff ||
+                                        x->sendbuff + sbytes <= x->recvbuff);
     int ok = 1;
 
     if (x->dyn.slice < DFCCL_SHOT_SENT(0)) {
@@ -236,14 +242,18 @@ DFCCL_F_DEVICE int dfccl_oneshot_run(dfccl_exec_t *x)
             if (!ok) {
                 break;
             }
-            scratch[i] = acc;
+            if (direct) {
+                dfccl_ll_put(dst, i, bytes, acc);
+            } else {
+                scratch[i] = acc;
+            }
         }
     }
     if (!dfccl_team_all(ok, x->nthreads)) {
-        return DFCCL_PRIM_STUCK; /* nothing committed (allgather: nothing final) */
+        return DFCCL_PRIM_STUCK; /* nothing committed in place (allgather: nothing final) */
     }
     DFCCL_STAMP(x->ctl, DFCCL_STAGE_ARRIVED0);
-    if (!gather) {
+    if (!gather && !direct) {
         for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += (uint64_t)x->nthreads) {
             dfccl_ll_put(dst, i, bytes, scratch[i]); /* its own lines: no barrier needed */
         }

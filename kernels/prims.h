@@ -205,7 +205,7 @@ DFCCL_F_DEVICE void dfccl_ll_put(char *p, uint64_t i, uint64_t bytes, uint64_t v
  * wrote already is written again with the same values (the next rank
  * consumes a line only when all lines of the slot carry the flag, so a
  * partly written slot is only seen as not yet arrived). The one write that
- * is not idempotent, a reduction into dst when dst may be the source (in
+ * is not idempotent, a reduction into dst when dst overlaps the source (in
  * place), waits for the vote in the block's scratch. The only publication
  * is the receive head; the sender writes no tail: the flags are the data's
  * arrival. At least one line goes through, so every send pairs with one
@@ -222,7 +222,8 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
     const uint64_t nt     = (uint64_t)DFCCL_NTHREADS;
     const uint32_t full   = (1u << DFCCL_LL_UNROLL) - 1;
     const int reduce      = (flags & DFCCL_P_REDUCE) != 0;
-    const int stash       = reduce && (flags & DFCCL_P_COPY);
+    const int stash       = reduce && (flags & DFCCL_P_COPY) && dst < src + bytes &&
+                      src < dst + bytes;
     const uint32_t div    = (flags & DFCCL_P_FINAL) ? (uint32_t)st->nranks : 0;
     uint64_t *scratch     = (uint64_t *)(void *)x->ll_scratch;
     const char *rl        = NULL;
