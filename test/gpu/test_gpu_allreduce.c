@@ -75,6 +75,21 @@ static int run_allreduce_f32(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, in
     return bad != 0;
 }
 
+/* Run collective `id` in place on device buffer d: put `put_bytes` of h
+ * there, run it with `run` (dfcclRunAllReduce or dfcclRunReduceScatter),
+ * wait, and copy its first `get_bytes` back into h. `what` names it in the
+ * messages. Nonzero on failure. */
+static int run_in_place(dfccl_rank_ctx_t ctx, int rank, int id,
+                        dfccl_status_t (*run)(const void *, void *, int, dfccl_callback_t,
+                                              void *, dfccl_rank_ctx_t),
+                        void *d, void *h, size_t put_bytes, size_t get_bytes, const char *what)
+{
+    dfccl_test_put(ctx, d, h, put_bytes);
+    DFCCL_TEST_CHECK(run(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    DFCCL_TEST_CHECK(dfcclWait(id, WAIT_MS, ctx) == DFCCL_OK, "%s did not complete", what);
+    return check_cuda(cudaMemcpy(h, d, get_bytes, cudaMemcpyDeviceToHost), "memcpy", rank);
+}
+
 static int run_allreduce_i32_max(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int nranks,
                                  size_t n)
 {
@@ -90,11 +105,8 @@ static int run_allreduce_i32_max(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank
     if (check_cuda(cudaMalloc((void **)&d, n * sizeof(int32_t)), "cudaMalloc", rank)) {
         return 1;
     }
-    dfccl_test_put(ctx, d, h, n * sizeof(int32_t));
-    DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
-    DFCCL_TEST_CHECK(dfcclWait(id, WAIT_MS, ctx) == DFCCL_OK, "int32 max did not complete");
-    if (check_cuda(cudaMemcpy(h, d, n * sizeof(int32_t), cudaMemcpyDeviceToHost), "memcpy",
-                   rank)) {
+    if (run_in_place(ctx, rank, id, dfcclRunAllReduce, d, h, n * sizeof(int32_t),
+                     n * sizeof(int32_t), "int32 max")) {
         return 1;
     }
     for (size_t i = 0; i < n; i++) {
@@ -189,11 +201,8 @@ static int run_reducescatter(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, in
     if (check_cuda(cudaMalloc((void **)&d, total * sizeof(float)), "cudaMalloc", rank)) {
         return 1;
     }
-    dfccl_test_put(ctx, d, h, total * sizeof(float));
-    DFCCL_TEST_CHECK(dfcclRunReduceScatter(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
-    DFCCL_TEST_CHECK(dfcclWait(id, WAIT_MS, ctx) == DFCCL_OK, "reduce-scatter did not complete");
-    if (check_cuda(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost), "memcpy",
-                   rank)) {
+    if (run_in_place(ctx, rank, id, dfcclRunReduceScatter, d, h, total * sizeof(float),
+                     n * sizeof(float), "reduce-scatter")) {
         return 1;
     }
     for (size_t i = 0; i < n; i++) {
