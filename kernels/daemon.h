@@ -526,6 +526,26 @@ DFCCL_F_DEVICE void dfccl_daemon_stage_sum(const dfccl_daemon_args_t *a, uint32_
 #endif
 }
 
+/* A pass that found nothing queued and moved nothing: its time into the
+ * block's sums (DFCCL_STAGE_TIMES), stored every 1024 passes so that the
+ * stores across PCIe do not lengthen the passes they time. Thread 0. */
+DFCCL_F_DEVICE void dfccl_daemon_idle_pass(const dfccl_daemon_args_t *a, uint32_t b,
+                                           dfccl_blk_state_t *ls, uint64_t ns)
+{
+#ifdef DFCCL_STAGE_TIMES
+    ls->stats.idle_pass_ns += ns;
+    if ((++ls->stats.idle_passes & 1023u) == 0) {
+        dfccl_st_relaxed_sys(&a->stats[b].idle_pass_ns, ls->stats.idle_pass_ns);
+        dfccl_st_relaxed_sys(&a->stats[b].idle_passes, ls->stats.idle_passes);
+    }
+#else
+    (void)a;
+    (void)b;
+    (void)ls;
+    (void)ns;
+#endif
+}
+
 /*
  * Has the previous rank (one and two shot: every peer) sent this block data
  * of `task` that it has not received yet? Then the collective runs on
@@ -754,6 +774,9 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         if (DFCCL_TID == 0) {
             uint64_t now  = dfccl_now_ns();
             uint64_t step = dfccl_daemon_idle_step(now, last_pass, a->quit_ns);
+            if (!active && ctl->ntasks == 0) {
+                dfccl_daemon_idle_pass(a, b, ls, step);
+            }
             idle_ns       = active ? 0 : idle_ns + step;
             last_pass     = now;
             /* Block 0 quits when it received no SQE and nothing of its own

@@ -218,6 +218,8 @@ typedef struct {
 #ifdef DFCCL_STAGE_TIMES
     uint64_t stage_n;                  /* completions summed */
     uint64_t stage_ns[DFCCL_NSTAGES];  /* ns spent reaching each stage */
+    uint64_t idle_passes;              /* scheduler passes with nothing queued */
+    uint64_t idle_pass_ns;             /* their time, summed */
 #endif
 } dfccl_block_stats_t;
 

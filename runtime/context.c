@@ -1053,6 +1053,11 @@ static void dfccl_ctx_print_stages(struct dfccl_rank_ctx *ctx)
         const dfccl_block_stats_t *bs = &ctx->stats[b];
         char line[512];
         int len = 0;
+        if (bs->idle_passes != 0) {
+            fprintf(stderr, "dfccl idle passes, pid %d block %u: %llu, %.3f us each\n",
+                    (int)getpid(), b, (unsigned long long)bs->idle_passes,
+                    (double)bs->idle_pass_ns / (double)bs->idle_passes / 1e3);
+        }
         if (bs->stage_n == 0) {
             continue;
         }
