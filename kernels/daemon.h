@@ -64,6 +64,15 @@ typedef struct {
     uint64_t            sq_next;  /* block 0: next SQ position */
     uint64_t            min_head; /* block 0: slowest block's log head, cached */
     uint64_t            log_head; /* other blocks: next log position */
+    /* The scheduler loop's own state, here rather than in thread 0's
+     * registers: across the calls of a pass the compiler kept it in local
+     * memory, which the collectives' copies of their contexts evict from
+     * L1. The polls leave their answers here too (lane 0 is thread 0). */
+    uint64_t            last_pass;   /* clock at the end of the last pass */
+    uint64_t            last_abort;  /* clock at the last read of the flag (b != 0) */
+    uint64_t            idle_ns;     /* idle time toward a voluntary quit */
+    uint64_t            poll_abort;  /* the abort word the last poll read, or 0 */
+    uint64_t            poll_epoch;  /* other blocks: block 0's quit epoch, read with it */
     uint32_t            arrivals; /* tasks taken, for their arrival order */
 } dfccl_blk_state_t;
 
@@ -133,11 +142,15 @@ DFCCL_F_DEVICE void dfccl_daemon_take(const dfccl_daemon_args_t *a, uint32_t b,
 DFCCL_F_DEVICE uint32_t dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos, dfccl_sqe_t *e)
 {
     const uint32_t flag = (uint32_t)(pos + 1);
+    uint32_t diff       = 0;
 
+    /* every word compared before one branch: no chain of loads and
+     * branches where the words sit in memory */
     for (int i = 0; i < DFCCL_SQW_WORDS; i++) {
-        if ((uint32_t)(w[i] >> 32) != flag) {
-            return 0;
-        }
+        diff |= (uint32_t)(w[i] >> 32) ^ flag;
+    }
+    if (diff != 0) {
+        return 0;
     }
     e->seq       = pos + 1;
     e->kind      = (int32_t)((uint32_t)w[DFCCL_SQW_KIND] & (DFCCL_SQW_CTX_NEW - 1u));
@@ -173,12 +186,12 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos,
  * *abort_p is set (lane 0) only if the flag was read.
  * ls->min_head caches the slowest block's log position: positions only
  * grow, so the blocks' heads are read again only when the cached one says
- * the log is full. Returns the entries taken (lane 0). Not inlined: in
- * the scheduler loop its registers made the kernel spill more.
+ * the log is full. Returns the entries taken (lane 0); ls->poll_abort is
+ * the abort flag (lane 0). Not inlined: in the scheduler loop its
+ * registers made the kernel spill more.
  */
 DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfccl_task_t *tasks,
-                                              dfccl_blk_ctl_t *ctl, dfccl_blk_state_t *ls,
-                                              uint64_t *abort_p)
+                                              dfccl_blk_ctl_t *ctl, dfccl_blk_state_t *ls)
 {
     const uint32_t lane   = (uint32_t)DFCCL_TID; /* below DFCCL_WARP */
     const uint32_t window = DFCCL_MAX(DFCCL_MIN(DFCCL_MIN(a->sq_window, (uint32_t)DFCCL_WARP),
@@ -217,7 +230,7 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
             dfccl_ld_sqw(a->sq[(pos + lane) % a->sq_entries].w, w);
         }
         if (lane == 0 && polls == 0) {
-            *abort_p = abort;
+            ls->poll_abort = abort;
         }
         polls++;
         if (lane < n) {
@@ -292,13 +305,12 @@ DFCCL_F_DEVICE int dfccl_daemon_sq_pending(const dfccl_daemon_args_t *a,
  * order (lane 0); a poll that found all its lines is followed by another.
  * (A tail word read before the lines, and a head, an arrival counter and
  * flags read after it one at a time, made an idle block's pass four reads
- * of device memory long.) Returns the entries taken, *abort_p and *epoch_p
- * (lane 0).
+ * of device memory long.) Returns the entries taken; ls->poll_abort and
+ * ls->poll_epoch are the words read (lane 0).
  */
 DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, uint32_t b,
                                               dfccl_task_t *tasks, dfccl_blk_ctl_t *ctl,
-                                              dfccl_blk_state_t *ls, uint64_t *abort_p,
-                                              uint64_t *epoch_p)
+                                              dfccl_blk_state_t *ls)
 {
     const uint32_t lane = (uint32_t)DFCCL_TID; /* below DFCCL_WARP */
     const uint32_t n    = DFCCL_MIN(DFCCL_MIN((uint32_t)DFCCL_WARP, (uint32_t)DFCCL_LOG_WINDOW),
@@ -340,8 +352,8 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, ui
             a->task_count[b] = ctl->ntasks;
             dfccl_st_log_head(&a->log_head[b], h);
         }
-        *abort_p = abort;
-        *epoch_p = epoch;
+        ls->poll_abort = abort;
+        ls->poll_epoch = epoch;
     }
     return (uint32_t)(h - first);
 }
@@ -638,7 +650,6 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
     dfccl_blk_ctl_t *ctl   = &ctl_s;
     dfccl_blk_state_t *ls  = &ls_s;
     dfccl_task_t *tasks    = a->tasks + (uint64_t)b * a->max_colls;
-    uint64_t last_pass = dfccl_now_ns(), last_abort_check = last_pass, idle_ns = 0;
     int stuck = 0; /* a collective got stuck in the last pass (same in every thread) */
 
     if (DFCCL_TID == 0) {
@@ -653,23 +664,28 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         ls->min_head = 0;
         ls->log_head = a->log_head[b];
         ls->arrivals = a->arrivals[b];
+        ls->last_pass  = dfccl_now_ns();
+        ls->last_abort = ls->last_pass;
+        ls->idle_ns    = 0;
+        ls->poll_abort = 0;
+        ls->poll_epoch = 0;
     }
     dfccl_block_sync();
 
     for (;;) {
         uint32_t active = 0;
-        uint64_t abort  = 0, epoch = 0;
         int rc;
 
         if (DFCCL_TID < DFCCL_WARP) {
-            const uint32_t got = b == 0 ? dfccl_daemon_fetch_sq(a, tasks, ctl, ls, &abort)
-                                        : dfccl_daemon_pull_log(a, b, tasks, ctl, ls, &abort,
-                                                                &epoch);
+            const uint32_t got = b == 0 ? dfccl_daemon_fetch_sq(a, tasks, ctl, ls)
+                                        : dfccl_daemon_pull_log(a, b, tasks, ctl, ls);
             if (DFCCL_TID == 0) {
                 ctl->active = got;
             }
         }
         if (DFCCL_TID == 0) {
+            uint64_t abort = ls->poll_abort;
+
             /* The abort flag sits in host memory. Block 0 reads it with
              * every poll of the SQ (in flight together: no extra round
              * trip) and copies it into device memory, where the other
@@ -680,11 +696,11 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
                 if (abort) {
                     dfccl_st_release_gpu(a->abort_dev, abort);
                 }
-            } else if (!abort && epoch == a->launch_epoch) {
+            } else if (!abort && ls->poll_epoch == a->launch_epoch) {
                 const uint64_t now = dfccl_now_ns();
 
-                if (now < last_abort_check || now - last_abort_check > DFCCL_ABORT_CHECK_NS) {
-                    last_abort_check = now;
+                if (now < ls->last_abort || now - ls->last_abort > DFCCL_ABORT_CHECK_NS) {
+                    ls->last_abort = now;
                     abort = dfccl_ld_relaxed(a->abort_flag);
                 }
             }
@@ -770,21 +786,21 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         }
 
         /* The quit decision reads a clock: thread 0 takes it for the block
-         * (threads' clocks and idle_ns copies may differ). */
+         * (threads' clocks may differ). */
         if (DFCCL_TID == 0) {
             uint64_t now  = dfccl_now_ns();
-            uint64_t step = dfccl_daemon_idle_step(now, last_pass, a->quit_ns);
+            uint64_t step = dfccl_daemon_idle_step(now, ls->last_pass, a->quit_ns);
             if (!active && ctl->ntasks == 0) {
                 dfccl_daemon_idle_pass(a, b, ls, step);
             }
-            idle_ns       = active ? 0 : idle_ns + step;
-            last_pass     = now;
+            ls->idle_ns   = active ? 0 : ls->idle_ns + step;
+            ls->last_pass = now;
             /* Block 0 quits when it received no SQE and nothing of its own
              * moved for quit_ns; the other blocks follow it (once idle or
              * stuck themselves), never go first: a block that quit alone
              * would leave its channel of the next collectives unserved
              * until the whole daemon is relaunched. */
-            ctl->quit = !active && idle_ns > a->quit_ns;
+            ctl->quit = !active && ls->idle_ns > a->quit_ns;
             if (b != 0 && ctl->quit) {
                 ctl->quit = dfccl_ld_acquire_gpu(a->quit_epoch) == a->launch_epoch;
             }
@@ -806,7 +822,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
                 if (!ctl->resize && dfccl_daemon_sq_pending(a, ls)) {
                     dfccl_st_relaxed_sys(&a->sq_ctrl->quitting, 0);
                     ctl->quit = 0;
-                    idle_ns   = 0;
+                    ls->idle_ns = 0;
                 } else {
                     dfccl_st_release_gpu(a->quit_epoch, a->launch_epoch);
                 }

@@ -138,7 +138,7 @@ START_TEST(test_pull_log)
 {
     enum { NLOG = 4, B = 2 };
     dfccl_sqw_t log[NLOG];
-    uint64_t log_head[4] = {0}, abort_dev = 0, quit_epoch = 3, abort = 9, epoch = 9;
+    uint64_t log_head[4] = {0}, abort_dev = 0, quit_epoch = 3;
     uint32_t task_count[4] = {0}, arrivals[4] = {0};
     dfccl_daemon_args_t a;
     dfccl_blk_ctl_t ctl;
@@ -149,20 +149,22 @@ START_TEST(test_pull_log)
     memset(&a, 0, sizeof(a));
     memset(&ctl, 0, sizeof(ctl));
     memset(&ls, 0, sizeof(ls));
+    ls.poll_abort = 9;
+    ls.poll_epoch = 9;
     memset(log, 0, sizeof(log));
     a.log = log; a.log_entries = NLOG; a.log_head = log_head; a.task_count = task_count;
     a.arrivals = arrivals; a.abort_dev = &abort_dev; a.quit_epoch = &quit_epoch;
     a.nblocks = 4; a.max_colls = 16;
 
     /* nothing logged: no entry, the words read all the same */
-    ck_assert_uint_eq(dfccl_daemon_pull_log(&a, B, q, &ctl, &ls, &abort, &epoch), 0);
-    ck_assert_uint_eq(abort, 0);
-    ck_assert_uint_eq(epoch, 3);
+    ck_assert_uint_eq(dfccl_daemon_pull_log(&a, B, q, &ctl, &ls), 0);
+    ck_assert_uint_eq(ls.poll_abort, 0);
+    ck_assert_uint_eq(ls.poll_epoch, 3);
     /* positions 0 and 1 whole, 2 with one stale word: two taken */
     put_line(log, NLOG, 0, 0, 5, 4, -1);
     put_line(log, NLOG, 1, 1, 6, 4, -1);
     put_line(log, NLOG, 2, 2, 7, 4, DFCCL_SQW_RECV_HI);
-    got = dfccl_daemon_pull_log(&a, B, q, &ctl, &ls, &abort, &epoch);
+    got = dfccl_daemon_pull_log(&a, B, q, &ctl, &ls);
     ck_assert_uint_eq(got, 2);
     ck_assert_uint_eq(ctl.ntasks, 2);
     ck_assert_int_eq(q[0].coll_id, 5);
@@ -179,8 +181,8 @@ START_TEST(test_pull_log)
     put_line(log, NLOG, 2, 2, 7, 4, -1);
     put_line(log, NLOG, 3, 3, 8, 2, -1);
     put_line(log, NLOG, 4, 4, 9, 4, -1);
-    got = dfccl_daemon_pull_log(&a, B, q, &ctl, &ls, &abort, &epoch);
-    ck_assert_uint_eq(abort, 1);
+    got = dfccl_daemon_pull_log(&a, B, q, &ctl, &ls);
+    ck_assert_uint_eq(ls.poll_abort, 1);
     ck_assert_uint_eq(got, 3);
     ck_assert_uint_eq(ctl.ntasks, 4);
     ck_assert_int_eq(q[2].coll_id, 7);
@@ -188,7 +190,7 @@ START_TEST(test_pull_log)
     ck_assert_uint_eq(q[3].arrival, 3);
     ck_assert_uint_eq(log_head[B], 5);
     ck_assert_uint_eq(ls.log_head, 5);
-    ck_assert_uint_eq(dfccl_daemon_pull_log(&a, B, q, &ctl, &ls, &abort, &epoch), 0);
+    ck_assert_uint_eq(dfccl_daemon_pull_log(&a, B, q, &ctl, &ls), 0);
     ck_assert_uint_eq(log_head[B], 5);
 }
 END_TEST
