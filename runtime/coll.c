@@ -1108,6 +1108,7 @@ dfccl_status_t dfcclQuery(int coll_id, dfccl_rank_ctx_t ctx)
 dfccl_status_t dfcclWait(int coll_id, int timeout_ms, dfccl_rank_ctx_t ctx)
 {
     uint64_t deadline = 0, spin_end;
+    uint32_t idle_polls = 0;
     dfccl_status_t st;
 
     if (ctx == NULL) {
@@ -1118,7 +1119,7 @@ dfccl_status_t dfcclWait(int coll_id, int timeout_ms, dfccl_rank_ctx_t ctx)
     }
     spin_end = dfccl_time_ns() + (uint64_t)ctx->cfg.wait_spin_us * 1000ull;
     for (;;) {
-        uint64_t gen = __atomic_load_n(&ctx->kick_gen, __ATOMIC_ACQUIRE), now;
+        uint64_t gen = __atomic_load_n(&ctx->kick_gen, __ATOMIC_SEQ_CST), now;
 
         st = dfcclQuery(coll_id, ctx);
         if (st != DFCCL_INPROGRESS) {
@@ -1133,10 +1134,17 @@ dfccl_status_t dfcclWait(int coll_id, int timeout_ms, dfccl_rank_ctx_t ctx)
         }
         if (ctx->cfg.progress == DFCCL_PROGRESS_EXPLICIT ||
             (ctx->cfg.wait_spin_us > 0 && now < spin_end)) {
-            /* poll the completion queue on this thread: no wake-up needed */
+            /* poll the completion queue on this thread: no wake-up needed.
+             * Between polls the core pauses a moment, and gives way to
+             * others only every 64th time: a CQE that lands during a
+             * sched_yield is seen after the system call returns. */
             __atomic_store_n(&ctx->app_poll_ns, now, __ATOMIC_RELAXED);
             if (dfccl_ctx_progress(ctx) == 0) {
-                sched_yield();
+                if ((++idle_polls & 63u) == 0) {
+                    sched_yield();
+                } else {
+                    dfccl_cpu_relax();
+                }
             }
         } else {
             struct timespec ts;
@@ -1146,12 +1154,8 @@ dfccl_status_t dfcclWait(int coll_id, int timeout_ms, dfccl_rank_ctx_t ctx)
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000L;
             }
-            /* Completions bump kick_gen under cq_lock: no lost wake-up. */
-            pthread_mutex_lock(&ctx->cq_lock);
-            if (ctx->kick_gen == gen) {
-                pthread_cond_timedwait(&ctx->cond, &ctx->cq_lock, &ts);
-            }
-            pthread_mutex_unlock(&ctx->cq_lock);
+            /* Completions kick: no lost wake-up (dfccl_ctx_kick). */
+            dfccl_ctx_wait_kick(ctx, gen, &ts);
         }
     }
 }

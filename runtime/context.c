@@ -369,11 +369,36 @@ static void dfccl_ctx_free_mem(struct dfccl_rank_ctx *ctx)
 }
 
 /* Wake the poller (and dfcclWait callers). Takes no context lock. */
+/*
+ * Tell threads waiting on ctx->cond that something changed. A waiter counts
+ * itself in cond_waiters and then reads kick_gen, both under cq_lock and
+ * sequentially consistent; a kick bumps kick_gen and then reads
+ * cond_waiters. So either the kick sees the waiter and broadcasts under the
+ * lock, or the waiter sees the new generation and does not wait. With no
+ * waiter (the common case: the application thread polls, the poller naps)
+ * a kick takes no lock: a submission no longer queues behind the poller's
+ * hold of cq_lock.
+ */
 void dfccl_ctx_kick(struct dfccl_rank_ctx *ctx)
 {
+    __atomic_add_fetch(&ctx->kick_gen, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&ctx->cond_waiters, __ATOMIC_SEQ_CST) != 0) {
+        pthread_mutex_lock(&ctx->cq_lock);
+        pthread_cond_broadcast(&ctx->cond);
+        pthread_mutex_unlock(&ctx->cq_lock);
+    }
+}
+
+/* Wait on ctx->cond until `deadline` (CLOCK_REALTIME) unless a kick came
+ * after generation `gen` was read (see dfccl_ctx_kick). */
+void dfccl_ctx_wait_kick(struct dfccl_rank_ctx *ctx, uint64_t gen, const struct timespec *deadline)
+{
     pthread_mutex_lock(&ctx->cq_lock);
-    __atomic_store_n(&ctx->kick_gen, ctx->kick_gen + 1, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&ctx->cond);
+    __atomic_add_fetch(&ctx->cond_waiters, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&ctx->kick_gen, __ATOMIC_SEQ_CST) == gen) {
+        pthread_cond_timedwait(&ctx->cond, &ctx->cq_lock, deadline);
+    }
+    __atomic_sub_fetch(&ctx->cond_waiters, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&ctx->cq_lock);
 }
 
@@ -912,11 +937,28 @@ static void *dfccl_poller_main(void *arg)
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
     for (;;) {
-        uint64_t gen = __atomic_load_n(&ctx->kick_gen, __ATOMIC_ACQUIRE);
+        uint64_t gen = __atomic_load_n(&ctx->kick_gen, __ATOMIC_SEQ_CST);
         int busy, app_polls;
 
         if (__atomic_load_n(&ctx->poller_stop, __ATOMIC_ACQUIRE)) {
             break;
+        }
+        /* While an application thread polls the completion queue itself
+         * (dfcclWait spinning, dfcclProgress from an MPI progress loop) this
+         * thread stays out of its way: it naps without polling, so the two
+         * never fight over the context's locks (a poll of this thread's
+         * every 50 us made an application thread that found a lock held
+         * sleep in the kernel, a few microseconds on a collective's way).
+         * It naps rather than waiting on the condition, so that a kick
+         * finds no waiter to wake through the kernel. It polls again once
+         * the application thread has not polled for DFCCL_APP_POLL_NS. */
+        app_polls = dfccl_since(dfccl_time_ns(),
+                                __atomic_load_n(&ctx->app_poll_ns, __ATOMIC_RELAXED)) <
+                    DFCCL_APP_POLL_NS;
+        if (app_polls) {
+            struct timespec ts = {0, ctx->backend == DFCCL_BACKEND_HOST ? 20000 : 50000};
+            nanosleep(&ts, NULL);
+            continue;
         }
         if (dfccl_ctx_progress(ctx) > 0) {
             continue;
@@ -924,18 +966,7 @@ static void *dfccl_poller_main(void *arg)
         pthread_mutex_lock(&ctx->lock);
         busy = ctx->inflight > 0 || ctx->npending > 0 || ctx->ndeferred > 0;
         pthread_mutex_unlock(&ctx->lock);
-        /* While an application thread polls the completion queue itself
-         * (dfcclWait spinning, dfcclProgress from an MPI progress loop) this
-         * thread only backs it up: two threads polling would fight over the
-         * context's locks on every pass. It then naps instead of waiting on
-         * the condition, idle or not: a submission's kick (dfccl_ctx_kick)
-         * that finds a thread waiting there wakes it through the kernel, a
-         * few microseconds on the submitting thread for nothing while that
-         * thread is about to poll. */
-        app_polls = dfccl_since(dfccl_time_ns(),
-                                __atomic_load_n(&ctx->app_poll_ns, __ATOMIC_RELAXED)) <
-                    DFCCL_APP_POLL_NS;
-        if (app_polls || (busy && ctx->backend == DFCCL_BACKEND_HOST)) {
+        if (busy && ctx->backend == DFCCL_BACKEND_HOST) {
             struct timespec ts = {0, ctx->backend == DFCCL_BACKEND_HOST ? 20000 : 50000};
             nanosleep(&ts, NULL);
         } else if (busy) {
@@ -948,12 +979,7 @@ static void *dfccl_poller_main(void *arg)
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000L;
             }
-            pthread_mutex_lock(&ctx->cq_lock);
-            if (!__atomic_load_n(&ctx->poller_stop, __ATOMIC_ACQUIRE) &&
-                ctx->kick_gen == gen) {
-                pthread_cond_timedwait(&ctx->cond, &ctx->cq_lock, &ts);
-            }
-            pthread_mutex_unlock(&ctx->cq_lock);
+            dfccl_ctx_wait_kick(ctx, gen, &ts);
         }
     }
     return NULL;

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "dfccl.h"
 #include "../kernels/daemon_types.h"
@@ -53,12 +54,22 @@ void dfccl_set_last_error(const char *msg);
     } while (0)
 
 uint64_t dfccl_time_ns(void);
-/* Nanoseconds from `then` to `now`, 0 when `then` is later: times read by
- * different threads need not be ordered. */
 /* An application thread that polled within this window is polling still:
  * the poller thread stands back (see dfccl_poller_main). */
 #define DFCCL_APP_POLL_NS 100000ull
 
+/* A moment's pause in a polling loop, without a system call. */
+static inline void dfccl_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* Nanoseconds from `then` to `now`, 0 when `then` is later: times read by
+ * different threads need not be ordered. */
 static inline uint64_t dfccl_since(uint64_t now, uint64_t then)
 {
     return now > then ? now - then : 0;
@@ -422,7 +433,8 @@ struct dfccl_rank_ctx {
     uint32_t        *cqe_seen;         /* max_colls, under cq_lock */
     uint32_t        *cqe_need;         /* max_colls, relaxed atomics */
     uint64_t         completed;        /* collectives completed, under cq_lock */
-    uint64_t         kick_gen;         /* bumped under cq_lock by every kick */
+    uint64_t         kick_gen;         /* bumped by every kick (seq_cst) */
+    uint32_t         cond_waiters;     /* threads in a wait on cond (seq_cst) */
     uint64_t         app_poll_ns;      /* last poll by an application thread */
 
     /* collectives */
@@ -455,6 +467,9 @@ dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_i
                                 const void *sendbuff, void *recvbuff);
 int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx);
 void dfccl_ctx_kick(struct dfccl_rank_ctx *ctx);
+/* wait on ctx->cond until `deadline` (CLOCK_REALTIME) unless kicked since
+ * kick_gen read `gen` */
+void dfccl_ctx_wait_kick(struct dfccl_rank_ctx *ctx, uint64_t gen, const struct timespec *deadline);
 /* complete a collective that never reached the daemon, with an error */
 void dfccl_ctx_fail(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t status);
 
