@@ -21,6 +21,22 @@
 #define DFCCL_PRAGMA_UNROLL _Pragma("unroll")
 #define DFCCL_NTHREADS   ((int)blockDim.x)
 
+/*
+ * A release fence: it waits until this thread's earlier accesses are
+ * performed at its scope, as fence.acq_rel does, but leaves L1 alone (an
+ * acq_rel fence also invalidates the SM's L1, so that the block's next
+ * loads of its contexts went to L2). fence.release needs sm_90 and PTX ISA
+ * 8.6 (CUDA 12.8); earlier, acq_rel.
+ */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 &&                                          \
+    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8))
+#define DFCCL_FENCE_RELEASE_GPU "fence.release.gpu;"
+#define DFCCL_FENCE_RELEASE_SYS "fence.release.sys;"
+#else
+#define DFCCL_FENCE_RELEASE_GPU "fence.acq_rel.gpu;"
+#define DFCCL_FENCE_RELEASE_SYS "fence.acq_rel.sys;"
+#endif
+
 DFCCL_F_DEVICE uint64_t dfccl_ld_acquire_sys(const uint64_t *p)
 {
     uint64_t v;
@@ -163,7 +179,7 @@ DFCCL_F_DEVICE void dfccl_fence_acquire_sys(void)
  * for the one before to reach its peer. */
 DFCCL_F_DEVICE void dfccl_fence_release_sys(void)
 {
-    asm volatile("fence.acq_rel.sys;" ::: "memory");
+    asm volatile(DFCCL_FENCE_RELEASE_SYS ::: "memory");
 }
 
 /* Sequentially consistent fence at system scope: the GPU's half of a
@@ -181,11 +197,12 @@ DFCCL_F_DEVICE void dfccl_fence_sc_sys(void)
  * peers through P2P), all of which read through this GPU's L2; the host
  * itself reads nothing but the word. A system-scope release waited for
  * every outstanding store of the thread to reach the host (about 2 us on
- * H100s).
+ * H100s). A release fence, not acq_rel: the block's L1 keeps the contexts
+ * that its next collective reads (see DFCCL_FENCE_RELEASE_GPU).
  */
 DFCCL_F_DEVICE void dfccl_st_to_host(uint64_t *p, uint64_t v)
 {
-    asm volatile("fence.acq_rel.gpu;\n\t"
+    asm volatile(DFCCL_FENCE_RELEASE_GPU "\n\t"
                  "st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
