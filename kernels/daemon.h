@@ -137,64 +137,105 @@ DFCCL_F_DEVICE void dfccl_daemon_take(const dfccl_daemon_args_t *a, uint32_t b,
     }
 }
 
-/* Whether the words of an SQ entry all carry `flag`; if so, decode it and
- * return 1 + the number of entries written together after it. */
-DFCCL_F_DEVICE uint32_t dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos, dfccl_sqe_t *e)
+/* Lanes that read one SQ or log line together (dfccl_ld_sqw_part), words
+ * a lane holds, and lines a warp reads in one poll: 4, 2 and 8 on GPUs; 1,
+ * 8 and 1 on the host backend. */
+#define DFCCL_SQW_ENTRY_LANES (4 / DFCCL_SQW_LANE_PARTS)
+#define DFCCL_SQW_LANE_WORDS  (2 * DFCCL_SQW_LANE_PARTS)
+#define DFCCL_SQW_POLL_MAX    (DFCCL_WARP / DFCCL_SQW_ENTRY_LANES)
+
+/*
+ * The words of parts [part, part + DFCCL_SQW_LANE_PARTS) of the SQ line at
+ * position pos, as one lane read them (w): whether they all carry the
+ * position's flag, and if so their fields into *e, each lane writing only
+ * those of its words (the kind word's lane: *span, 1 + the number of
+ * entries written together after it).
+ */
+DFCCL_F_DEVICE int dfccl_daemon_sqw_decode_part(const uint64_t *w, uint32_t part, uint64_t pos,
+                                                dfccl_sqe_t *e, uint32_t *span)
 {
     const uint32_t flag = (uint32_t)(pos + 1);
     uint32_t diff       = 0;
 
-    /* every word compared before one branch: no chain of loads and
-     * branches where the words sit in memory */
-    for (int i = 0; i < DFCCL_SQW_WORDS; i++) {
+    /* every word compared before one branch */
+    for (int i = 0; i < DFCCL_SQW_LANE_WORDS; i++) {
         diff |= (uint32_t)(w[i] >> 32) ^ flag;
     }
     if (diff != 0) {
         return 0;
     }
-    e->seq       = pos + 1;
-    e->kind      = (int32_t)((uint32_t)w[DFCCL_SQW_KIND] & (DFCCL_SQW_CTX_NEW - 1u));
-    e->ctx_new   = ((uint32_t)w[DFCCL_SQW_KIND] & DFCCL_SQW_CTX_NEW) != 0;
-    e->coll_id   = (int32_t)(uint32_t)w[DFCCL_SQW_COLL];
-    e->sendbuff  = (uint64_t)(uint32_t)w[DFCCL_SQW_SEND_LO] |
-                  ((uint64_t)(uint32_t)w[DFCCL_SQW_SEND_HI] << 32);
-    e->recvbuff  = (uint64_t)(uint32_t)w[DFCCL_SQW_RECV_LO] |
-                  ((uint64_t)(uint32_t)w[DFCCL_SQW_RECV_HI] << 32);
-    e->nchannels = (uint32_t)w[DFCCL_SQW_NCHANNELS];
-    e->priority  = (int32_t)(uint32_t)w[DFCCL_SQW_PRIORITY];
-    return 1 + ((uint32_t)w[DFCCL_SQW_KIND] >> DFCCL_SQW_FOLLOW_SHIFT);
+    for (int i = 0; i < DFCCL_SQW_LANE_WORDS; i += 2) {
+        const uint32_t lo = (uint32_t)w[i], hi = (uint32_t)w[i + 1];
+
+        switch (2 * part + (uint32_t)i) { /* the first word of the pair */
+        case DFCCL_SQW_KIND:
+            e->seq     = pos + 1;
+            e->kind    = (int32_t)(lo & (DFCCL_SQW_CTX_NEW - 1u));
+            e->ctx_new = (lo & DFCCL_SQW_CTX_NEW) != 0;
+            e->coll_id = (int32_t)hi; /* DFCCL_SQW_COLL */
+            *span      = 1 + (lo >> DFCCL_SQW_FOLLOW_SHIFT);
+            break;
+        case DFCCL_SQW_SEND_LO:
+            e->sendbuff = (uint64_t)lo | ((uint64_t)hi << 32);
+            break;
+        case DFCCL_SQW_RECV_LO:
+            e->recvbuff = (uint64_t)lo | ((uint64_t)hi << 32);
+            break;
+        default: /* DFCCL_SQW_NCHANNELS, DFCCL_SQW_PRIORITY */
+            e->nchannels = lo;
+            e->priority  = (int32_t)hi;
+            break;
+        }
+    }
+    return 1;
+}
+
+/* A whole line read by one lane: 1 + the entries written together after
+ * it if every word carries the position's flag (*e decoded), else 0. */
+DFCCL_F_DEVICE uint32_t dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos, dfccl_sqe_t *e)
+{
+    uint32_t span = 0;
+
+    for (uint32_t p = 0; p < 4; p += DFCCL_SQW_LANE_PARTS) {
+        if (!dfccl_daemon_sqw_decode_part(w + 2 * p, p, pos, e, &span)) {
+            return 0;
+        }
+    }
+    return span;
 }
 
 /*
  * Leader (block 0, the lanes of warp 0): take published SQEs, while the
  * log has room, into its own task queue and, for the other blocks, into
- * the device log. Each poll is one round trip across PCIe: lane i reads
- * the 64 bytes of entry pos + i, for the first a->sq_window entries
- * (DFCCL_SQ_IDLE_LINES in the first poll of a block with nothing queued; 1
- * on the host backend), lane 0 the abort flag with them, and lane 0 takes
- * the entries found in order (its copies in ctl->sqe). One lane alone would
- * pay a round trip per entry, and a host posting a burst (a round of
- * collectives, one per microsecond) would find the leader reading one
- * entry every 1.5 to 3.5 us. The host writes the first entry of a batch
- * last and says in it how many follow, so the leader takes a batch whole
- * (entries of the batch that a lane read early are read again). A poll
- * that finds fewer entries than it read ends the pass: the next entry was
- * not there. After a lone collective it does not ask the SQ again before
- * the collective starts (entries published later are taken in the next
- * pass); with other collectives queued it reads on while it finds
- * entries, so that the scheduler sees all of them at once.
- * *abort_p is set (lane 0) only if the flag was read.
+ * the device log. Each poll is one round trip across PCIe: the lanes read
+ * the entries from pos on, DFCCL_SQW_ENTRY_LANES lanes an entry
+ * (dfccl_ld_sqw_part), for the first a->sq_window entries (at most
+ * DFCCL_SQW_POLL_MAX; DFCCL_SQ_IDLE_LINES in the first poll of a block
+ * with nothing queued; 1 on the host backend), lane 0 the abort flag with
+ * them, and lane 0 takes the entries found in order (the lanes' copies in
+ * ctl->sqe). One lane alone would pay a round trip per entry, and a host
+ * posting a burst (a round of collectives, one per microsecond) would
+ * find the leader reading one entry every 1.5 to 3.5 us. The host writes
+ * the first entry of a batch last and says in it how many follow, so the
+ * leader takes a batch whole (entries of the batch that were read early
+ * are read again). A poll that finds fewer entries than it read ends the
+ * pass: the next entry was not there. After a lone collective it does not
+ * ask the SQ again before the collective starts (entries published later
+ * are taken in the next pass); with other collectives queued it reads on
+ * while it finds entries, so that the scheduler sees all of them at once.
  * ls->min_head caches the slowest block's log position: positions only
  * grow, so the blocks' heads are read again only when the cached one says
  * the log is full. Returns the entries taken (lane 0); ls->poll_abort is
- * the abort flag (lane 0). Not inlined: in the scheduler loop its
- * registers made the kernel spill more.
+ * the abort flag (lane 0), set only if the flag was read. Not inlined: in
+ * the scheduler loop its registers made the kernel spill more.
  */
 DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfccl_task_t *tasks,
                                               dfccl_blk_ctl_t *ctl, dfccl_blk_state_t *ls)
 {
     const uint32_t lane   = (uint32_t)DFCCL_TID; /* below DFCCL_WARP */
-    const uint32_t window = DFCCL_MAX(DFCCL_MIN(DFCCL_MIN(a->sq_window, (uint32_t)DFCCL_WARP),
+    const uint32_t ent    = lane / DFCCL_SQW_ENTRY_LANES; /* this lane's entry of a poll */
+    const uint32_t part   = lane % DFCCL_SQW_ENTRY_LANES * DFCCL_SQW_LANE_PARTS;
+    const uint32_t window = DFCCL_MAX(DFCCL_MIN(DFCCL_MIN(a->sq_window, (uint32_t)DFCCL_SQW_POLL_MAX),
                                                 (uint32_t)DFCCL_SQ_WINDOW_MAX),
                                       1u);
     const uint64_t first  = ls->sq_next;
@@ -220,36 +261,38 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
             (uint64_t)(polls == 0 && ctl->ntasks == 0 ? DFCCL_MIN(window, DFCCL_SQ_IDLE_LINES)
                                                        : window),
             a->log_entries - (pos - min_head));
-        uint64_t w[DFCCL_SQW_WORDS], abort = 0;
-        uint32_t span = 0, found;
+        uint64_t w[DFCCL_SQW_LANE_WORDS], abort = 0;
+        uint32_t ok = 0, found;
 
         if (lane == 0 && polls == 0) {
             abort = dfccl_ld_relaxed(a->abort_flag);
         }
-        if (lane < n) {
-            dfccl_ld_sqw(a->sq[(pos + lane) % a->sq_entries].w, w);
+        if (ent < n) {
+            dfccl_ld_sqw_part(a->sq[(pos + ent) % a->sq_entries].w, part, w);
         }
         if (lane == 0 && polls == 0) {
             ls->poll_abort = abort;
         }
         polls++;
-        if (lane < n) {
-            span = dfccl_daemon_sqw_decode(w, pos + lane, &ctl->sqe[lane]);
-            ctl->span[lane] = span;
-            if (span != 0) {
-                /* the lane that saw an entry whose contexts the host wrote
-                 * anew: they are read after it (by every thread, after
-                 * barriers) */
-                dfccl_fence_entry(ctl->sqe[lane].ctx_new);
+        if (ent < n) {
+            ok = dfccl_daemon_sqw_decode_part(w, part, pos + ent, &ctl->sqe[ent],
+                                              &ctl->span[ent]);
+        }
+        /* the entries found before the first one a part of which was not
+         * there */
+        found = dfccl_lowest_bit(dfccl_warp_ballot(ent < n && !ok),
+                                 n * DFCCL_SQW_ENTRY_LANES) /
+                DFCCL_SQW_ENTRY_LANES;
+        dfccl_warp_sync(); /* every lane's fields in ctl->sqe */
+        if (ent < found) {
+            /* an entry whose contexts the host wrote anew: they are read
+             * after it (by every thread, after barriers) */
+            dfccl_fence_entry(ctl->sqe[ent].ctx_new);
+            if (a->nblocks > 1) {
+                /* the line into the log as read, after this lane's fence */
+                dfccl_st_logw_part(a->log[(pos + ent) % a->log_entries].w, part, w);
             }
         }
-        /* the entries found before the first line that was not there */
-        found = dfccl_lowest_bit(dfccl_warp_ballot(lane < n && span == 0), n);
-        if (a->nblocks > 1 && lane < found) {
-            /* the line into the log as read, after this lane's fence */
-            dfccl_st_logw(a->log[(pos + lane) % a->log_entries].w, w);
-        }
-        dfccl_warp_sync();
         if (lane == 0) {
             int go;
 
@@ -299,7 +342,8 @@ DFCCL_F_DEVICE int dfccl_daemon_sq_pending(const dfccl_daemon_args_t *a,
  * Other blocks (the lanes of warp 0): take the entries block 0 has logged
  * since this block's head into its task queue. The log holds the SQ's
  * lines as the host wrote them, each word carrying its position, so a poll
- * is one read: lane i reads the line at head + i, lane 0 the abort copy and
+ * is one read: the lanes read the lines from head on, DFCCL_SQW_ENTRY_LANES
+ * lanes a line as in dfccl_daemon_fetch_sq, lane 0 the abort copy and
  * the quit epoch with the first lines, all in flight together, and the
  * entries found before the first line that is not there yet are taken in
  * order (lane 0); a poll that found all its lines is followed by another.
@@ -313,31 +357,34 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, ui
                                               dfccl_blk_state_t *ls)
 {
     const uint32_t lane = (uint32_t)DFCCL_TID; /* below DFCCL_WARP */
-    const uint32_t n    = DFCCL_MIN(DFCCL_MIN((uint32_t)DFCCL_WARP, (uint32_t)DFCCL_LOG_WINDOW),
-                                    a->log_entries);
+    const uint32_t ent  = lane / DFCCL_SQW_ENTRY_LANES; /* this lane's line of a poll */
+    const uint32_t part = lane % DFCCL_SQW_ENTRY_LANES * DFCCL_SQW_LANE_PARTS;
+    const uint32_t n    = DFCCL_MIN(
+        DFCCL_MIN((uint32_t)DFCCL_SQW_POLL_MAX, (uint32_t)DFCCL_LOG_WINDOW), a->log_entries);
     const uint64_t first = ls->log_head;
     uint64_t h = first, abort = 0, epoch = 0;
     uint32_t found;
 
     do {
-        uint64_t w[DFCCL_SQW_WORDS];
-        uint32_t span = 0;
+        uint64_t w[DFCCL_SQW_LANE_WORDS];
+        uint32_t ok = 0;
 
-        if (lane < n) {
-            dfccl_ld_sqw(a->log[(h + lane) % a->log_entries].w, w);
+        if (ent < n) {
+            dfccl_ld_sqw_part(a->log[(h + ent) % a->log_entries].w, part, w);
         }
         if (lane == 0 && h == first) {
             abort = dfccl_ld_relaxed(a->abort_dev);
             epoch = dfccl_ld_relaxed(a->quit_epoch);
         }
-        if (lane < n) {
-            span = dfccl_daemon_sqw_decode(w, h + lane, &ctl->sqe[lane]);
-            if (span != 0) {
-                dfccl_fence_entry(ctl->sqe[lane].ctx_new); /* as in dfccl_daemon_fetch_sq */
-            }
+        if (ent < n) {
+            ok = dfccl_daemon_sqw_decode_part(w, part, h + ent, &ctl->sqe[ent], &ctl->span[ent]);
         }
-        found = dfccl_lowest_bit(dfccl_warp_ballot(lane < n && span == 0), n);
-        dfccl_warp_sync();
+        found = dfccl_lowest_bit(dfccl_warp_ballot(ent < n && !ok), n * DFCCL_SQW_ENTRY_LANES) /
+                DFCCL_SQW_ENTRY_LANES;
+        dfccl_warp_sync(); /* every lane's fields in ctl->sqe */
+        if (ent < found) {
+            dfccl_fence_entry(ctl->sqe[ent].ctx_new); /* as in dfccl_daemon_fetch_sq */
+        }
         if (lane == 0) {
             for (uint32_t i = 0; i < found; i++) {
                 dfccl_daemon_take(a, b, &ctl->sqe[i], tasks, ctl, ls);
