@@ -73,6 +73,10 @@ typedef struct {
     uint64_t            idle_ns;     /* idle time toward a voluntary quit */
     uint64_t            poll_abort;  /* the abort word the last poll read, or 0 */
     uint64_t            poll_epoch;  /* other blocks: block 0's quit epoch, read with it */
+#ifdef DFCCL_STAGE_TIMES
+    uint64_t            t_polled;    /* this pass: the poll returned */
+    uint64_t            t_synced;    /* this pass: the barrier after it */
+#endif
     uint32_t            arrivals; /* tasks taken, for their arrival order */
 } dfccl_blk_state_t;
 
@@ -589,11 +593,21 @@ DFCCL_F_DEVICE void dfccl_daemon_stage_sum(const dfccl_daemon_args_t *a, uint32_
  * block's sums (DFCCL_STAGE_TIMES), stored every 1024 passes so that the
  * stores across PCIe do not lengthen the passes they time. Thread 0. */
 DFCCL_F_DEVICE void dfccl_daemon_idle_pass(const dfccl_daemon_args_t *a, uint32_t b,
-                                           dfccl_blk_state_t *ls, uint64_t ns)
+                                           dfccl_blk_state_t *ls, uint64_t now, uint64_t ns)
 {
 #ifdef DFCCL_STAGE_TIMES
+    const uint64_t t0 = ls->last_pass;
+
     ls->stats.idle_pass_ns += ns;
+    if (ns != 0 && t0 <= ls->t_polled && ls->t_polled <= ls->t_synced && ls->t_synced <= now) {
+        ls->stats.idle_seg_ns[0] += ls->t_polled - t0;
+        ls->stats.idle_seg_ns[1] += ls->t_synced - ls->t_polled;
+        ls->stats.idle_seg_ns[2] += now - ls->t_synced;
+    }
     if ((++ls->stats.idle_passes & 1023u) == 0) {
+        for (int i = 0; i < 3; i++) {
+            dfccl_st_relaxed_sys(&a->stats[b].idle_seg_ns[i], ls->stats.idle_seg_ns[i]);
+        }
         dfccl_st_relaxed_sys(&a->stats[b].idle_pass_ns, ls->stats.idle_pass_ns);
         dfccl_st_relaxed_sys(&a->stats[b].idle_passes, ls->stats.idle_passes);
     }
@@ -601,6 +615,7 @@ DFCCL_F_DEVICE void dfccl_daemon_idle_pass(const dfccl_daemon_args_t *a, uint32_
     (void)a;
     (void)b;
     (void)ls;
+    (void)now;
     (void)ns;
 #endif
 }
@@ -728,6 +743,9 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
                                         : dfccl_daemon_pull_log(a, b, tasks, ctl, ls);
             if (DFCCL_TID == 0) {
                 ctl->active = got;
+#ifdef DFCCL_STAGE_TIMES
+                ls->t_polled = dfccl_now_ns();
+#endif
             }
         }
         if (DFCCL_TID == 0) {
@@ -757,6 +775,11 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
             }
         }
         dfccl_block_sync();
+#ifdef DFCCL_STAGE_TIMES
+        if (DFCCL_TID == 0) {
+            ls->t_synced = dfccl_now_ns();
+        }
+#endif
         /* Every control word read by all threads is written by thread 0
          * before a barrier and rewritten only after the next one, so that
          * all threads take the same branches. */
@@ -838,7 +861,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
             uint64_t now  = dfccl_now_ns();
             uint64_t step = dfccl_daemon_idle_step(now, ls->last_pass, a->quit_ns);
             if (!active && ctl->ntasks == 0) {
-                dfccl_daemon_idle_pass(a, b, ls, step);
+                dfccl_daemon_idle_pass(a, b, ls, now, step);
             }
             ls->idle_ns   = active ? 0 : ls->idle_ns + step;
             ls->last_pass = now;

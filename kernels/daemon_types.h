@@ -220,6 +220,8 @@ typedef struct {
     uint64_t stage_ns[DFCCL_NSTAGES];  /* ns spent reaching each stage */
     uint64_t idle_passes;              /* scheduler passes with nothing queued */
     uint64_t idle_pass_ns;             /* their time, summed */
+    uint64_t idle_seg_ns[3];           /* of which: to the poll's return, to the
+                                        * barrier after it, the rest */
 #endif
 } dfccl_block_stats_t;
 

@@ -1080,9 +1080,12 @@ static void dfccl_ctx_print_stages(struct dfccl_rank_ctx *ctx)
         char line[512];
         int len = 0;
         if (bs->idle_passes != 0) {
-            fprintf(stderr, "dfccl idle passes, pid %d block %u: %llu, %.3f us each\n",
-                    (int)getpid(), b, (unsigned long long)bs->idle_passes,
-                    (double)bs->idle_pass_ns / (double)bs->idle_passes / 1e3);
+            const double n = (double)bs->idle_passes * 1e3;
+            fprintf(stderr, "dfccl idle passes, pid %d block %u: %llu, %.3f us each (poll %.3f, "
+                    "barrier %.3f, rest %.3f)\n", (int)getpid(), b,
+                    (unsigned long long)bs->idle_passes, (double)bs->idle_pass_ns / n,
+                    (double)bs->idle_seg_ns[0] / n, (double)bs->idle_seg_ns[1] / n,
+                    (double)bs->idle_seg_ns[2] / n);
         }
         if (bs->stage_n == 0) {
             continue;
