@@ -227,23 +227,23 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos,
  * (dfccl_ld_sqw_part), for the first a->sq_window entries (at most
  * DFCCL_SQW_POLL_MAX; DFCCL_SQ_IDLE_LINES in the first poll of a block
  * with nothing queued; 1 on the host backend), lane 0 the abort flag with
- * them (in one pass of DFCCL_ABORT_POLLS), and lane 0 takes the entries found in order (the lanes' copies in
- * ctl->sqe). One lane alone would pay a round trip per entry, and a host
- * posting a burst (a round of collectives, one per microsecond) would
- * find the leader reading one entry every 1.5 to 3.5 us. The host writes
- * the first entry of a batch last and says in it how many follow, so the
- * leader takes a batch whole (entries of the batch that were read early
- * are read again). A poll that finds fewer entries than it read ends the
- * pass: the next entry was not there. After a lone collective it does not
- * ask the SQ again before the collective starts (entries published later
- * are taken in the next pass); with other collectives queued it reads on
- * while it finds entries, so that the scheduler sees all of them at once.
- * ls->min_head caches the slowest block's log position: positions only
- * grow, so the blocks' heads are read again only when the cached one says
- * the log is full. Returns the entries taken (lane 0); ls->poll_abort is
- * the abort flag (lane 0), read in one pass of DFCCL_ABORT_POLLS, else 0.
- * Not inlined: in the scheduler loop its registers made the kernel spill
- * more.
+ * them (in one pass of DFCCL_ABORT_POLLS), and lane 0 takes the entries
+ * found in order (the lanes' copies in ctl->sqe). One lane alone would pay
+ * a round trip per entry, and a host posting a burst (a round of
+ * collectives, one per microsecond) would find the leader reading one
+ * entry every 1.5 to 3.5 us. The host writes the first entry of a batch
+ * last and says in it how many follow, so the leader takes a batch whole
+ * (entries of the batch that were read early are read again). A poll that
+ * finds fewer entries than it read ends the pass: the next entry was not
+ * there. After a lone collective it does not ask the SQ again before the
+ * collective starts (entries published later are taken in the next pass);
+ * with other collectives queued it reads on while it finds entries, so
+ * that the scheduler sees all of them at once. ls->min_head caches the
+ * slowest block's log position: positions only grow, so the blocks' heads
+ * are read again only when the cached one says the log is full. Returns
+ * the entries taken (lane 0); ls->poll_abort is the abort flag (lane 0),
+ * read in one pass of DFCCL_ABORT_POLLS, else 0. Not inlined: in the
+ * scheduler loop its registers made the kernel spill more.
  */
 DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfccl_task_t *tasks,
                                               dfccl_blk_ctl_t *ctl, dfccl_blk_state_t *ls)
@@ -251,9 +251,8 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
     const uint32_t lane   = (uint32_t)DFCCL_TID; /* below DFCCL_WARP */
     const uint32_t ent    = lane / DFCCL_SQW_ENTRY_LANES; /* this lane's entry of a poll */
     const uint32_t part   = lane % DFCCL_SQW_ENTRY_LANES * DFCCL_SQW_LANE_PARTS;
-    const uint32_t window = DFCCL_MAX(DFCCL_MIN(DFCCL_MIN(a->sq_window, (uint32_t)DFCCL_SQW_POLL_MAX),
-                                                (uint32_t)DFCCL_SQ_WINDOW_MAX),
-                                      1u);
+    const uint32_t most   = DFCCL_MIN((uint32_t)DFCCL_SQW_POLL_MAX, (uint32_t)DFCCL_SQ_WINDOW_MAX);
+    const uint32_t window = DFCCL_MAX(DFCCL_MIN(a->sq_window, most), 1u);
     const uint64_t first  = ls->sq_next;
     uint64_t pos = first, batch_end = first, min_head; /* batch_end: lane 0's */
     uint32_t polls = 0;
