@@ -250,10 +250,11 @@ typedef struct {
     int      max_colls;             /* DFCCL_MAX_COLLS: registered collectives per context */
     int      sq_entries;            /* DFCCL_SQ_ENTRIES: submission queue size */
     int      sq_window;             /* DFCCL_SQ_WINDOW: SQ entries the daemon's leader reads
-                                     * in one poll, a lane of its warp each, so that a
-                                     * burst of submissions costs a round trip across
-                                     * PCIe, not one per entry (1 to 16; 0: backend
-                                     * default, cuda 8; the host backend reads 1) */
+                                     * in one poll, four lanes of its warp each, so that
+                                     * a burst of submissions costs a round trip across
+                                     * PCIe, not one per entry (1 to 16, of which a GPU
+                                     * reads at most 8; 0: backend default, cuda 8; the
+                                     * host backend reads 1) */
     double   timeout_s;             /* DFCCL_TIMEOUT: per-collective timeout, 0 = none */
     int      priority_order;        /* DFCCL_PRIORITY: 1 = order task queue by priority */
     dfccl_arrivals_t arrivals;      /* DFCCL_ARRIVALS: default|off|stuck|always

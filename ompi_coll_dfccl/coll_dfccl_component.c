@@ -297,7 +297,7 @@ static int dfccl_register(void)
     dfccl_reg("sq_entries", "Submission queue entries (DFCCL_SQ_ENTRIES)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->sq_entries);
     dfccl_reg("sq_window", "Submission queue entries the daemon's leader reads in one poll "
-              "(1 to 16), 0 = backend default (DFCCL_SQ_WINDOW)",
+              "(1 to 16; a GPU reads at most 8), 0 = backend default (DFCCL_SQ_WINDOW)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->sq_window);
     dfccl_reg("timeout", "Seconds after which a collective fails with a timeout, 0 = never "
               "(DFCCL_TIMEOUT)", MCA_BASE_VAR_TYPE_DOUBLE, NULL, &c->timeout_s);
