@@ -368,16 +368,15 @@ static void dfccl_ctx_free_mem(struct dfccl_rank_ctx *ctx)
     free(ctx->colls);
 }
 
-/* Wake the poller (and dfcclWait callers). Takes no context lock. */
 /*
- * Tell threads waiting on ctx->cond that something changed. A waiter counts
- * itself in cond_waiters and then reads kick_gen, both under cq_lock and
- * sequentially consistent; a kick bumps kick_gen and then reads
- * cond_waiters. So either the kick sees the waiter and broadcasts under the
- * lock, or the waiter sees the new generation and does not wait. With no
- * waiter (the common case: the application thread polls, the poller naps)
- * a kick takes no lock: a submission no longer queues behind the poller's
- * hold of cq_lock.
+ * Wake the poller and dfcclWait callers: tell threads waiting on ctx->cond
+ * that something changed. A waiter counts itself in cond_waiters and then
+ * reads kick_gen, both under cq_lock and sequentially consistent; a kick
+ * bumps kick_gen and then reads cond_waiters. So either the kick sees the
+ * waiter and broadcasts under the lock, or the waiter sees the new
+ * generation and does not wait. With no waiter (the common case: the
+ * application thread polls, the poller naps) a kick takes no lock: a
+ * submission no longer queues behind the poller's hold of cq_lock.
  */
 void dfccl_ctx_kick(struct dfccl_rank_ctx *ctx)
 {
@@ -946,10 +945,9 @@ static void *dfccl_poller_main(void *arg)
         /* While an application thread polls the completion queue itself
          * (dfcclWait spinning, dfcclProgress from an MPI progress loop) this
          * thread stays out of its way: it naps without polling, so the two
-         * never fight over the context's locks (a poll of this thread's
-         * every 50 us made an application thread that found a lock held
-         * sleep in the kernel, a few microseconds on a collective's way).
-         * It naps rather than waiting on the condition, so that a kick
+         * never take the context's locks at the same moment (an application
+         * thread that finds a lock held may sleep in the kernel on a
+         * collective's way). It naps rather than waiting on the condition, so that a kick
          * finds no waiter to wake through the kernel. It polls again once
          * the application thread has not polled for DFCCL_APP_POLL_NS. */
         app_polls = dfccl_since(dfccl_time_ns(),
@@ -967,7 +965,7 @@ static void *dfccl_poller_main(void *arg)
         busy = ctx->inflight > 0 || ctx->npending > 0 || ctx->ndeferred > 0;
         pthread_mutex_unlock(&ctx->lock);
         if (busy && ctx->backend == DFCCL_BACKEND_HOST) {
-            struct timespec ts = {0, ctx->backend == DFCCL_BACKEND_HOST ? 20000 : 50000};
+            struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
         } else if (busy) {
             sched_yield(); /* collectives in flight, nobody else polls */
