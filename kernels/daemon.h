@@ -155,7 +155,7 @@ DFCCL_F_DEVICE void dfccl_daemon_take(const dfccl_daemon_args_t *a, uint32_t b,
 /* Lanes that read one SQ or log line together (dfccl_ld_sqw_part), words
  * a lane holds, and lines a warp reads in one poll: 4, 2 and 8 on GPUs; 1,
  * 8 and 1 on the host backend. */
-#define DFCCL_SQW_ENTRY_LANES (4 / DFCCL_SQW_LANE_PARTS)
+#define DFCCL_SQW_ENTRY_LANES (DFCCL_SQW_PARTS / DFCCL_SQW_LANE_PARTS)
 #define DFCCL_SQW_LANE_WORDS  (2 * DFCCL_SQW_LANE_PARTS)
 #define DFCCL_SQW_POLL_MAX    (DFCCL_WARP / DFCCL_SQW_ENTRY_LANES)
 
@@ -211,7 +211,7 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos,
 {
     uint32_t span = 0;
 
-    for (uint32_t p = 0; p < 4; p += DFCCL_SQW_LANE_PARTS) {
+    for (uint32_t p = 0; p < DFCCL_SQW_PARTS; p += DFCCL_SQW_LANE_PARTS) {
         if (!dfccl_daemon_sqw_decode_part(w + 2 * p, p, pos, e, &span)) {
             return 0;
         }

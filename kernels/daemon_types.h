@@ -119,6 +119,10 @@ typedef struct {
     uint64_t w[DFCCL_SQW_WORDS];
 } dfccl_sqw_t;
 
+/* 16-byte parts of a line, the unit in which the daemon reads and writes
+ * it (dfccl_ld_sqw_part). */
+#define DFCCL_SQW_PARTS (DFCCL_SQW_WORDS / 2)
+
 /*
  * A bit of the kind word's low 16: the host wrote this collective's
  * contexts (static context, channels, dynamic contexts) in device memory

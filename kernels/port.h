@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon_types.h"
+
 #if defined(__CUDACC__)
 
 #define DFCCL_F_DEVICE   static __device__ __forceinline__
@@ -133,7 +135,7 @@ DFCCL_F_DEVICE void dfccl_ld_sqw_part(const uint64_t *w, uint32_t part, uint64_t
 /* The whole line, one lane alone (block 0's quit handshake). */
 DFCCL_F_DEVICE void dfccl_ld_sqw(const uint64_t *w, uint64_t *out)
 {
-    for (uint32_t p = 0; p < 4; p++) { /* DFCCL_SQW_WORDS / 2 */
+    for (uint32_t p = 0; p < DFCCL_SQW_PARTS; p++) {
         dfccl_ld_sqw_part(w, p, out + 2 * p);
     }
 }
@@ -430,7 +432,7 @@ DFCCL_F_DEVICE uint64_t dfccl_ld_relaxed(const uint64_t *p)
 
 /* A host block reads and writes a line whole (DFCCL_SQW_LANE_PARTS parts
  * from `part`, which is 0). */
-#define DFCCL_SQW_LANE_PARTS 4
+#define DFCCL_SQW_LANE_PARTS DFCCL_SQW_PARTS
 
 DFCCL_F_DEVICE void dfccl_ld_sqw_part(const uint64_t *w, uint32_t part, uint64_t *out)
 {
