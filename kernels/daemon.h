@@ -38,6 +38,17 @@
 #define DFCCL_ABORT_POLLS 8u
 
 /*
+ * A block with nothing queued polls (block 0 the SQ, the others the log)
+ * again and again, warp 0 alone, until it finds an entry, reads the abort
+ * flag set, or this long has passed (at most an eighth of quit_ns); only
+ * then does the pass go on to its barrier and its quit bookkeeping. An
+ * idle pass was a poll and about 1.2 us of barriers, pause and bookkeeping
+ * around it, so an entry waited for the rest of the pass before the next
+ * poll began.
+ */
+#define DFCCL_IDLE_SPIN_NS 16000ull
+
+/*
  * Idle time toward a voluntary quit is summed over the scheduler's passes,
  * each pass adding the time since the previous one but at most a quarter
  * of quit_ns, and nothing if the clock went back. PTX does not promise that
@@ -225,24 +236,26 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos,
  * the device log. Each poll is one round trip across PCIe: the lanes read
  * the entries from pos on, DFCCL_SQW_ENTRY_LANES lanes an entry
  * (dfccl_ld_sqw_part), for the first a->sq_window entries (at most
- * DFCCL_SQW_POLL_MAX; DFCCL_SQ_IDLE_LINES in the first poll of a block
- * with nothing queued; 1 on the host backend), lane 0 the abort flag with
- * them (in one pass of DFCCL_ABORT_POLLS), and lane 0 takes the entries
- * found in order (the lanes' copies in ctl->sqe). One lane alone would pay
- * a round trip per entry, and a host posting a burst (a round of
+ * DFCCL_SQW_POLL_MAX; DFCCL_SQ_IDLE_LINES while a block with nothing
+ * queued has found nothing; 1 on the host backend), lane 0 the abort flag
+ * with them (in one such poll of DFCCL_ABORT_POLLS), and lane 0 takes the
+ * entries found in order (the lanes' copies in ctl->sqe). One lane alone
+ * would pay a round trip per entry, and a host posting a burst (a round of
  * collectives, one per microsecond) would find the leader reading one
  * entry every 1.5 to 3.5 us. The host writes the first entry of a batch
  * last and says in it how many follow, so the leader takes a batch whole
  * (entries of the batch that were read early are read again). A poll that
- * finds fewer entries than it read ends the pass: the next entry was not
- * there. After a lone collective it does not ask the SQ again before the
- * collective starts (entries published later are taken in the next pass);
+ * finds fewer entries than it read ends the pass (the next entry was not
+ * there), except that a block with nothing queued that found nothing polls
+ * again, back to back, for up to DFCCL_IDLE_SPIN_NS. After a lone
+ * collective it does not ask the SQ again before the collective starts
+ * (entries published later are taken in the next pass);
  * with other collectives queued it reads on while it finds entries, so
  * that the scheduler sees all of them at once. ls->min_head caches the
  * slowest block's log position: positions only grow, so the blocks' heads
  * are read again only when the cached one says the log is full. Returns
  * the entries taken (lane 0); ls->poll_abort is the abort flag (lane 0),
- * read in one pass of DFCCL_ABORT_POLLS, else 0. Not inlined: in the
+ * if this call read it, else 0. Not inlined: in the
  * scheduler loop its registers made the kernel spill more.
  */
 DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, dfccl_task_t *tasks,
@@ -254,10 +267,15 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
     const uint32_t most   = DFCCL_MIN((uint32_t)DFCCL_SQW_POLL_MAX, (uint32_t)DFCCL_SQ_WINDOW_MAX);
     const uint32_t window = DFCCL_MAX(DFCCL_MIN(a->sq_window, most), 1u);
     const uint64_t first  = ls->sq_next;
+    const int idle        = ctl->ntasks == 0;
     uint64_t pos = first, batch_end = first, min_head; /* batch_end: lane 0's */
-    uint32_t polls = 0;
+    uint64_t spin_end = 0;                             /* lane 0's */
 
     if (lane == 0) {
+        ls->poll_abort = 0;
+        if (idle) {
+            spin_end = dfccl_now_ns() + DFCCL_MIN(DFCCL_IDLE_SPIN_NS, a->quit_ns / 8);
+        }
         if (pos - ls->min_head >= a->log_entries) {
             uint64_t head = pos; /* block 0 reads no log: its own head is pos */
             for (uint32_t b = 1; b < a->nblocks; b++) {
@@ -270,25 +288,25 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
     min_head = ls->min_head;
     while (pos - min_head < a->log_entries) {
         /* the lines of this poll, within the log's room: the window, or
-         * DFCCL_SQ_IDLE_LINES in the first poll of a block with nothing
-         * queued (the poll a single call waits for) */
-        const uint32_t n = (uint32_t)DFCCL_MIN(
-            (uint64_t)(polls == 0 && ctl->ntasks == 0 ? DFCCL_MIN(window, DFCCL_SQ_IDLE_LINES)
-                                                       : window),
+         * DFCCL_SQ_IDLE_LINES while a block with nothing queued has found
+         * nothing (the polls a single call waits for) */
+        const int waiting = idle && pos == first;
+        const uint32_t n  = (uint32_t)DFCCL_MIN(
+            (uint64_t)(waiting ? DFCCL_MIN(window, DFCCL_SQ_IDLE_LINES) : window),
             a->log_entries - (pos - min_head));
         uint64_t w[DFCCL_SQW_LANE_WORDS], abort = 0;
         uint32_t ok = 0, found;
+        const int read_abort = lane == 0 && pos == first && ls->fetches++ % DFCCL_ABORT_POLLS == 0;
 
-        if (lane == 0 && polls == 0 && ls->fetches++ % DFCCL_ABORT_POLLS == 0) {
+        if (read_abort) {
             abort = dfccl_ld_relaxed(a->abort_flag);
         }
         if (ent < n) {
             dfccl_ld_sqw_part(a->sq[(pos + ent) % a->sq_entries].w, part, w);
         }
-        if (lane == 0 && polls == 0) {
+        if (read_abort) {
             ls->poll_abort = abort;
         }
-        polls++;
         if (ent < n) {
             ok = dfccl_daemon_sqw_decode_part(w, part, pos + ent, &ctl->sqe[ent],
                                               &ctl->span[ent]);
@@ -318,7 +336,12 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
             if (pos + found < batch_end) {
                 go = 1; /* in a batch, so written: a line was read early */
             } else if (found < n) {
-                go = 0; /* the next entry was not there */
+                /* the next entry was not there: an idle block polls on */
+                go = waiting && found == 0 && ls->poll_abort == 0 &&
+                     dfccl_now_ns() < spin_end;
+                if (go) {
+                    dfccl_spin_pause();
+                }
             } else {
                 go = ctl->ntasks > 1; /* a lone collective: start it */
             }
@@ -361,7 +384,10 @@ DFCCL_F_DEVICE int dfccl_daemon_sq_pending(const dfccl_daemon_args_t *a,
  * lanes a line as in dfccl_daemon_fetch_sq, lane 0 the abort copy and
  * the quit epoch with the first lines, all in flight together, and the
  * entries found before the first line that is not there yet are taken in
- * order (lane 0); a poll that found all its lines is followed by another.
+ * order (lane 0); a poll that found all its lines is followed by another,
+ * and so is an empty one while the block has nothing queued (a pause
+ * between them, for up to DFCCL_IDLE_SPIN_NS, until block 0 sets the abort
+ * copy or quits).
  * (A tail word read before the lines, and a head, an arrival counter and
  * flags read after it one at a time, made an idle block's pass four reads
  * of device memory long.) Returns the entries taken; ls->poll_abort and
@@ -377,10 +403,14 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, ui
     const uint32_t n    = DFCCL_MIN(
         DFCCL_MIN((uint32_t)DFCCL_SQW_POLL_MAX, (uint32_t)DFCCL_LOG_WINDOW), a->log_entries);
     const uint64_t first = ls->log_head;
-    uint64_t h = first, abort = 0, epoch = 0;
+    const int idle       = ctl->ntasks == 0;
+    uint64_t h = first, abort = 0, epoch = 0, spin_end = 0;
     uint32_t found;
 
-    do {
+    if (lane == 0 && idle) {
+        spin_end = dfccl_now_ns() + DFCCL_MIN(DFCCL_IDLE_SPIN_NS, a->quit_ns / 8);
+    }
+    for (;;) {
         uint64_t w[DFCCL_SQW_LANE_WORDS];
         uint32_t ok = 0;
 
@@ -405,9 +435,22 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, ui
                 dfccl_daemon_take(a, b, &ctl->sqe[i], tasks, ctl, ls);
             }
         }
-        dfccl_warp_sync(); /* ctl->sqe taken before the next poll */
+        if (lane == 0) {
+            /* all found: read on; none while idle: poll on, unless block 0
+             * set the abort copy or quit (this block follows it) */
+            ctl->sq_go = found == n ||
+                         (idle && h == first && found == 0 && abort == 0 &&
+                          epoch != a->launch_epoch && dfccl_now_ns() < spin_end);
+            if (ctl->sq_go && found == 0) {
+                dfccl_pause();
+            }
+        }
+        dfccl_warp_sync(); /* ctl->sqe taken, sq_go written before the next poll */
         h += found;
-    } while (found == n);
+        if (!ctl->sq_go) {
+            break;
+        }
+    }
     if (lane == 0) {
         if (h != first) {
             ls->log_head     = h;
@@ -764,9 +807,9 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
             uint64_t abort = ls->poll_abort;
 
             /* The abort flag sits in host memory. Block 0 reads it with
-             * every poll of the SQ (in flight together: no extra round
-             * trip) and copies it into device memory, where the other
-             * blocks read it on every pass: reads of host memory by the
+             * one SQ poll in DFCCL_ABORT_POLLS (in flight together) and
+             * copies it into device memory, where the other blocks read it
+             * with every poll of the log: reads of host memory by the
              * other blocks delayed the leader's polls. Once block 0 has
              * quit, they read the flag itself every few microseconds. */
             if (b == 0) {

@@ -230,6 +230,12 @@ DFCCL_F_DEVICE void dfccl_pause(void)
     __nanosleep(64);
 }
 
+/* Between two polls of the SQ by an idle leader: on GPUs none, the read of
+ * host memory is the wait (about a microsecond). */
+DFCCL_F_DEVICE void dfccl_spin_pause(void)
+{
+}
+
 DFCCL_F_DEVICE void dfccl_block_sync(void)
 {
     __syncthreads();
@@ -503,6 +509,11 @@ DFCCL_F_DEVICE uint64_t dfccl_now_ns(void)
 
 /* Host blocks share few cores with other ranks: always give the CPU away. */
 DFCCL_F_DEVICE void dfccl_pause(void)
+{
+    sched_yield();
+}
+
+DFCCL_F_DEVICE void dfccl_spin_pause(void)
 {
     sched_yield();
 }

@@ -44,9 +44,10 @@ typedef struct {
                          * previous rank has sent data not yet received */
     uint32_t task_rc;   /* scheduler: what a collective run by a team of */
     uint32_t task_moved; /* the block's first warps returned, and whether it moved */
-    /* block 0's warp 0, polling the SQ (dfccl_daemon_fetch_sq): the
-     * entries its lanes found, their spans (1 + the entries of their batch
-     * written before them), and lane 0's decision to read on */
+    /* warp 0, polling the SQ (block 0, dfccl_daemon_fetch_sq) or the log
+     * (dfccl_daemon_pull_log): the entries its lanes found, their spans
+     * (1 + the entries of their batch written before them), and lane 0's
+     * decision to poll again */
     dfccl_sqe_t sqe[DFCCL_SQ_WINDOW_MAX];
     uint32_t    span[DFCCL_SQ_WINDOW_MAX];
     uint32_t    sq_go;
