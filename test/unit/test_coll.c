@@ -426,16 +426,16 @@ static const char *const pair_shot_env[] = {
 static int pair_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     const pair_spec_t *spec = varg;
-    const int two           = n == 2 && dfccl_test_two_devices();
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     dfccl_stats_t stats;
-    int failures = 0;
+    int failures = 0, two;
 
     for (const char *const *e = spec->env; *e != NULL; e += 2) {
         setenv(e[0], e[1], 1);
     }
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    two = n == 2 && dfccl_test_two_devices(); /* after the setup chose the GPU */
     for (size_t i = 0; i < spec->ncases; i++) {
         const pair_case_t *pc = &spec->cases[i];
         uint64_t count = pc->bytes / esize(DFCCL_FLOAT32);
