@@ -220,6 +220,8 @@ if want sanitizer; then
     mps_stop
     san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     if [ -x "$san" ]; then
+        # built by the gpu step's make check, unless that step was not run
+        make -C "$build/test/gpu" test_gpu_allreduce >/dev/null 2>&1
         step memcheck-allreduce-2ranks env DFCCL_TEST_NRANKS=2 DFCCL_TEST_MAX_COUNT=70000 \
             "$san" --tool memcheck --target-processes all --error-exitcode 1 \
             test/gpu/test_gpu_allreduce
