@@ -645,7 +645,9 @@ DFCCL_F_DEVICE void dfccl_daemon_stage_sum(const dfccl_daemon_args_t *a, uint32_
 
 /* A pass that found nothing queued and moved nothing: its time into the
  * block's sums (DFCCL_STAGE_TIMES), stored every 1024 passes so that the
- * stores across PCIe do not lengthen the passes they time. Thread 0. */
+ * stores across PCIe do not lengthen the passes they time. Its poll
+ * segment holds all of an idle block's polls (DFCCL_IDLE_SPIN_NS), so it
+ * is up to that long. Thread 0. */
 DFCCL_F_DEVICE void dfccl_daemon_idle_pass(const dfccl_daemon_args_t *a, uint32_t b,
                                            dfccl_blk_state_t *ls, uint64_t now, uint64_t ns)
 {
