@@ -163,6 +163,13 @@ DFCCL_F_DEVICE void dfccl_daemon_take(const dfccl_daemon_args_t *a, uint32_t b,
     }
 }
 
+/* When the back-to-back polls of a block with nothing queued stop
+ * (DFCCL_IDLE_SPIN_NS). Lane 0. */
+DFCCL_F_DEVICE uint64_t dfccl_daemon_spin_end(const dfccl_daemon_args_t *a)
+{
+    return dfccl_now_ns() + DFCCL_MIN(DFCCL_IDLE_SPIN_NS, a->quit_ns / 8);
+}
+
 /* Lanes that read one SQ or log line together (dfccl_ld_sqw_part), words
  * a lane holds, and lines a warp reads in one poll: 4, 2 and 8 on GPUs; 1,
  * 8 and 1 on the host backend. */
@@ -274,7 +281,7 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_fetch_sq(const dfccl_daemon_args_t *a, df
     if (lane == 0) {
         ls->poll_abort = 0;
         if (idle) {
-            spin_end = dfccl_now_ns() + DFCCL_MIN(DFCCL_IDLE_SPIN_NS, a->quit_ns / 8);
+            spin_end = dfccl_daemon_spin_end(a);
         }
         if (pos - ls->min_head >= a->log_entries) {
             uint64_t head = pos; /* block 0 reads no log: its own head is pos */
@@ -408,7 +415,7 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, ui
     uint32_t found;
 
     if (lane == 0 && idle) {
-        spin_end = dfccl_now_ns() + DFCCL_MIN(DFCCL_IDLE_SPIN_NS, a->quit_ns / 8);
+        spin_end = dfccl_daemon_spin_end(a);
     }
     for (;;) {
         uint64_t w[DFCCL_SQW_LANE_WORDS];
@@ -434,8 +441,6 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, ui
             for (uint32_t i = 0; i < found; i++) {
                 dfccl_daemon_take(a, b, &ctl->sqe[i], tasks, ctl, ls);
             }
-        }
-        if (lane == 0) {
             /* all found: read on; none while idle: poll on, unless block 0
              * set the abort copy or quit (this block follows it) */
             ctl->sq_go = found == n ||
