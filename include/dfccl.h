@@ -266,6 +266,31 @@ typedef struct {
 
 typedef struct dfccl_rank_ctx *dfccl_rank_ctx_t;
 typedef struct dfccl_group    *dfccl_group_t;
+typedef struct dfccl_group_boot *dfccl_group_boot_t;
+
+/* The collectives, for dfcclRegister. */
+typedef enum {
+    DFCCL_KIND_ALLREDUCE = 0,
+    DFCCL_KIND_ALLGATHER,
+    DFCCL_KIND_REDUCESCATTER,
+    DFCCL_KIND_REDUCE,
+    DFCCL_KIND_BROADCAST,
+    DFCCL_KIND_COUNT
+} dfccl_coll_kind_t;
+
+/*
+ * A collective to register. count is in elements: allgather's is each
+ * rank's contribution, reduce-scatter's the count each rank receives. op is
+ * read for reductions only, root for reduce and broadcast only.
+ */
+typedef struct {
+    dfccl_coll_kind_t kind;
+    size_t            count;
+    dfccl_datatype_t  type;
+    dfccl_op_t        op;
+    int               root;
+    int               priority; /* higher runs first (DFCCL_PRIORITY=1) */
+} dfccl_coll_desc_t;
 
 /*
  * Completion callback. Runs once per dfcclRun* call, with the collective id,
@@ -328,13 +353,45 @@ DFCCL_API dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_
  * process is `rank`. Collective over the group: every member calls it with
  * the same nranks. `name` (may be NULL, copied) names the group in messages,
  * e.g. the MPI communicator's name. The allgather is called only inside
- * this function (twice); nothing else in dfccl communicates out of band.
+ * this function (two or three times); nothing else in dfccl communicates
+ * out of band.
  * [out] group_p: owned by the caller, freed by dfcclGroupDestroy.
  */
 DFCCL_API dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
                                           dfccl_oob_allgather_fn_t allgather,
                                           void *allgather_arg, const char *name,
                                           dfccl_group_t *group_p);
+
+/*
+ * dfcclGroupCreate for callers that cannot block in an allgather (a
+ * nonblocking MPI collective, an event loop): the caller runs the
+ * exchanges itself, with any transport, at its own pace.
+ *
+ *   dfcclGroupBootStart(ctx, nranks, rank, name, &boot);
+ *   do {
+ *       dfcclGroupBootExchange(boot, &send, &bytes);
+ *       ... allgather `bytes` bytes from `send` of every rank into `all`,
+ *           rank order ...
+ *       st = dfcclGroupBootStep(boot, all, &group);
+ *   } while (st == DFCCL_INPROGRESS);
+ *   dfcclGroupBootFree(boot);
+ *
+ * There are one to three exchanges; every rank is told the same number and
+ * the same sizes, and ends with the same outcome: the group everywhere, or
+ * an error everywhere (a rank's own failure travels in its blocks). `ctx`
+ * may be NULL on a rank whose context could not be created: it takes part
+ * so that its peers fail with it instead of waiting for it. `send` stays
+ * valid until the next step. The boot object is freed by
+ * dfcclGroupBootFree, whatever the outcome.
+ */
+DFCCL_API dfccl_status_t dfcclGroupBootStart(dfccl_rank_ctx_t ctx, int nranks, int rank,
+                                             const char *name, dfccl_group_boot_t *boot_p);
+DFCCL_API dfccl_status_t dfcclGroupBootExchange(dfccl_group_boot_t boot, const void **send_p,
+                                                size_t *bytes_p);
+/* DFCCL_INPROGRESS: another exchange follows; DFCCL_OK: *group_p is set. */
+DFCCL_API dfccl_status_t dfcclGroupBootStep(dfccl_group_boot_t boot, const void *recvbuf,
+                                            dfccl_group_t *group_p);
+DFCCL_API void dfcclGroupBootFree(dfccl_group_boot_t boot);
 
 /*
  * Destroy a group. Fails with DFCCL_ERR_BUSY while any of its collectives
@@ -369,6 +426,11 @@ DFCCL_API dfccl_status_t dfcclRegisterReduce(size_t count, dfccl_datatype_t type
 DFCCL_API dfccl_status_t dfcclRegisterBroadcast(size_t count, dfccl_datatype_t type,
                                                 int root, dfccl_group_t group,
                                                 int priority, int *coll_id_p);
+
+/* Any collective, described by `desc` (the named functions above are
+ * shorthands for it). */
+DFCCL_API dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
+                                       int *coll_id_p);
 
 /*
  * Release a registered collective's memory. Local. Fails with DFCCL_ERR_BUSY
@@ -407,6 +469,12 @@ DFCCL_API dfccl_status_t dfcclRunReduce(const void *sendbuff, void *recvbuff, in
 DFCCL_API dfccl_status_t dfcclRunBroadcast(const void *sendbuff, void *recvbuff, int coll_id,
                                            dfccl_callback_t callback, void *callback_args,
                                            dfccl_rank_ctx_t ctx);
+
+/* Run any registered collective (the named functions above check in
+ * addition that coll_id was registered as their kind). */
+DFCCL_API dfccl_status_t dfcclRun(const void *sendbuff, void *recvbuff, int coll_id,
+                                  dfccl_callback_t callback, void *callback_args,
+                                  dfccl_rank_ctx_t ctx);
 
 /*
  * Batch submissions: dfcclRun* calls between dfcclBatchStart and

@@ -816,6 +816,33 @@ dfccl_status_t dfcclRegisterBroadcast(size_t count, dfccl_datatype_t type, int r
                                coll_id_p);
 }
 
+_Static_assert((int)DFCCL_KIND_ALLREDUCE == (int)DFCCL_COLL_ALLREDUCE &&
+                   (int)DFCCL_KIND_ALLGATHER == (int)DFCCL_COLL_ALLGATHER &&
+                   (int)DFCCL_KIND_REDUCESCATTER == (int)DFCCL_COLL_REDUCESCATTER &&
+                   (int)DFCCL_KIND_REDUCE == (int)DFCCL_COLL_REDUCE &&
+                   (int)DFCCL_KIND_BROADCAST == (int)DFCCL_COLL_BROADCAST &&
+                   (int)DFCCL_KIND_COUNT == (int)DFCCL_COLL_KIND_COUNT,
+               "the public collective kinds are the daemon's");
+
+dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
+                             int *coll_id_p)
+{
+    if (desc == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegister: desc is NULL");
+    }
+    if ((unsigned)desc->kind >= DFCCL_KIND_COUNT) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegister: collective kind %d is not "
+                           "one of dfccl_coll_kind_t", (int)desc->kind);
+    }
+    return dfccl_coll_register(group, (int)desc->kind, desc->count, desc->type,
+                               dfccl_has_op((int)desc->kind) ? desc->op : 0,
+                               desc->kind == DFCCL_KIND_REDUCE ||
+                                       desc->kind == DFCCL_KIND_BROADCAST
+                                   ? desc->root
+                                   : 0,
+                               desc->priority, coll_id_p);
+}
+
 dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
 {
     dfccl_coll_t *c;
@@ -889,7 +916,7 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
                                      int coll_id, dfccl_callback_t callback, void *arg,
                                      dfccl_rank_ctx_t ctx)
 {
-    const char *fn = dfccl_run_names[kind];
+    const char *fn = kind < 0 ? "dfcclRun" : dfccl_run_names[kind];
     dfccl_coll_t *c;
     int need_send, need_recv, resolved;
     dfccl_status_t st;
@@ -906,7 +933,9 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
                            coll_id);
     }
     c = &ctx->colls[coll_id];
-    if (c->st.kind != kind) {
+    if (kind < 0) {
+        kind = (int)c->st.kind;
+    } else if (c->st.kind != kind) {
         pthread_mutex_unlock(&ctx->lock);
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "%s: collective id %d on group %s was "
                            "registered as %s; run it with %s", fn, coll_id, c->group->name,
@@ -998,6 +1027,12 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
     }
     pthread_mutex_unlock(&ctx->lock);
     return st;
+}
+
+dfccl_status_t dfcclRun(const void *sendbuff, void *recvbuff, int coll_id,
+                        dfccl_callback_t callback, void *callback_args, dfccl_rank_ctx_t ctx)
+{
+    return dfccl_coll_run(-1, sendbuff, recvbuff, coll_id, callback, callback_args, ctx);
 }
 
 dfccl_status_t dfcclRunAllReduce(const void *sendbuff, void *recvbuff, int coll_id,

@@ -296,8 +296,6 @@ struct dfccl_group {
     int                      rank;
     int                      id;
     char                     name[64];
-    dfccl_oob_allgather_fn_t allgather;
-    void                    *allgather_arg;
     dfccl_pool_t             pool;
     uint64_t                 nreg;   /* registrations so far, same on all ranks */
     int                      ncolls; /* registered collectives on this group */

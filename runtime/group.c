@@ -29,6 +29,8 @@ typedef struct {
     int32_t  gid;      /* this rank's group id: the tag of net messages to it */
     int32_t  net;      /* DFCCL_NET=1 on this rank: net on every edge */
     char     bell[64]; /* name of this rank's bell page, "" if it has none */
+    int32_t  status;   /* DFCCL_OK, or why this rank cannot take part */
+    int32_t  pad2;
 } dfccl_boot_info_t;
 
 #define DFCCL_BELL_BYTES 4096
@@ -109,18 +111,60 @@ void dfccl_group_free(struct dfccl_group *g)
 }
 
 /*
+ * Group creation as a sequence of exchanges (dfccl_group_boot_t), so that a
+ * caller that cannot block, the MPI component inside a nonblocking
+ * collective, can drive the allgathers itself. Every exchange has the same
+ * size on every rank, and every rank takes part in every exchange even after
+ * a failure of its own: a failed rank says so in its block instead of
+ * leaving, so that every rank ends with the same outcome and none waits for
+ * a peer that gave up.
+ *
+ *   1. the boot information (with this rank's status): every rank learns
+ *      every member's backend, host, device and connector directory;
+ *   2. only where some edge of the ring crosses hosts (or net is forced):
+ *      the UCX worker addresses;
+ *   3. one word per rank: -1 if its setup failed, else whether it can write
+ *      into every peer's connectors. After it every rank has attached what
+ *      it needs, so the shared-memory names can go.
+ */
+enum {
+    DFCCL_BOOT_INFO = 0, /* exchange 1 is out */
+    DFCCL_BOOT_NET,      /* exchange 2 is out */
+    DFCCL_BOOT_FINAL,    /* exchange 3 is out */
+    DFCCL_BOOT_DONE
+};
+
+struct dfccl_group_boot {
+    struct dfccl_group *g;     /* NULL if this rank could not even start */
+    int                 nranks, rank;
+    int                 phase;
+    dfccl_status_t      err;   /* this rank's own failure, carried to its peers */
+    char                errmsg[512];
+    char                name[64];
+    dfccl_boot_info_t   me;
+    dfccl_boot_info_t  *all;   /* exchange 1's result */
+    uint8_t            *addr;  /* our net address slot (exchange 2) */
+    int32_t             word;  /* exchange 3 */
+};
+
+/* Remember this rank's first failure (its message is the thread's last). */
+static void dfccl_boot_fail(dfccl_group_boot_t b, dfccl_status_t st)
+{
+    if (b->err == DFCCL_OK) {
+        b->err = st;
+        snprintf(b->errmsg, sizeof(b->errmsg), "%s", dfcclGetLastErrorMessage());
+    }
+}
+
+/*
  * Transport of each ring edge: shm/p2p between ranks of one host, net
  * (UCX) between hosts or everywhere when any rank forces it. Every rank
- * computes the same answer from the allgathered host ids and flags. With
- * net on any edge, the UCX worker addresses go through a second allgather.
+ * computes the same answer from the allgathered host ids and flags.
  */
-static dfccl_status_t dfccl_group_pick_net(struct dfccl_group *g, const dfccl_boot_info_t *all,
-                                           const dfccl_boot_info_t *me)
+static void dfccl_group_pick_net(struct dfccl_group *g, const dfccl_boot_info_t *all,
+                                 const dfccl_boot_info_t *me)
 {
     int n = g->nranks, force = 0, nx = (g->rank + 1) % n, pv = (g->rank + n - 1) % n;
-    uint8_t *addrs = NULL;
-    char *hosts;
-    dfccl_status_t st, started = DFCCL_OK;
 
     for (int i = 0; i < n; i++) {
         force |= all[i].net;
@@ -134,212 +178,401 @@ static dfccl_status_t dfccl_group_pick_net(struct dfccl_group *g, const dfccl_bo
     g->prev_net     = force || !g->same_host[pv];
     g->net_next_gid = all[nx].gid;
     g->net_prev_gid = all[pv].gid;
-    if (!g->net) {
-        return DFCCL_OK;
+}
+
+/* Exchange 2's block: our worker address, or an empty one where our edges
+ * are local or the transport cannot start (our neighbours then fail too). */
+static void dfccl_boot_net_address(dfccl_group_boot_t b)
+{
+    struct dfccl_group *g = b->g;
+    int n = g->nranks, nx = (g->rank + 1) % n, pv = (g->rank + n - 1) % n;
+    dfccl_status_t st;
+
+    if (b->err != DFCCL_OK || (!g->next_net && !g->prev_net)) {
+        return;
     }
-    if (!g->next_net && !g->prev_net) {
-        /* our edges are local, but the allgather is collective */
-        st = DFCCL_OK;
-    } else {
-        /* On failure this rank still takes part in the allgather, with an
-         * empty address, so that its neighbours fail too instead of waiting. */
-        started = dfccl_net_start(g->ctx);
-        if (started != DFCCL_OK) {
-            char why[512];
-            snprintf(why, sizeof(why), "%s", dfcclGetLastErrorMessage());
-            started = dfccl_error(started, "dfcclGroupCreate(%s): rank %d (host %s) needs the "
-                                  "net transport to reach rank %d (host %s) or rank %d (host "
-                                  "%s) and cannot start it: %s", g->name, g->rank, me->host,
-                                  nx, all[nx].host, pv, all[pv].host, why);
+    st = dfccl_net_start(g->ctx);
+    if (st != DFCCL_OK) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", dfcclGetLastErrorMessage());
+        dfccl_boot_fail(b, dfccl_error(st, "dfcclGroupCreate(%s): rank %d (host %s) needs the "
+                                       "net transport to reach rank %d (host %s) or rank %d "
+                                       "(host %s) and cannot start it: %s", g->name, g->rank,
+                                       b->me.host, nx, b->all[nx].host, pv, b->all[pv].host,
+                                       why));
+        return;
+    }
+    dfccl_net_address(g->ctx, b->addr, DFCCL_NET_ADDR_MAX);
+}
+
+static void dfccl_boot_net_connect(dfccl_group_boot_t b, const uint8_t *addrs)
+{
+    struct dfccl_group *g = b->g;
+    size_t hl             = sizeof(b->me.host);
+    char *hosts;
+    dfccl_status_t st;
+
+    if (b->err != DFCCL_OK || (!g->next_net && !g->prev_net)) {
+        return;
+    }
+    hosts = calloc((size_t)g->nranks, hl);
+    if (hosts == NULL) {
+        dfccl_boot_fail(b, dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclGroupCreate: out of host "
+                                       "memory"));
+        return;
+    }
+    for (int i = 0; i < g->nranks; i++) {
+        memcpy(hosts + (size_t)i * hl, b->all[i].host, hl);
+    }
+    st = dfccl_net_group_connect(g, addrs, DFCCL_NET_ADDR_MAX, hosts, hl);
+    free(hosts);
+    if (st != DFCCL_OK) {
+        dfccl_boot_fail(b, st);
+    }
+}
+
+/* After the exchanges that tell where the peers are: choose our segments'
+ * transport, attach the neighbours' directories and the local peers' bells,
+ * and say in exchange 3 whether we can write into every peer's connectors
+ * (one host, no net, and on GPUs p2p to every peer's device, with our own
+ * segments in device memory): the group takes the algorithms that do
+ * (dfccl_group.all_local) only if every rank can. */
+static void dfccl_boot_attach(dfccl_group_boot_t b)
+{
+    struct dfccl_group *g       = b->g;
+    struct dfccl_rank_ctx *ctx  = g->ctx;
+    int n = g->nranks, rank = g->rank, local;
+    const dfccl_boot_info_t *pv = &b->all[(rank + n - 1) % n];
+    dfccl_status_t st;
+
+    b->word = -1;
+    if (b->err != DFCCL_OK) {
+        return;
+    }
+    (void)pv;
+#ifdef HAVE_CUDART
+    /* Our segments are written by the previous rank, or by our proxy
+     * (net): then they must be host memory (shm, registered with the GPU). */
+    if (!g->prev_net && ctx->backend == DFCCL_BACKEND_CUDA &&
+        ctx->cfg.transport != DFCCL_TRANSPORT_SHM && dfccl_p2p_reachable(ctx, pv->device)) {
+        g->pool.transport = DFCCL_TRANSPORT_P2P;
+    } else if (!g->prev_net && ctx->cfg.transport == DFCCL_TRANSPORT_P2P) {
+        dfccl_boot_fail(b, dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclGroupCreate(%s): "
+                                       "DFCCL_TRANSPORT=p2p but device %d cannot reach device "
+                                       "%d of rank %d; use auto or shm", g->name, ctx->device,
+                                       pv->device, (rank + n - 1) % n));
+        return;
+    }
+#endif
+    local = !g->net;
+    for (int i = 0; i < n && local; i++) {
+        local = g->same_host[i];
+#ifdef HAVE_CUDART
+        if (local && ctx->backend == DFCCL_BACKEND_CUDA) {
+            local = g->pool.transport == DFCCL_TRANSPORT_P2P &&
+                    (i == rank || dfccl_p2p_reachable(ctx, b->all[i].device));
+        }
+#endif
+    }
+    st = dfccl_pool_connect(g, b->all[0].dir, sizeof(b->all[0]));
+    if (st != DFCCL_OK) {
+        dfccl_boot_fail(b, st);
+        return;
+    }
+    dfccl_group_bell_attach(g, b->all);
+    b->word = local;
+}
+
+/* Exchange 1's result: every member's boot information. */
+static void dfccl_boot_info_check(dfccl_group_boot_t b, const dfccl_boot_info_t *all)
+{
+    struct dfccl_group *g = b->g;
+    int n = b->nranks;
+
+    for (int i = 0; i < n && b->err == DFCCL_OK; i++) {
+        if (all[i].magic != DFCCL_BOOT_MAGIC || all[i].nranks != n || all[i].rank != i) {
+            dfccl_boot_fail(b, dfccl_error(DFCCL_ERR_BOOTSTRAP, "dfcclGroupCreate(%s): rank %d "
+                                           "reports rank %d of %d ranks, this rank expected "
+                                           "rank %d of %d; every member must pass the same "
+                                           "nranks and a distinct rank, and the allgather "
+                                           "must return blocks in rank order", b->name, i,
+                                           all[i].rank, all[i].nranks, i, n));
+        } else if (all[i].backend != b->me.backend && g != NULL) {
+            dfccl_boot_fail(b, dfccl_error(DFCCL_ERR_MISMATCH, "dfcclGroupCreate(%s): rank %d "
+                                           "runs the %s backend and rank %d the %s backend; "
+                                           "use the same DFCCL_BACKEND on every rank", b->name,
+                                           b->rank,
+                                           b->me.backend == DFCCL_BACKEND_HOST ? "host"
+                                                                               : "cuda",
+                                           i, all[i].backend == DFCCL_BACKEND_HOST ? "host"
+                                                                                   : "cuda"));
         }
     }
-    addrs = calloc((size_t)n + 1, DFCCL_NET_ADDR_MAX);
-    hosts = calloc((size_t)n, sizeof(me->host));
-    if (addrs == NULL || hosts == NULL) {
-        free(addrs);
-        free(hosts);
+    for (int i = 0; i < n && b->err == DFCCL_OK; i++) {
+        if (all[i].status != DFCCL_OK) {
+            b->err = (dfccl_status_t)all[i].status;
+            snprintf(b->errmsg, sizeof(b->errmsg), "dfcclGroupCreate(%s): rank %d of the "
+                     "group (host %s) could not take part: %s; its own message says why",
+                     b->name, i, all[i].host, dfcclGetErrorString(b->err));
+        }
+    }
+    if (b->err != DFCCL_OK || g == NULL) {
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        g->pids[i] = all[i].pid;
+    }
+    if (n > 1) {
+        dfccl_group_pick_net(g, all, &b->me);
+    }
+}
+
+dfccl_status_t dfcclGroupBootStart(dfccl_rank_ctx_t ctx, int nranks, int rank,
+                                   const char *name, dfccl_group_boot_t *boot_p)
+{
+    struct dfccl_group_boot *b;
+    struct dfccl_group *g = NULL;
+    dfccl_status_t st;
+
+    if (boot_p == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupBootStart: boot_p must not be "
+                           "NULL");
+    }
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupCreate: rank %d of %d ranks is "
+                           "out of range; pass 0 <= rank < nranks", rank, nranks);
+    }
+    b = calloc(1, sizeof(*b));
+    if (b == NULL) {
         return dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclGroupCreate: out of host memory");
     }
-    if (g->ctx->net != NULL && started == DFCCL_OK) {
-        dfccl_net_address(g->ctx, addrs + (size_t)n * DFCCL_NET_ADDR_MAX, DFCCL_NET_ADDR_MAX);
+    b->nranks = nranks;
+    b->rank   = rank;
+    snprintf(b->name, sizeof(b->name), "%s", name != NULL ? name : "unnamed");
+    b->all  = calloc((size_t)nranks, sizeof(*b->all));
+    b->addr = calloc(1, DFCCL_NET_ADDR_MAX);
+    if (b->all == NULL || b->addr == NULL) {
+        free(b->all);
+        free(b->addr);
+        free(b);
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclGroupCreate: out of host memory");
     }
-    if (g->allgather(addrs + (size_t)n * DFCCL_NET_ADDR_MAX, addrs, DFCCL_NET_ADDR_MAX,
-                     g->allgather_arg) != 0) {
-        st = dfccl_error(DFCCL_ERR_BOOTSTRAP, "dfcclGroupCreate(%s): the out-of-band "
-                         "allgather of net addresses failed", g->name);
-    } else if (started != DFCCL_OK) {
-        st = started;
-    } else if (g->next_net || g->prev_net) {
-        for (int i = 0; i < n; i++) {
-            memcpy(hosts + (size_t)i * sizeof(me->host), all[i].host, sizeof(me->host));
+    b->me.magic  = DFCCL_BOOT_MAGIC;
+    b->me.nranks = nranks;
+    b->me.rank   = rank;
+    b->me.pid    = (int32_t)getpid();
+    gethostname(b->me.host, sizeof(b->me.host) - 1);
+    if (ctx == NULL) {
+        /* This rank has no context (its setup failed and said why): it still
+         * takes part, so that its peers fail with it instead of waiting. */
+        b->err = DFCCL_ERR_BOOTSTRAP;
+        snprintf(b->errmsg, sizeof(b->errmsg), "dfcclGroupCreate(%s): this rank has no "
+                 "dfccl context", b->name);
+        goto out;
+    }
+    g = calloc(1, sizeof(*g));
+    if (g != NULL) {
+        g->pids      = calloc((size_t)nranks, sizeof(int));
+        g->same_host = calloc((size_t)nranks, sizeof(int));
+    }
+    if (g == NULL || g->pids == NULL || g->same_host == NULL) {
+        if (g != NULL) {
+            free(g->pids);
+            free(g->same_host);
+            free(g);
         }
-        st = dfccl_net_group_connect(g, addrs, DFCCL_NET_ADDR_MAX, hosts, sizeof(me->host));
+        g = NULL;
+        dfccl_boot_fail(b, dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclGroupCreate: out of host "
+                                       "memory"));
+        goto out;
     }
-    free(addrs);
-    free(hosts);
-    return st;
+    b->g      = g;
+    g->ctx    = ctx;
+    g->nranks = nranks;
+    g->rank   = rank;
+    snprintf(g->name, sizeof(g->name), "%s", b->name);
+    pthread_mutex_lock(&ctx->lock);
+    g->id = ctx->next_group_id++;
+    pthread_mutex_unlock(&ctx->lock);
+    if (nranks > 1) {
+        st = dfccl_pool_init(g, b->me.dir, sizeof(b->me.dir));
+        if (st != DFCCL_OK) {
+            dfccl_boot_fail(b, st);
+        } else {
+            dfccl_group_bell_create(g, b->me.bell, sizeof(b->me.bell));
+        }
+    }
+    b->me.backend = ctx->backend;
+    b->me.device  = ctx->device;
+    dfccl_net_host_id(b->me.host_id, sizeof(b->me.host_id));
+    b->me.gid = g->id;
+    b->me.net = ctx->cfg.net != 0;
+out:
+    b->me.status = b->err;
+    b->phase     = DFCCL_BOOT_INFO;
+    *boot_p      = b;
+    return DFCCL_OK;
+}
+
+dfccl_status_t dfcclGroupBootExchange(dfccl_group_boot_t b, const void **send_p,
+                                      size_t *bytes_p)
+{
+    if (b == NULL || send_p == NULL || bytes_p == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupBootExchange: boot, send_p and "
+                           "bytes_p must not be NULL");
+    }
+    switch (b->phase) {
+    case DFCCL_BOOT_INFO:
+        *send_p  = &b->me;
+        *bytes_p = sizeof(b->me);
+        return DFCCL_OK;
+    case DFCCL_BOOT_NET:
+        *send_p  = b->addr;
+        *bytes_p = DFCCL_NET_ADDR_MAX;
+        return DFCCL_OK;
+    case DFCCL_BOOT_FINAL:
+        *send_p  = &b->word;
+        *bytes_p = sizeof(b->word);
+        return DFCCL_OK;
+    }
+    return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupBootExchange: the group is set up "
+                       "already");
+}
+
+/* The end: the group on success, the same error on every rank otherwise. */
+static dfccl_status_t dfccl_boot_finish(dfccl_group_boot_t b, const int32_t *words,
+                                        dfccl_group_t *group_p)
+{
+    struct dfccl_group *g = b->g;
+    int n = b->nranks, bad = -1;
+
+    b->phase = DFCCL_BOOT_DONE;
+    for (int i = 0; words != NULL && i < n && bad < 0; i++) {
+        if (words[i] < 0) {
+            bad = i;
+        }
+    }
+    if (b->err == DFCCL_OK && bad >= 0) {
+        b->err = DFCCL_ERR_BOOTSTRAP;
+        snprintf(b->errmsg, sizeof(b->errmsg), "dfcclGroupCreate(%s): rank %d of the group "
+                 "(host %s) failed to set it up; its own message says why", b->name, bad,
+                 b->all[bad].host);
+    }
+    if (b->err != DFCCL_OK) {
+        if (g != NULL) {
+            dfccl_group_free(g);
+            b->g = NULL;
+        }
+        return dfccl_error(b->err, "%s", b->errmsg);
+    }
+    if (n > 1) {
+        g->all_local = 1;
+        for (int i = 0; i < n; i++) {
+            g->all_local = g->all_local && words[i] > 0;
+        }
+        /* both ranks know both devices (exchange 1) */
+        g->pair = n == 2 && g->all_local &&
+                  (g->ctx->backend == DFCCL_BACKEND_HOST || b->all[0].device != b->all[1].device);
+        g->pool.attachers = g->all_local ? n - 1 : 1;
+        dfccl_pool_unlink_dir(g);
+        dfccl_shm_unlink(&g->bell_seg);
+    }
+    pthread_mutex_lock(&g->ctx->lock);
+    g->next         = g->ctx->groups;
+    g->ctx->groups  = g;
+    pthread_mutex_unlock(&g->ctx->lock);
+    b->g     = NULL;
+    *group_p = g;
+    return DFCCL_OK;
+}
+
+dfccl_status_t dfcclGroupBootStep(dfccl_group_boot_t b, const void *recvbuf,
+                                  dfccl_group_t *group_p)
+{
+    if (b == NULL || recvbuf == NULL || group_p == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupBootStep: boot, recvbuf and "
+                           "group_p must not be NULL");
+    }
+    switch (b->phase) {
+    case DFCCL_BOOT_INFO:
+        memcpy(b->all, recvbuf, (size_t)b->nranks * sizeof(*b->all));
+        dfccl_boot_info_check(b, b->all);
+        if (b->err != DFCCL_OK || b->nranks == 1) {
+            /* Every rank saw the same blocks: a failure here is seen by all
+             * of them, and all stop after this exchange. */
+            return dfccl_boot_finish(b, NULL, group_p);
+        }
+        if (b->g->net) {
+            dfccl_boot_net_address(b);
+            b->phase = DFCCL_BOOT_NET;
+            return DFCCL_INPROGRESS;
+        }
+        dfccl_boot_attach(b);
+        b->phase = DFCCL_BOOT_FINAL;
+        return DFCCL_INPROGRESS;
+    case DFCCL_BOOT_NET:
+        dfccl_boot_net_connect(b, recvbuf);
+        dfccl_boot_attach(b);
+        b->phase = DFCCL_BOOT_FINAL;
+        return DFCCL_INPROGRESS;
+    case DFCCL_BOOT_FINAL:
+        return dfccl_boot_finish(b, recvbuf, group_p);
+    }
+    return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupBootStep: the group is set up "
+                       "already");
+}
+
+void dfcclGroupBootFree(dfccl_group_boot_t b)
+{
+    if (b == NULL) {
+        return;
+    }
+    if (b->g != NULL) {
+        dfccl_group_free(b->g);
+    }
+    free(b->all);
+    free(b->addr);
+    free(b);
 }
 
 dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
                                 dfccl_oob_allgather_fn_t allgather, void *allgather_arg,
                                 const char *name, dfccl_group_t *group_p)
 {
-    struct dfccl_group *g;
-    dfccl_boot_info_t me, *all = NULL;
-    dfccl_status_t st = DFCCL_OK;
+    dfccl_group_boot_t b;
+    dfccl_status_t st;
+    void *all = NULL;
 
     if (ctx == NULL || group_p == NULL || allgather == NULL) {
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupCreate: ctx, allgather and "
                            "group_p must not be NULL");
     }
-    if (nranks < 1 || rank < 0 || rank >= nranks) {
-        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupCreate: rank %d of %d ranks is "
-                           "out of range; pass 0 <= rank < nranks", rank, nranks);
+    st = dfcclGroupBootStart(ctx, nranks, rank, name, &b);
+    if (st != DFCCL_OK) {
+        return st;
     }
-    g = calloc(1, sizeof(*g));
-    all = calloc((size_t)nranks, sizeof(*all));
-    if (g == NULL || all == NULL) {
-        st = dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclGroupCreate: out of host memory");
-        goto err;
-    }
-    g->ctx           = ctx;
-    g->nranks        = nranks;
-    g->rank          = rank;
-    g->allgather     = allgather;
-    g->allgather_arg = allgather_arg;
-    snprintf(g->name, sizeof(g->name), "%s", name != NULL ? name : "unnamed");
+    do {
+        const void *send;
+        size_t bytes;
+        void *grown;
 
-    pthread_mutex_lock(&ctx->lock);
-    g->id = ctx->next_group_id++;
-    pthread_mutex_unlock(&ctx->lock);
-
-    memset(&me, 0, sizeof(me));
-    if (nranks > 1) {
-        st = dfccl_pool_init(g, me.dir, sizeof(me.dir));
-        if (st != DFCCL_OK) {
-            goto err;
+        dfcclGroupBootExchange(b, &send, &bytes);
+        grown = realloc(all, (size_t)nranks * bytes);
+        if (grown == NULL) {
+            /* Leaving here leaves the peers waiting: only out of memory. */
+            st = dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclGroupCreate: out of host memory");
+            break;
         }
-        dfccl_group_bell_create(g, me.bell, sizeof(me.bell));
-    }
-    me.magic   = DFCCL_BOOT_MAGIC;
-    me.nranks  = nranks;
-    me.rank    = rank;
-    me.backend = ctx->backend;
-    me.pid     = (int32_t)getpid();
-    me.device  = ctx->device;
-    gethostname(me.host, sizeof(me.host) - 1);
-    dfccl_net_host_id(me.host_id, sizeof(me.host_id));
-    me.gid = g->id;
-    me.net = ctx->cfg.net != 0;
-    if (allgather(&me, all, sizeof(me), allgather_arg) != 0) {
-        st = dfccl_error(DFCCL_ERR_BOOTSTRAP, "dfcclGroupCreate(%s): the out-of-band "
-                         "allgather failed", g->name);
-        goto err;
-    }
-    for (int i = 0; i < nranks; i++) {
-        if (all[i].magic != DFCCL_BOOT_MAGIC || all[i].nranks != nranks || all[i].rank != i) {
-            st = dfccl_error(DFCCL_ERR_BOOTSTRAP, "dfcclGroupCreate(%s): rank %d reports "
-                             "rank %d of %d ranks, this rank expected rank %d of %d; every "
-                             "member must pass the same nranks and a distinct rank, and the "
-                             "allgather must return blocks in rank order", g->name, i,
-                             all[i].rank, all[i].nranks, i, nranks);
-            goto err;
-        }
-        if (all[i].backend != me.backend) {
-            st = dfccl_error(DFCCL_ERR_MISMATCH, "dfcclGroupCreate(%s): rank %d runs the %s "
-                             "backend and rank %d the %s backend; use the same DFCCL_BACKEND "
-                             "on every rank", g->name, rank,
-                             me.backend == DFCCL_BACKEND_HOST ? "host" : "cuda", i,
-                             all[i].backend == DFCCL_BACKEND_HOST ? "host" : "cuda");
-            goto err;
-        }
-    }
-    g->pids      = calloc((size_t)nranks, sizeof(int));
-    g->same_host = calloc((size_t)nranks, sizeof(int));
-    if (g->pids == NULL || g->same_host == NULL) {
-        st = dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclGroupCreate: out of host memory");
-        goto err;
-    }
-    for (int i = 0; i < nranks; i++) {
-        g->pids[i] = all[i].pid;
-    }
-    if (nranks > 1) {
-        const dfccl_boot_info_t *pv = &all[(rank + nranks - 1) % nranks];
-        int barrier = 0, *bar = all != NULL ? (int *)all : NULL;
-
-        st = dfccl_group_pick_net(g, all, &me);
-        if (st != DFCCL_OK) {
-            goto err;
-        }
-        (void)pv;
-#ifdef HAVE_CUDART
-        /* Our segments are written by the previous rank, or by our proxy
-         * (net): then they must be host memory. */
-        if (g->prev_net) {
-            /* shm segments, registered with the GPU (host_register) */
-        } else if (ctx->backend == DFCCL_BACKEND_CUDA &&
-                   ctx->cfg.transport != DFCCL_TRANSPORT_SHM &&
-                   dfccl_p2p_reachable(ctx, pv->device)) {
-            g->pool.transport = DFCCL_TRANSPORT_P2P;
-        } else if (ctx->cfg.transport == DFCCL_TRANSPORT_P2P) {
-            st = dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclGroupCreate(%s): DFCCL_TRANSPORT=p2p "
-                             "but device %d cannot reach device %d of rank %d; use auto or "
-                             "shm", g->name, ctx->device, pv->device,
-                             (rank + nranks - 1) % nranks);
-            goto err;
-        }
-#endif
-        /* Can this rank write into every peer's connectors (one host, no
-         * net, and on GPUs p2p to every peer's device, with our own
-         * segments in device memory)? The group may take algorithms that
-         * do (dfccl_group.all_local) only if every rank can. */
-        barrier = !g->net;
-        for (int i = 0; i < nranks && barrier; i++) {
-            barrier = g->same_host[i];
-#ifdef HAVE_CUDART
-            if (barrier && ctx->backend == DFCCL_BACKEND_CUDA) {
-                barrier = g->pool.transport == DFCCL_TRANSPORT_P2P &&
-                          (i == rank || dfccl_p2p_reachable(ctx, all[i].device));
-            }
-#endif
-        }
-        st = dfccl_pool_connect(g, all[0].dir, sizeof(all[0]));
-        if (st != DFCCL_OK) {
-            goto err;
-        }
-        dfccl_group_bell_attach(g, all);
-        /* Everyone attached its neighbour's directory and its local peers'
-         * bells: the names can go. (The same allgather tells who can write
-         * to every peer.) */
-        if (allgather(&barrier, bar, sizeof(barrier), allgather_arg) != 0) {
+        all = grown;
+        if (allgather(send, all, bytes, allgather_arg) != 0) {
             st = dfccl_error(DFCCL_ERR_BOOTSTRAP, "dfcclGroupCreate(%s): the out-of-band "
-                             "allgather failed", g->name);
-            goto err;
+                             "allgather failed", name != NULL ? name : "unnamed");
+            break;
         }
-        g->all_local = 1;
-        for (int i = 0; i < nranks; i++) {
-            g->all_local = g->all_local && bar[i];
-        }
-        /* both ranks know both devices (the boot allgather) */
-        g->pair = nranks == 2 && g->all_local &&
-                  (ctx->backend == DFCCL_BACKEND_HOST || all[0].device != all[1].device);
-        g->pool.attachers = g->all_local ? nranks - 1 : 1;
-        dfccl_pool_unlink_dir(g);
-        dfccl_shm_unlink(&g->bell_seg);
-    }
+        st = dfcclGroupBootStep(b, all, group_p);
+    } while (st == DFCCL_INPROGRESS);
     free(all);
-    pthread_mutex_lock(&ctx->lock);
-    g->next     = ctx->groups;
-    ctx->groups = g;
-    pthread_mutex_unlock(&ctx->lock);
-    *group_p = g;
-    return DFCCL_OK;
-
-err:
-    free(all);
-    if (g != NULL) {
-        dfccl_group_free(g);
-    }
+    dfcclGroupBootFree(b);
     return st;
 }
 
