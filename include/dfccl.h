@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -255,13 +256,29 @@ typedef struct {
                                      * PCIe, not one per entry (1 to 16, of which a GPU
                                      * reads at most 8; 0: backend default, cuda 8; the
                                      * host backend reads 1) */
-    double   timeout_s;             /* DFCCL_TIMEOUT: per-collective timeout, 0 = none */
+    double   timeout_s;             /* DFCCL_TIMEOUT: per-collective timeout in seconds
+                                     * (fractions allowed; 0 = none): past it the
+                                     * context aborts and the collective fails with
+                                     * DFCCL_ERR_TIMEOUT */
     int      priority_order;        /* DFCCL_PRIORITY: 1 = order task queue by priority */
     dfccl_arrivals_t arrivals;      /* DFCCL_ARRIVALS: default|off|stuck|always
                                      * (default: always) */
-    int      verbose;               /* DFCCL_VERBOSE: 0 quiet, 1 info, 2 debug */
+    int      verbose;               /* DFCCL_VERBOSE: -1 silent, 0 errors (each printed
+                                     * once), 1 info, 2 debug */
     int      net;                   /* DFCCL_NET: 1 = net (UCX) transport between every
                                      * pair of ranks, even on one host (testing) */
+    double   warn_s;                /* DFCCL_WARN_S: the hang watchdog. A collective
+                                     * in flight longer than this many seconds makes
+                                     * the rank print one line saying which ranks
+                                     * joined it, which did not, and where the others
+                                     * wait; the line repeats after 2x, 4x, ... this
+                                     * time and the collective keeps waiting (0: off;
+                                     * default 60). Printed at DFCCL_VERBOSE >= 0 */
+    int      sigusr1;               /* DFCCL_SIGUSR1: 1 = SIGUSR1 makes every context
+                                     * of the process print dfcclDumpState to stderr
+                                     * (the handler only sets a flag, which the
+                                     * poller thread or dfcclProgress reads); 0 = the
+                                     * signal is left alone (default) */
 } dfccl_config_t;
 
 typedef struct dfccl_rank_ctx *dfccl_rank_ctx_t;
@@ -522,6 +539,16 @@ DFCCL_API dfccl_status_t dfcclSynchronize(dfccl_rank_ctx_t ctx);
  * or when a peer process of a collective in flight has exited.
  */
 DFCCL_API dfccl_status_t dfcclAbort(dfccl_rank_ctx_t ctx);
+
+/*
+ * Print the state of every collective in flight on the context to `out`
+ * (stderr when NULL): for each, its group and this rank's position, how
+ * long it has waited, which ranks have joined it and which have not, and
+ * where the ranks that joined wait (primitive, step, and the peer it waits
+ * for). The hang watchdog (DFCCL_WARN_S) and SIGUSR1 (DFCCL_SIGUSR1) print
+ * the same report. Reads shared state only: any thread, any time.
+ */
+DFCCL_API dfccl_status_t dfcclDumpState(dfccl_rank_ctx_t ctx, FILE *out);
 
 /* Counters of the context. [out] stats_p. */
 DFCCL_API dfccl_status_t dfcclGetStats(dfccl_rank_ctx_t ctx, dfccl_stats_t *stats_p);

@@ -886,7 +886,7 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
     if (nst != DFCCL_OK) {
         /* the proxy may still read the regions: they stay allocated */
         st = dfccl_error(nst, "dfcclDeregister: collective %d (%s on group %s): its last data "
-                         "did not reach the next rank within %.0f s (DFCCL_TIMEOUT); it is "
+                         "did not reach the next rank within %g s (DFCCL_TIMEOUT); it is "
                          "deregistered, but its connector memory stays allocated until the "
                          "context is destroyed", coll_id, dfccl_coll_name(c->st.kind),
                          c->group->name, ctx->cfg.timeout_s);

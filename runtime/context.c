@@ -33,6 +33,7 @@ static dfccl_status_t dfccl_ctx_pick_backend(struct dfccl_rank_ctx *ctx)
     }
     if (b == DFCCL_BACKEND_CUDA) {
 #ifdef HAVE_CUDART
+        DFCCL_CHECK(dfccl_cuda_check_visible("dfcclInit"));
         ctx->be = &dfccl_backend_cuda;
 #else
         return dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclInit: the CUDA backend was requested "
@@ -827,7 +828,7 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
             dfccl_ctx_joined(g, c, 1, yes, sizeof(yes));
             dfccl_ctx_joined(g, c, 0, no, sizeof(no));
             snprintf(msg, sizeof(msg), "collective %d (%s of %llu %s, op %s) on group %s (rank "
-                     "%d of %d) did not complete within %.0f s: ranks joined: %s; ranks not "
+                     "%d of %d) did not complete within %g s: ranks joined: %s; ranks not "
                      "joined: %s. A rank may have stopped, or the program runs collectives "
                      "that never meet on every rank; raise DFCCL_TIMEOUT if it is only slow",
                      id, dfccl_coll_name(c->st.kind), (unsigned long long)c->st.count,
@@ -1001,21 +1002,12 @@ dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_t *ctx_p)
         free(ctx);
         return st;
     }
-    dfccl_log_level = ctx->cfg.verbose;
-    if (ctx->cfg.max_colls <= 0 || ctx->cfg.sq_entries < 2 || ctx->cfg.nslots < 2 ||
-        ctx->cfg.max_blocks < 0 || ctx->cfg.max_blocks > DFCCL_MAX_CHANNELS ||
-        ctx->cfg.step_slices < 0 || ctx->cfg.step_slices > 16 || ctx->cfg.ll_slots < 0 ||
-        ctx->cfg.ll_slots > 64 || (int)ctx->cfg.arrivals < (int)DFCCL_ARRIVALS_DEFAULT ||
-        (int)ctx->cfg.arrivals > (int)DFCCL_ARRIVALS_ALWAYS || ctx->cfg.team_threads > 1024) {
-        st = dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclInit: invalid configuration "
-                         "(max_colls %d, sq_entries %d, nslots %d, max_blocks %d, "
-                         "step_slices %d, ll_slots %d, arrivals %d, team_threads %d); start "
-                         "from dfcclConfigInit()", ctx->cfg.max_colls, ctx->cfg.sq_entries,
-                         ctx->cfg.nslots, ctx->cfg.max_blocks, ctx->cfg.step_slices,
-                         ctx->cfg.ll_slots, (int)ctx->cfg.arrivals, ctx->cfg.team_threads);
+    st = dfccl_config_check(&ctx->cfg, "dfcclInit");
+    if (st != DFCCL_OK) {
         free(ctx);
         return st;
     }
+    dfccl_log_level = ctx->cfg.verbose;
     ctx->uid = ((uint64_t)getpid() << 32) ^ dfccl_time_ns();
     {
         /* once per process: segments of jobs that died as a whole */

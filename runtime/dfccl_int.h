@@ -53,6 +53,11 @@ void dfccl_set_last_error(const char *msg);
         }                                                                      \
     } while (0)
 
+/* config.c: every field of `c` in its documented range, else
+ * DFCCL_ERR_INVALID_ARG with a message naming the field, its value, the
+ * valid values and its environment variable (`fn`: the API call). */
+dfccl_status_t dfccl_config_check(const dfccl_config_t *c, const char *fn);
+
 uint64_t dfccl_time_ns(void);
 /* An application thread that polled within this window is polling still:
  * the poller thread stands back (see dfccl_poller_main). */
@@ -122,6 +127,8 @@ extern const dfccl_backend_ops_t dfccl_backend_host;
 #ifdef HAVE_CUDART
 extern const dfccl_backend_ops_t dfccl_backend_cuda;
 int dfccl_cuda_device_count(void);
+/* DFCCL_OK if a GPU is visible, else an error saying why not */
+dfccl_status_t dfccl_cuda_check_visible(const char *fn);
 #endif
 
 /* ---- transports: connector memory --------------------------------------- */

@@ -64,6 +64,48 @@ int dfccl_cuda_device_count(void)
 #endif
 }
 
+/*
+ * The CUDA backend was asked for: fail unless a GPU is visible, saying why
+ * not in words a user can act on. The runtime reports a machine without
+ * any driver as "CUDA driver version is insufficient"; the driver version
+ * it gives (0 when no driver is installed) tells that apart from a driver
+ * that is really too old.
+ */
+dfccl_status_t dfccl_cuda_check_visible(const char *fn)
+{
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    int n = 0, drv = 0, rt = 0;
+    cudaError_t ce = cudaGetDeviceCount(&n);
+    char why[256];
+
+    (void)cudaGetLastError();
+    if (ce == cudaSuccess && n > 0) {
+        return DFCCL_OK;
+    }
+    (void)cudaDriverGetVersion(&drv);
+    (void)cudaRuntimeGetVersion(&rt);
+    (void)cudaGetLastError();
+    if (ce == cudaErrorInsufficientDriver && drv == 0) {
+        snprintf(why, sizeof(why), "no NVIDIA driver is installed or loaded (libcuda.so.1 "
+                 "is not found)");
+    } else if (ce == cudaErrorInsufficientDriver) {
+        snprintf(why, sizeof(why), "the NVIDIA driver (CUDA %d.%d) is older than the CUDA "
+                 "runtime dfccl was built with (%d.%d); update the driver", drv / 1000,
+                 drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+    } else if (ce == cudaSuccess || ce == cudaErrorNoDevice) {
+        snprintf(why, sizeof(why), "the driver sees no GPU%s%s%s", vis != NULL ?
+                 " (CUDA_VISIBLE_DEVICES=\"" : "", vis != NULL ? vis : "",
+                 vis != NULL ? "\")" : "");
+    } else {
+        snprintf(why, sizeof(why), "cudaGetDeviceCount failed: %s (%s)", cudaGetErrorString(ce),
+                 cudaGetErrorName(ce));
+    }
+    return dfccl_error(DFCCL_ERR_UNSUPPORTED, "%s: the CUDA backend was requested "
+                       "(DFCCL_BACKEND=cuda) but no GPU or CUDA driver is visible: %s; check "
+                       "nvidia-smi, or set DFCCL_BACKEND=host (auto picks the host backend "
+                       "where no GPU is visible)", fn, why);
+}
+
 static void dfccl_cuda_fini(struct dfccl_rank_ctx *ctx)
 {
     dfccl_cuda_be_t *h = ctx->be_priv;

@@ -825,11 +825,12 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
     int nx = (g->rank + 1) % g->nranks, pv = (g->rank + g->nranks - 1) % g->nranks;
     const char *nxhost = hosts + (size_t)nx * hstride;
     static const uint64_t word = 0x6466636e6e6563ull; /* the message: read by UCX only */
-    uint64_t t0 = dfccl_time_ns(), wait_s;
+    uint64_t t0 = dfccl_time_ns();
+    double wait_s;
     void *req = NULL;
     int rc, sent = 1, got = 0;
 
-    wait_s = g->ctx->cfg.timeout_s > 0 ? (uint64_t)g->ctx->cfg.timeout_s : DFCCL_NET_CONNECT_S;
+    wait_s = g->ctx->cfg.timeout_s > 0 ? g->ctx->cfg.timeout_s : DFCCL_NET_CONNECT_S;
     pthread_mutex_lock(&net->lock);
     g->net_next_peer = -1;
     g->net_prev_peer = -1;
@@ -880,7 +881,7 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
             sent = rc != 0;
         }
         got  = !g->prev_net || net->connected[g->id & 0xfff];
-        late = (!sent || !got) && dfccl_time_ns() - t0 > wait_s * 1000000000ull;
+        late = (!sent || !got) && (double)(dfccl_time_ns() - t0) > wait_s * 1e9;
         if (late && req != NULL) {
             ucp_request_free(req); /* UCX releases it when it is done */
             req = NULL;
@@ -894,12 +895,12 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
         }
         if (late) {
             return dfccl_error(DFCCL_ERR_TIMEOUT, "dfcclGroupCreate(%s): net transport (UCX): "
-                               "%s within %llu s; check that every rank creates the group "
+                               "%s within %g s; check that every rank creates the group "
                                "and that the hosts reach each other (UCX_TLS, "
                                "UCX_NET_DEVICES), or raise DFCCL_TIMEOUT", g->name,
                                !sent ? "the connection to the next rank was not made"
                                      : "nothing arrived from the previous rank",
-                               (unsigned long long)wait_s);
+                               wait_s);
         }
         if (sent && got) {
             break;

@@ -146,9 +146,19 @@ static void expect_bad_env(const char *var, const char *value)
     unsetenv(var);
 }
 
+/* dfcclInit refuses `c`, with a message naming `needle` (field = value). */
+static void expect_bad_field(const dfccl_config_t *c, const char *needle)
+{
+    dfccl_rank_ctx_t ctx;
+
+    ck_assert_int_eq(dfcclInit(c, &ctx), DFCCL_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(dfcclGetLastErrorMessage(), needle) != NULL,
+                  "message lacks \"%s\": %s", needle, dfcclGetLastErrorMessage());
+}
+
 START_TEST(test_bad_config)
 {
-    dfccl_config_t c;
+    dfccl_config_t c, good;
     dfccl_rank_ctx_t ctx;
 
     expect_bad_env("DFCCL_SLOTS", "abc");
@@ -157,6 +167,8 @@ START_TEST(test_bad_config)
     ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_OK);
     expect_bad_env("DFCCL_STEP_SLICES", "17");
     expect_bad_env("DFCCL_LL_SLOTS", "65");
+    expect_bad_env("DFCCL_LL_SLOTS", "1");
+    expect_bad_env("DFCCL_LL_BYTES", "100");
     expect_bad_env("DFCCL_SQ_WINDOW", "17");
     expect_bad_env("DFCCL_ONESHOT_BYTES", "3000000");
     expect_bad_env("DFCCL_ONESHOT_CHANNEL_BYTES", "70000");
@@ -166,28 +178,96 @@ START_TEST(test_bad_config)
     expect_bad_env("DFCCL_TWOSHOT_CHANNEL_BYTES", "600000");
     expect_bad_env("DFCCL_ARRIVALS", "sometimes");
     expect_bad_env("DFCCL_TEAM_THREADS", "1025");
+    expect_bad_env("DFCCL_SLOT_BYTES", "-1");
+    expect_bad_env("DFCCL_SPIN_HEAD", "4294967296");
+    expect_bad_env("DFCCL_VERBOSE", "loud");
+    expect_bad_env("DFCCL_VERBOSE", "3");
+    expect_bad_env("DFCCL_WARN_S", "-5");
+    expect_bad_env("DFCCL_SIGUSR1", "2");
+    /* issue 55, item 6: a timeout is a number of seconds >= 0, fractions
+     * allowed; -1, words and NaN are refused, not taken as "none" */
+    expect_bad_env("DFCCL_TIMEOUT", "-1");
+    expect_bad_env("DFCCL_TIMEOUT", "nan");
+    expect_bad_env("DFCCL_TIMEOUT", "inf");
+    expect_bad_env("DFCCL_TIMEOUT", "10s");
+    setenv("DFCCL_TIMEOUT", "0.5", 1);
     ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_OK);
-    c.step_slices = 17;
-    ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "step_slices 17"));
-    c.step_slices = 0;
-    c.ll_slots    = -1;
-    ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "ll_slots -1"));
-    c.ll_slots = 0;
-    c.arrivals = (dfccl_arrivals_t)7;
-    ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "arrivals 7"));
-    c.arrivals     = DFCCL_ARRIVALS_DEFAULT;
-    c.team_threads = 2048;
-    ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(dfcclGetLastErrorMessage(), "team_threads 2048"));
-    c.team_threads = -1;
-    c.nslots       = 1;
-    ck_assert_int_eq(dfcclInit(&c, &ctx), DFCCL_ERR_INVALID_ARG);
+    ck_assert(c.timeout_s == 0.5);
+    unsetenv("DFCCL_TIMEOUT");
+    setenv("DFCCL_WARN_S", "2.5", 1);
+    ck_assert_int_eq(dfcclConfigInit(&c), DFCCL_OK);
+    ck_assert(c.warn_s == 2.5);
+    unsetenv("DFCCL_WARN_S");
+    ck_assert_int_eq(dfcclConfigInit(&good), DFCCL_OK);
+    ck_assert(good.warn_s == 60);
+
+    /* issue 55, item 2: every field is checked by dfcclInit, enums too, and
+     * the message names the field and its value */
+    c = good; c.step_slices = 17;
+    expect_bad_field(&c, "step_slices = 17");
+    c = good; c.ll_slots = -1;
+    expect_bad_field(&c, "ll_slots = -1");
+    c = good; c.arrivals = (dfccl_arrivals_t)7;
+    expect_bad_field(&c, "arrivals = 7");
+    c = good; c.team_threads = 2048;
+    expect_bad_field(&c, "team_threads = 2048");
+    c = good; c.progress = (dfccl_progress_t)9;
+    expect_bad_field(&c, "progress = 9");
+    c = good; c.backend = (dfccl_backend_t)9;
+    expect_bad_field(&c, "backend = 9");
+    c = good; c.transport = (dfccl_transport_t)9;
+    expect_bad_field(&c, "transport = 9");
+    c = good; c.proto = (dfccl_proto_t)9;
+    expect_bad_field(&c, "proto = 9");
+    c = good; c.timeout_s = -1;
+    expect_bad_field(&c, "timeout_s = -1");
+    c = good; c.timeout_s = 0.0 / 0.0;
+    expect_bad_field(&c, "timeout_s = ");
+    c = good; c.timeout_s = 1.0 / 0.0;
+    expect_bad_field(&c, "timeout_s = inf");
+    c = good; c.warn_s = -2;
+    expect_bad_field(&c, "warn_s = -2");
+    c = good; c.nslots = 1;
+    expect_bad_field(&c, "nslots = 1");
+    c = good; c.max_blocks = 33;
+    expect_bad_field(&c, "max_blocks = 33");
+    c = good; c.max_colls = 0;
+    expect_bad_field(&c, "max_colls = 0");
+    c = good; c.sq_entries = 1;
+    expect_bad_field(&c, "sq_entries = 1");
+    c = good; c.slot_bytes = (size_t)1 << 30;
+    expect_bad_field(&c, "slot_bytes = 1073741824");
+    c = good; c.ll_max_bytes = 100;
+    expect_bad_field(&c, "ll_max_bytes = 100");
+    c = good; c.oneshot_bytes = (size_t)4 << 20;
+    expect_bad_field(&c, "oneshot_bytes");
+    c = good; c.verbose = 7;
+    expect_bad_field(&c, "verbose = 7");
+    c = good; c.net = 2;
+    expect_bad_field(&c, "net = 2");
+    c = good; c.peer_bells = -1;
+    expect_bad_field(&c, "peer_bells = -1");
+    c = good; c.priority_order = 5;
+    expect_bad_field(&c, "priority_order = 5");
+    c = good; c.sigusr1 = 3;
+    expect_bad_field(&c, "sigusr1 = 3");
     ck_assert_int_eq(dfcclInit(&c, NULL), DFCCL_ERR_INVALID_ARG);
     ck_assert_int_eq(dfcclDestroy(NULL), DFCCL_ERR_INVALID_ARG);
     ck_assert_str_eq(dfcclGetErrorString((dfccl_status_t)-999), "unknown status");
+    /* issue 55, item 9: the CUDA backend asked for where no GPU is visible
+     * says so (where a GPU is visible, it starts) */
+    c = good; c.backend = DFCCL_BACKEND_CUDA;
+    if (dfcclInit(&c, &ctx) == DFCCL_OK) {
+        ck_assert_int_eq(dfcclDestroy(ctx), DFCCL_OK);
+    } else {
+        const char *m = dfcclGetLastErrorMessage();
+        ck_assert_msg((strstr(m, "no GPU or CUDA driver is visible") != NULL ||
+                       strstr(m, "without") != NULL) && strstr(m, "insufficient") == NULL,
+                      "DFCCL_BACKEND=cuda without a GPU: %s", m);
+    }
+    /* the defaults themselves are valid */
+    ck_assert_int_eq(dfcclInit(&good, &ctx), DFCCL_OK);
+    ck_assert_int_eq(dfcclDestroy(ctx), DFCCL_OK);
 }
 END_TEST
 
