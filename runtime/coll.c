@@ -340,7 +340,16 @@ static void dfccl_coll_make_sig(const dfccl_coll_static_t *st, uint64_t nreg, ui
     sig[0] |= 1; /* never 0: 0 means "not registered yet" */
 }
 
-static void dfccl_coll_describe_sig(const uint64_t sig[8], char *buf, size_t len)
+void dfccl_coll_label(struct dfccl_rank_ctx *ctx, int id, char *buf, size_t len)
+{
+    const dfccl_coll_t *c = &ctx->colls[id];
+
+    snprintf(buf, len, "collective %d (%s of %llu %s) on group %s (rank %d of %d)", id,
+             dfccl_coll_name(c->st.kind), (unsigned long long)c->st.count,
+             dfccl_dtype_name(c->st.dtype), c->group->name, c->group->rank, c->group->nranks);
+}
+
+void dfccl_coll_describe_sig(const uint64_t sig[8], char *buf, size_t len)
 {
     snprintf(buf, len, "%s of %llu %s (op %s, root %d), registration #%llu, %u channel(s)",
              dfccl_coll_name((int)(sig[1] & 0xffff)), (unsigned long long)sig[2],
@@ -442,11 +451,16 @@ static int dfccl_coll_find_peer(struct dfccl_rank_ctx *ctx, int id, int q, int c
         char mine[160], theirs[160];
         dfccl_coll_describe_sig(c->sig, mine, sizeof(mine));
         dfccl_coll_describe_sig(peer, theirs, sizeof(theirs));
-        return dfccl_error(DFCCL_ERR_MISMATCH, "collective %d on group %s: rank %d registered "
-                           "%s but rank %d registered %s at the same position; every rank "
-                           "must register the group's collectives in the same order with the "
-                           "same arguments (and the same %s)", id, g->name, g->rank, mine, q,
-                           theirs, dfccl_coll_layout_vars);
+        st = dfccl_error(DFCCL_ERR_MISMATCH, "collective %d on group %s: rank %d registered "
+                         "%s but rank %d registered %s at the same position; every rank "
+                         "must register the group's collectives in the same order with the "
+                         "same arguments (and the same %s)", id, g->name, g->rank, mine, q,
+                         theirs, dfccl_coll_layout_vars);
+        /* every collective of the group from this registration on pairs
+         * with the wrong one: the other ranks fail theirs too */
+        dfccl_dir_publish_fail(g, DFCCL_FAIL_FROM, c->sig[6], 0, st,
+                               dfcclGetLastErrorMessage());
+        return st;
     }
     return 1;
 }
@@ -463,6 +477,13 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
     const size_t nb       = (size_t)ctx->cfg.max_blocks;
     dfccl_status_t st;
 
+    /* a rank found a mismatch at or before this registration: it cannot
+     * pair with the right collective anywhere */
+    if (dfccl_group_failed_run(g, c, 1, &st, NULL, 0) >= 0) {
+        char msg[1024];
+        dfccl_group_failed_run(g, c, 1, &st, msg, sizeof(msg));
+        return dfccl_error(st, "%s", msg);
+    }
     if (c->resolved) {
         return 1;
     }
@@ -722,6 +743,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     }
     g->nreg++;
     if (g->pool.dir != NULL) {
+        dfccl_dir_publish_reg(g, c->sig);
         __atomic_store_n(&g->pool.dir->nreg, g->nreg, __ATOMIC_RELEASE);
     }
     memset(zero, 0, sizeof(zero));
@@ -751,7 +773,10 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     }
     ctx->nregistered++;
     if (!c->resolved) {
-        dfccl_coll_resolve(ctx, id); /* often possible already; else at run */
+        /* often possible already; else at run, which reports what fails */
+        dfccl_error_quiet(1);
+        dfccl_coll_resolve(ctx, id);
+        dfccl_error_quiet(0);
     }
     pthread_mutex_unlock(&ctx->lock);
     dfccl_debug("registered %s id %d: %zu x %s on group %s, %d channel(s), slot %u",

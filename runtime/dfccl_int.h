@@ -32,6 +32,15 @@ dfccl_status_t dfccl_error(dfccl_status_t status, const char *fmt, ...)
 /* Set the calling thread's last error message without printing it. */
 void dfccl_set_last_error(const char *msg);
 
+/* Print an error line (DFCCL_VERBOSE >= 0), unless the process printed the
+ * same one last. */
+void dfccl_print_error(const char *msg);
+
+/* While on (calls nest), dfccl_error on this thread records its message
+ * without printing it: for errors that a caller reports in its own words
+ * or drops (a look that is tried again later). */
+void dfccl_error_quiet(int on);
+
 #define dfccl_info(...)  dfccl_log_msg(1, __FILE__, __LINE__, __VA_ARGS__)
 #define dfccl_debug(...) dfccl_log_msg(2, __FILE__, __LINE__, __VA_ARGS__)
 
@@ -173,17 +182,85 @@ typedef struct {
     dfccl_conn_desc_t desc;
 } dfccl_dir_entry_t;
 
-#define DFCCL_DIR_RUNS 1024
+#define DFCCL_DIR_RUNS  1024
+#define DFCCL_DIR_FAILS 8
+
+/*
+ * A registration as its owner publishes it, at slot (registration index %
+ * DFCCL_DIR_RUNS) of its directory: what a peer's report of a hang or a
+ * failure says about this rank. `reg` (index + 1) tells whose slot it is;
+ * a reader checks it before and after reading the rest. The `where` words
+ * say where the owner's latest run of it waits, refreshed by the owner's
+ * health check while it is in flight for a while (seqlock: odd while
+ * written).
+ */
+typedef struct {
+    uint64_t reg;
+    uint64_t done;       /* runs completed on the owner (any status) */
+    uint64_t sig[8];     /* its signature (dfccl_coll_make_sig) */
+    uint64_t where_seq;
+    uint64_t where_run;  /* the run `where` describes; 0: none */
+    uint64_t where_ns;   /* when it was read (CLOCK_MONOTONIC, one clock per host) */
+    uint32_t where_flags; /* DFCCL_P_* of the primitive it is at; 0: unknown */
+    int32_t  where_peer; /* the rank it waits for; -1: none or unknown */
+    uint32_t where_wait; /* DFCCL_WAIT_* */
+    uint32_t where_ch;   /* the channel described (the least advanced) */
+    uint32_t where_loop, where_step;
+} dfccl_dir_reg_t;
+
+/* What a rank of a group waits for in a collective (dfccl_dir_reg_t). */
+enum {
+    DFCCL_WAIT_UNKNOWN = 0,
+    DFCCL_WAIT_RECV,    /* data from the previous rank */
+    DFCCL_WAIT_SEND,    /* a free slot at the next rank */
+    DFCCL_WAIT_SHOT,    /* the peers' data (one or two shot) */
+    DFCCL_WAIT_READY,   /* nothing: its connectors are ready, the daemon has
+                         * not run it again yet */
+    DFCCL_WAIT_START    /* its daemon has not started it */
+};
+
+/*
+ * A failure the owner publishes so that the group's other ranks fail the
+ * same collective instead of waiting for this rank (seqlock: `seq` is
+ * 2i + 1 while record i is written, 2i + 2 once it is complete). Runs
+ * that failed go into a ring of records; a mismatch and an abort are kept
+ * in a record each (the first one), so that no burst of failures can push
+ * them out.
+ */
+enum {
+    DFCCL_FAIL_RUN = 1, /* run `run` of registration `reg` failed here */
+    DFCCL_FAIL_FROM,    /* a registration mismatch at `reg`: every collective
+                         * registered from there on pairs with the wrong one */
+    DFCCL_FAIL_ALL      /* this rank's context aborted: it takes part in nothing
+                         * of the group that it has not finished */
+};
+
+typedef struct {
+    uint64_t seq;
+    uint64_t kind;
+    uint64_t reg;
+    uint64_t run;
+    int64_t  status;
+    uint64_t pad[3];
+    char     msg[448];
+} dfccl_dir_fail_t;
 
 typedef struct {
     uint64_t          magic;
-    uint64_t          nreg;  /* registrations done by the owner (release) */
+    uint64_t          nreg;    /* registrations done by the owner (release) */
     uint64_t          pid;
-    uint64_t          pad[13];
+    uint64_t          beat_ns; /* the owner's last health check (CLOCK_MONOTONIC) */
+    uint64_t          closed;  /* 1 once the owner destroyed the group */
+    uint64_t          nfails;  /* failure records published (release) */
+    uint64_t          pad[10];
     dfccl_dir_entry_t e[DFCCL_DIR_MAX_SEGS];
     /* runs started by the owner, per registration (index nreg % RUNS): tells
      * a rank that times out which peers have joined the collective */
     uint64_t          runs[DFCCL_DIR_RUNS];
+    dfccl_dir_reg_t   regs[DFCCL_DIR_RUNS];
+    dfccl_dir_fail_t  fails[DFCCL_DIR_FAILS];
+    dfccl_dir_fail_t  mismatch; /* DFCCL_FAIL_FROM, the first (seq 2 once set) */
+    dfccl_dir_fail_t  aborted;  /* DFCCL_FAIL_ALL, the first (seq 2 once set) */
 } dfccl_dir_t;
 
 /*
@@ -217,6 +294,8 @@ typedef struct {
                                 * name may go: the previous one, or every other
                                 * one in groups whose collectives may write to
                                 * every peer (dfccl_group_t.all_local) */
+    int         *eager;        /* per rank: its directory entries attached in order
+                                * by dfccl_pool_reap */
 } dfccl_pool_t;
 
 dfccl_status_t dfccl_pool_init(struct dfccl_group *g, char *dir_name, size_t len);
@@ -233,7 +312,25 @@ int dfccl_pool_resolve_rank(struct dfccl_group *g, int rank, uint32_t seg, uint6
                             void **host_p, void **dev_p);
 int dfccl_pool_resolve(struct dfccl_group *g, uint32_t seg, uint64_t off, void **host_p,
                        void **dev_p);
+/* Unlink our segments once every rank that writes into them has attached
+ * them, and attach the new segments of the ranks that write into ours
+ * (see dfccl_pool_t.attachers). ctx->lock held. */
 void dfccl_pool_reap(struct dfccl_group *g);
+/* Directory records (ctx->lock held for the writers): a registration, a
+ * run completed, where a run waits, a failure, the group closed. */
+void dfccl_dir_publish_reg(struct dfccl_group *g, const uint64_t sig[8]);
+void dfccl_dir_publish_done(struct dfccl_group *g, uint64_t reg, uint64_t run);
+void dfccl_dir_publish_where(struct dfccl_group *g, uint64_t reg, const dfccl_dir_reg_t *w);
+void dfccl_dir_publish_fail(struct dfccl_group *g, int kind, uint64_t reg, uint64_t run,
+                            dfccl_status_t status, const char *msg);
+/* Rank r's registration `reg` as published (0 if the slot holds another
+ * one or none), and its where words (where_run 0 if none). */
+int dfccl_dir_read_reg(const dfccl_dir_t *d, uint64_t reg, dfccl_dir_reg_t *out);
+/* Failure record i (0-based) of d's ring: 1 and *out, or 0 when it was
+ * overwritten or is being written. */
+int dfccl_dir_read_fail(const dfccl_dir_t *d, uint64_t i, dfccl_dir_fail_t *out);
+/* d's DFCCL_FAIL_FROM or DFCCL_FAIL_ALL record: 1 and *out once set. */
+int dfccl_dir_read_note(const dfccl_dir_t *d, int kind, dfccl_dir_fail_t *out);
 void dfccl_pool_unlink_dead(struct dfccl_group *g, int rank);
 dfccl_status_t dfccl_pool_free(struct dfccl_group *g, uint32_t seg, uint64_t off, size_t bytes);
 void dfccl_pool_destroy(struct dfccl_group *g);
@@ -369,6 +466,10 @@ typedef struct {
     void               *callback_arg;
     uint64_t            start_ns;
     uint64_t            runs;
+    int                 fail_remote; /* the run in flight failed because a peer's did:
+                                      * not published again */
+    uint64_t            warn_run;    /* the run the watchdog's next report is for */
+    uint64_t            warn_next_ns; /* its next report, in ns after start_ns */
     size_t              bytes;      /* memory held for this collective */
     size_t              region;     /* bytes of each channel's connector region */
     size_t              pool_bytes; /* of the group's pool (conn_bytes) */
@@ -426,6 +527,8 @@ struct dfccl_rank_ctx {
     int                   aborted;
     uint64_t              last_check_ns;  /* timeouts and peers, rate-limited */
     uint64_t              last_done_ns;   /* last completion seen */
+    uint64_t              where_ns;       /* last publication of where collectives wait */
+    uint32_t              sigusr1_seen;   /* SIGUSR1s answered (DFCCL_SIGUSR1) */
     int                   launched_ever;
 
     /* completion side */
@@ -466,6 +569,17 @@ void dfccl_group_free(struct dfccl_group *g);
 uint64_t dfccl_group_peer_bells(struct dfccl_rank_ctx *ctx);
 /* count a dfcclRun* on the group */
 void dfccl_group_ring(struct dfccl_group *g);
+/*
+ * Has a rank of the group failed the current run of collective `c`, so
+ * that it cannot complete here? From what the ranks of this host publish
+ * in their directories: a registration mismatch at or before c's
+ * registration, a failure of this run, an aborted context or a destroyed
+ * group that had not finished it. `from_only`: mismatches only. Returns
+ * that rank, with the status to fail with and (msg may be NULL) a message
+ * naming it and its reason; -1 if none. ctx->lock held.
+ */
+int dfccl_group_failed_run(struct dfccl_group *g, const dfccl_coll_t *c, int from_only,
+                           dfccl_status_t *status_p, char *msg, size_t len);
 
 /* context.c */
 dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_id,
@@ -483,6 +597,10 @@ int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx);
 dfccl_status_t dfccl_coll_register(dfccl_group_t group, int kind, size_t count, int dtype,
                                    int op, int root, int priority, int *coll_id_p);
 void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id);
+/* "collective 3 (allreduce of 1000 float32) on group world (rank 1 of 4)" */
+void dfccl_coll_label(struct dfccl_rank_ctx *ctx, int id, char *buf, size_t len);
+/* A registration signature in words. */
+void dfccl_coll_describe_sig(const uint64_t sig[8], char *buf, size_t len);
 
 /* algo/ring.c */
 /* A channel per `per` bytes, at most `most` and one per element, at least one. */
@@ -491,5 +609,15 @@ int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int 
                          int nranks, int pair);
 void dfccl_ring_partition(int kind, size_t count, int nchannels, int ch, uint64_t *off_p,
                           uint64_t *cnt_p);
+/* What a primitive does (dfccl_dir_reg_t.where_flags), as kernels/prims.h
+ * fuses it. */
+enum {
+    DFCCL_WHERE_RECV   = 1u << 0,
+    DFCCL_WHERE_SEND   = 1u << 1,
+    DFCCL_WHERE_REDUCE = 1u << 2,
+    DFCCL_WHERE_COPY   = 1u << 3
+};
+uint32_t dfccl_ring_step_prim(const dfccl_coll_static_t *st, uint32_t step);
+void dfccl_prim_name(uint32_t flags, char *buf, size_t len);
 
 #endif /* DFCCL_RUNTIME_INT_H_ */

@@ -39,13 +39,17 @@ typedef struct {
 static void dfccl_group_bell_create(struct dfccl_group *g, char *name, size_t len)
 {
     char n[64];
+    dfccl_status_t st;
 
     name[0] = '\0';
     if (!g->ctx->cfg.peer_bells) {
         return;
     }
     dfccl_shm_name(n, sizeof(n), "bell-%llx-g%d", (unsigned long long)g->ctx->uid, g->id);
-    if (dfccl_shm_create(&g->bell_seg, n, DFCCL_BELL_BYTES) != DFCCL_OK) {
+    dfccl_error_quiet(1); /* best effort: said below, as information */
+    st = dfccl_shm_create(&g->bell_seg, n, DFCCL_BELL_BYTES);
+    dfccl_error_quiet(0);
+    if (st != DFCCL_OK) {
         dfccl_info("group %s: no submission bell (%s): a stuck daemon is relaunched on its "
                    "backoff only", g->name, dfcclGetLastErrorMessage());
         memset(&g->bell_seg, 0, sizeof(g->bell_seg));
@@ -59,10 +63,15 @@ static void dfccl_group_bell_attach(struct dfccl_group *g, const dfccl_boot_info
 {
     g->peer_bells = calloc((size_t)g->nranks, sizeof(*g->peer_bells));
     for (int i = 0; g->peer_bells != NULL && i < g->nranks; i++) {
+        dfccl_status_t st;
+
         if (i == g->rank || !g->same_host[i] || all[i].bell[0] == '\0') {
             continue;
         }
-        if (dfccl_shm_attach(&g->peer_bells[i], all[i].bell, DFCCL_BELL_BYTES) != DFCCL_OK) {
+        dfccl_error_quiet(1); /* best effort: said below, as information */
+        st = dfccl_shm_attach(&g->peer_bells[i], all[i].bell, DFCCL_BELL_BYTES);
+        dfccl_error_quiet(0);
+        if (st != DFCCL_OK) {
             dfccl_info("group %s: rank %d's submission bell is not mapped (%s)", g->name, i,
                        dfcclGetLastErrorMessage());
             memset(&g->peer_bells[i], 0, sizeof(g->peer_bells[i]));
@@ -94,6 +103,91 @@ uint64_t dfccl_group_peer_bells(struct dfccl_rank_ctx *ctx)
         }
     }
     return sum;
+}
+
+/* Has the owner of `d` finished run `run` of registration `reg`? A slot
+ * taken by a later registration says nothing: then it is taken as done, so
+ * that no collective fails on a guess. */
+static int dfccl_group_peer_done(const dfccl_dir_t *d, uint64_t reg, uint64_t run)
+{
+    dfccl_dir_reg_t r;
+
+    if (__atomic_load_n(&d->nreg, __ATOMIC_ACQUIRE) <= reg) {
+        return 0; /* it never registered it */
+    }
+    return !dfccl_dir_read_reg(d, reg, &r) || r.done >= run;
+}
+
+int dfccl_group_failed_run(struct dfccl_group *g, const dfccl_coll_t *c, int from_only,
+                           dfccl_status_t *status_p, char *msg, size_t len)
+{
+    const uint64_t reg = c->sig[6], run = c->runs;
+    char label[192] = "";
+
+    for (int r = 0; r < g->nranks; r++) {
+        const dfccl_dir_t *d = dfccl_pool_dir_of(g, r);
+        dfccl_dir_fail_t f;
+        const char *why = NULL;
+        uint64_t nf;
+
+        if (d == NULL) {
+            continue; /* another host's: its failures travel as net failures */
+        }
+        if (dfccl_dir_read_note(d, DFCCL_FAIL_FROM, &f) &&
+            (f.reg < reg || (r != g->rank && f.reg <= reg))) {
+            why = "mismatch";
+        }
+        if (why == NULL && (r == g->rank || from_only)) {
+            continue;
+        }
+        nf = __atomic_load_n(&d->nfails, __ATOMIC_ACQUIRE);
+        for (uint64_t i = nf > DFCCL_DIR_FAILS ? nf - DFCCL_DIR_FAILS : 0;
+             why == NULL && i < nf; i++) {
+            if (dfccl_dir_read_fail(d, i, &f) && f.reg == reg && f.run == run) {
+                why = "run";
+            }
+        }
+        if (why == NULL && dfccl_dir_read_note(d, DFCCL_FAIL_ALL, &f) &&
+            !dfccl_group_peer_done(d, reg, run)) {
+            why = "aborted";
+        }
+        if (why == NULL && __atomic_load_n(&d->closed, __ATOMIC_ACQUIRE) &&
+            !dfccl_group_peer_done(d, reg, run)) {
+            why = "closed";
+            f.status = DFCCL_ERR_ABORTED;
+        }
+        if (why == NULL) {
+            continue;
+        }
+        *status_p = (dfccl_status_t)f.status;
+        if (msg == NULL) {
+            return r;
+        }
+        dfccl_coll_label(g->ctx, (int)(c - g->ctx->colls), label, sizeof(label));
+        if (why[0] == 'm') {
+            char who[32] = "this rank";
+            if (r != g->rank) {
+                snprintf(who, sizeof(who), "rank %d", r);
+            }
+            snprintf(msg, len, "%s cannot run: %s found that the ranks registered different "
+                     "collectives at registration #%llu of the group, so this one, registered "
+                     "as #%llu, pairs with the wrong collective: %s", label, who,
+                     (unsigned long long)f.reg, (unsigned long long)reg, f.msg);
+        } else if (why[0] == 'r') {
+            snprintf(msg, len, "%s failed on rank %d, so it cannot complete here: %s", label, r,
+                     f.msg);
+        } else if (why[0] == 'a') {
+            snprintf(msg, len, "%s cannot complete: rank %d can no longer take part in it, its "
+                     "rank context was aborted: %s", label, r, f.msg);
+        } else {
+            snprintf(msg, len, "%s cannot complete: rank %d (process %d) destroyed the group "
+                     "or its rank context before it finished run %llu of this collective; "
+                     "every rank must run the group's collectives before destroying it", label,
+                     r, g->pids[r], (unsigned long long)run);
+        }
+        return r;
+    }
+    return -1;
 }
 
 /* Everything a group holds (the group itself included). */

@@ -13,6 +13,13 @@
 int dfccl_log_level = 0;
 
 static __thread char dfccl_last_error[1024];
+static __thread int dfccl_quiet_depth;
+
+/* The last error line printed by the process, and its lock: a failure seen
+ * by several threads or several calls (a collective's error at its run
+ * and at its wait) is printed once. */
+static pthread_mutex_t dfccl_printed_lock = PTHREAD_MUTEX_INITIALIZER;
+static char dfccl_printed[1024];
 
 void dfccl_log_msg(int level, const char *file, int line, const char *fmt, ...)
 {
@@ -35,10 +42,28 @@ dfccl_status_t dfccl_error(dfccl_status_t status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(dfccl_last_error, sizeof(dfccl_last_error), fmt, ap);
     va_end(ap);
-    if (dfccl_log_level >= 0) {
-        fprintf(stderr, "dfccl[%d]: error: %s\n", (int)getpid(), dfccl_last_error);
+    if (dfccl_log_level >= 0 && dfccl_quiet_depth == 0) {
+        dfccl_print_error(dfccl_last_error);
     }
     return status;
+}
+
+void dfccl_print_error(const char *msg)
+{
+    int same;
+
+    pthread_mutex_lock(&dfccl_printed_lock);
+    same = strcmp(dfccl_printed, msg) == 0;
+    if (!same) {
+        snprintf(dfccl_printed, sizeof(dfccl_printed), "%s", msg);
+        fprintf(stderr, "dfccl[%d]: error: %s\n", (int)getpid(), msg);
+    }
+    pthread_mutex_unlock(&dfccl_printed_lock);
+}
+
+void dfccl_error_quiet(int on)
+{
+    dfccl_quiet_depth += on ? 1 : -1;
 }
 
 void dfccl_set_last_error(const char *msg)

@@ -69,3 +69,60 @@ void dfccl_ring_partition(int kind, size_t count, int nchannels, int ch, uint64_
     *off_p = off;
     *cnt_p = (count - off) < per ? (count - off) : per;
 }
+
+/*
+ * The primitive a ring collective runs at `step` of a loop on this rank
+ * (DFCCL_WHERE_* bits), as kernels/ring.h lists them; broadcast and reduce
+ * run one primitive per loop, by position from the root. For reports of
+ * where a rank waits.
+ */
+uint32_t dfccl_ring_step_prim(const dfccl_coll_static_t *st, uint32_t step)
+{
+    const int n = st->nranks, r = st->rank, s = (int)step;
+    const uint32_t rv = DFCCL_WHERE_RECV, sd = DFCCL_WHERE_SEND, rd = DFCCL_WHERE_REDUCE,
+                   cp = DFCCL_WHERE_COPY;
+    int p;
+
+    if (n == 1) {
+        return cp;
+    }
+    switch (st->kind) {
+    case DFCCL_COLL_ALLREDUCE:
+        return s == 0 ? sd : s < n - 1 ? rv | rd | sd : s == n - 1 ? rv | rd | cp | sd
+                           : s < 2 * n - 2 ? rv | cp | sd : rv | cp;
+    case DFCCL_COLL_ALLGATHER:
+        return s == 0 ? cp | sd : s < n - 1 ? rv | cp | sd : rv | cp;
+    case DFCCL_COLL_REDUCESCATTER:
+        return s == 0 ? sd : s < n - 1 ? rv | rd | sd : rv | rd | cp;
+    case DFCCL_COLL_BROADCAST:
+        p = ((r - st->root) % n + n) % n;
+        return p == 0 ? cp | sd : p < n - 1 ? rv | cp | sd : rv | cp;
+    case DFCCL_COLL_REDUCE:
+        p = ((r - st->root - 1) % n + n) % n;
+        return p == 0 ? sd : p < n - 1 ? rv | rd | sd : rv | rd | cp;
+    default:
+        return 0;
+    }
+}
+
+/* "recvReduceSend" and the like, from DFCCL_WHERE_* bits. */
+void dfccl_prim_name(uint32_t flags, char *buf, size_t len)
+{
+    static const char *const parts[] = {"recv", "Reduce", "Copy", "Send"};
+    static const uint32_t bits[]     = {DFCCL_WHERE_RECV, DFCCL_WHERE_REDUCE, DFCCL_WHERE_COPY,
+                                        DFCCL_WHERE_SEND};
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < 4 && o + 8 < len; i++) {
+        if (flags & bits[i]) {
+            o += (size_t)snprintf(buf + o, len - o, "%s", parts[i]);
+        }
+    }
+    if (o > 0 && buf[0] >= 'A' && buf[0] <= 'Z') {
+        buf[0] = (char)(buf[0] - 'A' + 'a');
+    }
+    if (o == 0) {
+        snprintf(buf, len, "?");
+    }
+}

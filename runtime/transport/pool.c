@@ -20,6 +20,8 @@
  */
 #include "../dfccl_int.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -154,6 +156,10 @@ dfccl_status_t dfccl_pool_connect(struct dfccl_group *g, const char *names, size
     }
     pool->ndirs    = g->nranks;
     pool->peer_dir = pool->dirs[(g->rank + 1) % g->nranks].base; /* NULL: other host */
+    pool->eager    = calloc((size_t)g->nranks, sizeof(*pool->eager));
+    if (pool->eager == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "group %s: out of memory", g->name);
+    }
     return DFCCL_OK;
 }
 
@@ -280,6 +286,34 @@ dfccl_status_t dfccl_pool_free(struct dfccl_group *g, uint32_t segi, uint64_t of
     return DFCCL_OK;
 }
 
+/* Mapping rank r's segment failed with `st` (its message is the thread's
+ * last error): say why in the user's terms. Its name goes when r destroys
+ * the group or its context, or exits; the directory we keep mapped says
+ * which, and whether the process lives. */
+static dfccl_status_t dfccl_pool_attach_failed(struct dfccl_group *g, const dfccl_dir_t *dir,
+                                               int r, dfccl_status_t st)
+{
+    int pid   = g->pids[r];
+    int alive = !(kill(pid, 0) != 0 && errno == ESRCH);
+    char why[512];
+
+    snprintf(why, sizeof(why), "%s", dfcclGetLastErrorMessage());
+    if (__atomic_load_n(&dir->closed, __ATOMIC_ACQUIRE)) {
+        return dfccl_error(DFCCL_ERR_ABORTED, "group %s: cannot map the connectors of rank %d "
+                           "(process %d): that rank destroyed the group or its rank context "
+                           "before this rank got to them%s; it may have finished, or failed "
+                           "(its own message says why). Every rank must run the group's "
+                           "collectives before destroying it (%s)", g->name, r, pid,
+                           alive ? " (the process is alive)" : " and has exited since", why);
+    }
+    if (!alive) {
+        return dfccl_error(DFCCL_ERR_ABORTED, "group %s: cannot map the connectors of rank %d: "
+                           "its process %d has exited (%s)", g->name, r, pid, why);
+    }
+    return dfccl_error(st, "group %s: cannot map the connectors of rank %d (process %d, "
+                       "alive): %s", g->name, r, pid, why);
+}
+
 int dfccl_pool_resolve_rank(struct dfccl_group *g, int rank, uint32_t segi, uint64_t off,
                             void **host_p, void **dev_p)
 {
@@ -312,9 +346,11 @@ int dfccl_pool_resolve_rank(struct dfccl_group *g, int rank, uint32_t segi, uint
         }
         pool->mapped = grown;
         seg          = &pool->mapped[pool->nmapped];
-        st           = dfccl_seg_attach(g, seg, &e->desc);
+        dfccl_error_quiet(1);
+        st = dfccl_seg_attach(g, seg, &e->desc);
+        dfccl_error_quiet(0);
         if (st != DFCCL_OK) {
-            return st;
+            return dfccl_pool_attach_failed(g, dir, rank, st);
         }
         seg->rank = rank;
         pool->nmapped++;
@@ -352,10 +388,52 @@ void dfccl_pool_unlink_dead(struct dfccl_group *g, int r)
     }
 }
 
+/*
+ * Map the shm segments that rank r published since the last call, as the
+ * first run that writes into them would: then the owner may unlink their
+ * names at once (dfccl_pool_reap), instead of keeping them until a run of
+ * every collective that lives in them has come here. A segment that cannot
+ * be mapped now is tried again by the run that needs it, which reports why.
+ */
+static void dfccl_pool_attach_new(struct dfccl_group *g, int r)
+{
+    dfccl_pool_t *pool = &g->pool;
+    const dfccl_dir_t *d = dfccl_pool_dir_of(g, r);
+
+    while (d != NULL && pool->eager != NULL && pool->eager[r] < DFCCL_DIR_MAX_SEGS &&
+           __atomic_load_n(&d->e[pool->eager[r]].ready, __ATOMIC_ACQUIRE)) {
+        uint32_t segi = (uint32_t)pool->eager[r];
+        void *host, *dev;
+
+        int rc = 1;
+
+        if (d->e[segi].desc.transport == DFCCL_TRANSPORT_SHM) {
+            dfccl_error_quiet(1);
+            rc = dfccl_pool_resolve_rank(g, r, segi, 0, &host, &dev);
+            dfccl_error_quiet(0);
+        }
+        if (rc < 0) {
+            return;
+        }
+        pool->eager[r]++;
+    }
+}
+
 void dfccl_pool_reap(struct dfccl_group *g)
 {
     dfccl_pool_t *pool = &g->pool;
+    int n = g->nranks, next = (g->rank + 1) % n;
 
+    if (n > 1 && pool->dir != NULL) {
+        /* the ranks whose segments we write into: the next one, and in
+         * groups whose collectives may write to every peer, all of them */
+        for (int r = 0; r < n; r++) {
+            int writes = r == next ? !g->next_net : pool->attachers > 1;
+            if (r != g->rank && g->same_host[r] && writes) {
+                dfccl_pool_attach_new(g, r);
+            }
+        }
+    }
     for (int i = 0; i < pool->nown; i++) {
         if (pool->own[i].linked && __atomic_load_n(&pool->dir->e[i].attached, __ATOMIC_ACQUIRE) >=
                                       (uint64_t)(pool->attachers > 0 ? pool->attachers : 1)) {
@@ -380,7 +458,11 @@ void dfccl_pool_destroy(struct dfccl_group *g)
         }
     }
     free(pool->dirs);
+    free(pool->eager);
     if (pool->dir != NULL) {
+        /* peers that still map the directory learn that this rank is gone
+         * from the group, rather than finding its segments' names gone */
+        __atomic_store_n(&pool->dir->closed, 1, __ATOMIC_RELEASE);
         dfccl_shm_release(&pool->dir_seg);
     }
     free(pool->mapped);
@@ -388,3 +470,163 @@ void dfccl_pool_destroy(struct dfccl_group *g)
     free(pool->free);
     memset(pool, 0, sizeof(*pool));
 }
+
+/*
+ * Directory records: a rank publishes what its peers need to fail with it
+ * or to say where it is; they read them from the mapping of its directory
+ * they keep, which stays valid after the owner unmapped it or exited.
+ */
+void dfccl_dir_publish_reg(struct dfccl_group *g, const uint64_t sig[8])
+{
+    dfccl_dir_reg_t *r;
+
+    if (g->pool.dir == NULL) {
+        return;
+    }
+    r = &g->pool.dir->regs[sig[6] % DFCCL_DIR_RUNS];
+    __atomic_store_n(&r->reg, 0, __ATOMIC_RELEASE);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&r->done, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->where_run, 0, __ATOMIC_RELAXED);
+    for (int i = 0; i < 8; i++) {
+        __atomic_store_n(&r->sig[i], sig[i], __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&r->reg, sig[6] + 1, __ATOMIC_RELEASE);
+}
+
+void dfccl_dir_publish_done(struct dfccl_group *g, uint64_t reg, uint64_t run)
+{
+    if (g->pool.dir != NULL && g->pool.dir->regs[reg % DFCCL_DIR_RUNS].reg == reg + 1) {
+        __atomic_store_n(&g->pool.dir->regs[reg % DFCCL_DIR_RUNS].done, run, __ATOMIC_RELEASE);
+    }
+}
+
+void dfccl_dir_publish_where(struct dfccl_group *g, uint64_t reg, const dfccl_dir_reg_t *w)
+{
+    dfccl_dir_reg_t *r;
+    uint64_t seq;
+
+    if (g->pool.dir == NULL || g->pool.dir->regs[reg % DFCCL_DIR_RUNS].reg != reg + 1) {
+        return;
+    }
+    r   = &g->pool.dir->regs[reg % DFCCL_DIR_RUNS];
+    seq = __atomic_load_n(&r->where_seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->where_seq, seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&r->where_run, w->where_run, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->where_ns, w->where_ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->where_flags, w->where_flags, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->where_peer, w->where_peer, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->where_wait, w->where_wait, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->where_ch, w->where_ch, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->where_loop, w->where_loop, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->where_step, w->where_step, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->where_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* Write record `f` as number i of its kind (seqlock). */
+static void dfccl_dir_write_fail(dfccl_dir_fail_t *f, uint64_t i, int kind, uint64_t reg,
+                                 uint64_t run, dfccl_status_t status, const char *msg)
+{
+    __atomic_store_n(&f->seq, 2 * i + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&f->kind, (uint64_t)kind, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->reg, reg, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->run, run, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->status, (int64_t)status, __ATOMIC_RELAXED);
+    for (size_t k = 0; k < sizeof(f->msg); k++) {
+        char ch = msg != NULL && k + 1 < sizeof(f->msg) ? msg[k] : '\0';
+        __atomic_store_n(&f->msg[k], ch, __ATOMIC_RELAXED);
+        if (ch == '\0') {
+            break;
+        }
+    }
+    __atomic_store_n(&f->seq, 2 * i + 2, __ATOMIC_RELEASE);
+}
+
+void dfccl_dir_publish_fail(struct dfccl_group *g, int kind, uint64_t reg, uint64_t run,
+                            dfccl_status_t status, const char *msg)
+{
+    dfccl_dir_t *d = g->pool.dir;
+    uint64_t i;
+
+    if (d == NULL) {
+        return;
+    }
+    if (kind != DFCCL_FAIL_RUN) {
+        dfccl_dir_fail_t *f = kind == DFCCL_FAIL_FROM ? &d->mismatch : &d->aborted;
+        if (__atomic_load_n(&f->seq, __ATOMIC_RELAXED) == 0) {
+            dfccl_dir_write_fail(f, 0, kind, reg, run, status, msg);
+        }
+        return;
+    }
+    i = __atomic_load_n(&d->nfails, __ATOMIC_RELAXED);
+    dfccl_dir_write_fail(&d->fails[i % DFCCL_DIR_FAILS], i, kind, reg, run, status, msg);
+    __atomic_store_n(&d->nfails, i + 1, __ATOMIC_RELEASE);
+}
+
+/* Read record `f`, number i of its kind: 1 and *out, or 0 (seqlock). */
+static int dfccl_dir_copy_fail(const dfccl_dir_fail_t *f, uint64_t i, dfccl_dir_fail_t *out)
+{
+    if (__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) != 2 * i + 2) {
+        return 0;
+    }
+    out->kind   = __atomic_load_n(&f->kind, __ATOMIC_RELAXED);
+    out->reg    = __atomic_load_n(&f->reg, __ATOMIC_RELAXED);
+    out->run    = __atomic_load_n(&f->run, __ATOMIC_RELAXED);
+    out->status = __atomic_load_n(&f->status, __ATOMIC_RELAXED);
+    for (size_t k = 0; k < sizeof(out->msg); k++) {
+        out->msg[k] = __atomic_load_n(&f->msg[k], __ATOMIC_RELAXED);
+    }
+    out->msg[sizeof(out->msg) - 1] = '\0';
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&f->seq, __ATOMIC_RELAXED) == 2 * i + 2;
+}
+
+int dfccl_dir_read_fail(const dfccl_dir_t *d, uint64_t i, dfccl_dir_fail_t *out)
+{
+    return dfccl_dir_copy_fail(&d->fails[i % DFCCL_DIR_FAILS], i, out);
+}
+
+int dfccl_dir_read_note(const dfccl_dir_t *d, int kind, dfccl_dir_fail_t *out)
+{
+    return dfccl_dir_copy_fail(kind == DFCCL_FAIL_FROM ? &d->mismatch : &d->aborted, 0, out);
+}
+
+int dfccl_dir_read_reg(const dfccl_dir_t *d, uint64_t reg, dfccl_dir_reg_t *out)
+{
+    const dfccl_dir_reg_t *r = &d->regs[reg % DFCCL_DIR_RUNS];
+
+    memset(out, 0, sizeof(*out));
+    if (__atomic_load_n(&r->reg, __ATOMIC_ACQUIRE) != reg + 1) {
+        return 0;
+    }
+    out->reg  = reg + 1;
+    out->done = __atomic_load_n(&r->done, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < 8; i++) {
+        out->sig[i] = __atomic_load_n(&r->sig[i], __ATOMIC_RELAXED);
+    }
+    for (int tries = 0; tries < 16; tries++) {
+        uint64_t s0 = __atomic_load_n(&r->where_seq, __ATOMIC_ACQUIRE);
+        if (s0 & 1) {
+            continue;
+        }
+        out->where_run   = __atomic_load_n(&r->where_run, __ATOMIC_RELAXED);
+        out->where_ns    = __atomic_load_n(&r->where_ns, __ATOMIC_RELAXED);
+        out->where_flags = __atomic_load_n(&r->where_flags, __ATOMIC_RELAXED);
+        out->where_peer  = __atomic_load_n(&r->where_peer, __ATOMIC_RELAXED);
+        out->where_wait  = __atomic_load_n(&r->where_wait, __ATOMIC_RELAXED);
+        out->where_ch    = __atomic_load_n(&r->where_ch, __ATOMIC_RELAXED);
+        out->where_loop  = __atomic_load_n(&r->where_loop, __ATOMIC_RELAXED);
+        out->where_step  = __atomic_load_n(&r->where_step, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&r->where_seq, __ATOMIC_RELAXED) == s0) {
+            break;
+        }
+        out->where_run = 0;
+    }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    /* the slot was taken by a later registration while we read */
+    return __atomic_load_n(&r->reg, __ATOMIC_RELAXED) == reg + 1;
+}
+

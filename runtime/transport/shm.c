@@ -125,8 +125,8 @@ dfccl_status_t dfccl_shm_attach(dfccl_seg_t *seg, const char *name, size_t bytes
 
     fd = shm_open(name, O_RDWR, 0600);
     if (fd < 0) {
-        return dfccl_error(DFCCL_ERR_TRANSPORT, "shm transport: cannot attach peer segment "
-                           "%s: %m; the peer may have exited", name);
+        return dfccl_error(DFCCL_ERR_TRANSPORT, "shm transport: shm_open(%s) of a peer's "
+                           "segment failed: %m", name);
     }
     p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
