@@ -44,9 +44,61 @@ mca_coll_dfccl_component_t mca_coll_dfccl_component = {
     .verbose   = 0,
     .instances = 2,
     .sync_default_stream = -1,
+    .device    = -1,
     .lock      = PTHREAD_MUTEX_INITIALIZER,
     .done_lock = PTHREAD_MUTEX_INITIALIZER,
 };
+
+static const char *const dfccl_coll_names[MCA_COLL_DFCCL_NCOLLS] = {
+    [MCA_COLL_DFCCL_ALLREDUCE] = "MPI_Allreduce",
+    [MCA_COLL_DFCCL_REDUCE] = "MPI_Reduce",
+    [MCA_COLL_DFCCL_REDUCE_LOCAL] = "MPI_Reduce_local",
+    [MCA_COLL_DFCCL_SCAN] = "MPI_Scan",
+    [MCA_COLL_DFCCL_EXSCAN] = "MPI_Exscan",
+    [MCA_COLL_DFCCL_ALLGATHER] = "MPI_Allgather",
+    [MCA_COLL_DFCCL_ALLGATHERV] = "MPI_Allgatherv",
+    [MCA_COLL_DFCCL_GATHER] = "MPI_Gather",
+    [MCA_COLL_DFCCL_GATHERV] = "MPI_Gatherv",
+    [MCA_COLL_DFCCL_REDUCE_SCATTER_BLOCK] = "MPI_Reduce_scatter_block",
+    [MCA_COLL_DFCCL_REDUCE_SCATTER] = "MPI_Reduce_scatter",
+    [MCA_COLL_DFCCL_SCATTER] = "MPI_Scatter",
+    [MCA_COLL_DFCCL_SCATTERV] = "MPI_Scatterv",
+    [MCA_COLL_DFCCL_BCAST] = "MPI_Bcast",
+    [MCA_COLL_DFCCL_BARRIER] = "MPI_Barrier",
+    [MCA_COLL_DFCCL_ALLTOALL] = "MPI_Alltoall",
+    [MCA_COLL_DFCCL_ALLTOALLV] = "MPI_Alltoallv",
+    [MCA_COLL_DFCCL_ALLTOALLW] = "MPI_Alltoallw",
+    [MCA_COLL_DFCCL_NEIGHBOR_ALLGATHER] = "MPI_Neighbor_allgather",
+    [MCA_COLL_DFCCL_NEIGHBOR_ALLGATHERV] = "MPI_Neighbor_allgatherv",
+    [MCA_COLL_DFCCL_NEIGHBOR_ALLTOALL] = "MPI_Neighbor_alltoall",
+    [MCA_COLL_DFCCL_NEIGHBOR_ALLTOALLV] = "MPI_Neighbor_alltoallv",
+    [MCA_COLL_DFCCL_NEIGHBOR_ALLTOALLW] = "MPI_Neighbor_alltoallw",
+};
+
+const char *mca_coll_dfccl_coll_name(mca_coll_dfccl_coll_t coll)
+{
+    return (unsigned)coll < MCA_COLL_DFCCL_NCOLLS ? dfccl_coll_names[coll] : "?";
+}
+
+int mca_coll_dfccl_mpi_error(dfccl_status_t st)
+{
+    switch (st) {
+    case DFCCL_OK:
+    case DFCCL_INPROGRESS:
+        return MPI_SUCCESS;
+    case DFCCL_ERR_INVALID_ARG:
+    case DFCCL_ERR_MISMATCH: /* ranks called it with different arguments */
+        return MPI_ERR_ARG;
+    case DFCCL_ERR_NO_MEMORY:
+        return MPI_ERR_NO_MEM;
+    case DFCCL_ERR_UNSUPPORTED:
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    case DFCCL_ERR_INTERNAL:
+        return MPI_ERR_INTERN;
+    default: /* timeout, a peer gone, CUDA, transport, abort */
+        return MPI_ERR_OTHER;
+    }
+}
 
 void mca_coll_dfccl_log(const char *fmt, ...)
 {
@@ -324,7 +376,8 @@ static int dfccl_open(void)
     c->transport   = (dfccl_transport_t)cm->transport;
     c->proto       = (dfccl_proto_t)cm->proto;
     c->arrivals    = (dfccl_arrivals_t)cm->arrivals;
-    c->verbose     = cm->verbose >= 2 ? cm->verbose - 1 : 0;
+    /* the component reports dfccl's errors, once, with the MPI context */
+    c->verbose     = cm->verbose >= 2 ? cm->verbose - 1 : -1;
     c->spin_head   = dfccl_spin_head;
     c->spin_min    = dfccl_spin_min;
     c->spin_sticky = dfccl_spin_sticky;
@@ -346,7 +399,6 @@ static int dfccl_open(void)
         mca_coll_dfccl_warn("coll_dfccl_instances=%d is below 1; using 1", cm->instances);
         cm->instances = 1;
     }
-    cm->world_rank = -1;
     return OMPI_SUCCESS;
 }
 
