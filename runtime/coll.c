@@ -480,7 +480,7 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
     /* a rank found a mismatch at or before this registration: it cannot
      * pair with the right collective anywhere */
     if (dfccl_group_failed_run(g, c, 1, &st, NULL, 0) >= 0) {
-        char msg[1024];
+        char msg[2048];
         dfccl_group_failed_run(g, c, 1, &st, msg, sizeof(msg));
         return dfccl_error(st, "%s", msg);
     }

@@ -964,22 +964,22 @@ static void dfccl_where_text(const dfccl_coll_t *c, const dfccl_dir_reg_t *w, df
         dfccl_text_add(t, "waits for rank %d to register it", w->where_peer);
         return;
     case DFCCL_WAIT_SHOT:
-        dfccl_text_add(t, "%s, channel %u, waits for the peers' data",
-                       c->st.algo == DFCCL_K_ALGO_TWOSHOT ? "two-shot step" : "one-shot exchange",
+        dfccl_text_add(t, "in its %s (channel %u) waits for the peers' data",
+                       c->st.algo == DFCCL_K_ALGO_TWOSHOT ? "two-shot steps" : "one-shot exchange",
                        w->where_ch);
         return;
     case DFCCL_WAIT_UNKNOWN:
         dfccl_text_add(t, "position unknown");
         return;
     }
-    dfccl_text_add(t, "%s at step %u of loop %u, channel %u, ", prim, w->where_step,
+    dfccl_text_add(t, "at %s (step %u, loop %u, channel %u) ", prim, w->where_step,
                    w->where_loop, w->where_ch);
     if (w->where_wait == DFCCL_WAIT_RECV) {
         dfccl_text_add(t, "waits for data from rank %d", w->where_peer);
     } else if (w->where_wait == DFCCL_WAIT_SEND) {
         dfccl_text_add(t, "waits for rank %d to free a connector slot", w->where_peer);
     } else {
-        dfccl_text_add(t, "ready: waits for its daemon to run it");
+        dfccl_text_add(t, "is ready and waits for its daemon to run it");
     }
 }
 
@@ -1015,7 +1015,7 @@ static void dfccl_coll_report(struct dfccl_rank_ctx *ctx, int id, uint64_t now, 
             dfccl_dir_reg_t w;
             DFCCL_TEXT_ITEM(&yes, "%d", r);
             dfccl_coll_where(ctx, id, now, &w);
-            DFCCL_TEXT_ITEM(&where, "rank %d (this rank) ", r);
+            dfccl_text_add(&where, "%srank %d (this rank) ", where.o ? "; " : "", r);
             dfccl_where_text(c, &w, &where);
             continue;
         }
@@ -1065,7 +1065,7 @@ static void dfccl_coll_report(struct dfccl_rank_ctx *ctx, int id, uint64_t now, 
                             r, g->pids[r],
                             (double)dfccl_since(now, d->beat_ns) / 1e9);
         }
-        DFCCL_TEXT_ITEM(&where, "rank %d ", r);
+        dfccl_text_add(&where, "%srank %d ", where.o ? "; " : "", r);
         if (have && rr.where_run == run) {
             dfccl_where_text(c, &rr, &where);
             dfccl_text_add(&where, " (%.1f s ago)",

@@ -242,7 +242,7 @@ typedef struct {
     uint64_t run;
     int64_t  status;
     uint64_t pad[3];
-    char     msg[448];
+    char     msg[960];
 } dfccl_dir_fail_t;
 
 typedef struct {

@@ -12,14 +12,14 @@
 
 int dfccl_log_level = 0;
 
-static __thread char dfccl_last_error[1024];
+static __thread char dfccl_last_error[2048];
 static __thread int dfccl_quiet_depth;
 
 /* The last error line printed by the process, and its lock: a failure seen
  * by several threads or several calls (a collective's error at its run
  * and at its wait) is printed once. */
 static pthread_mutex_t dfccl_printed_lock = PTHREAD_MUTEX_INITIALIZER;
-static char dfccl_printed[1024];
+static char dfccl_printed[2048];
 
 void dfccl_log_msg(int level, const char *file, int line, const char *fmt, ...)
 {

@@ -210,6 +210,43 @@ void dfccl_test_get(dfccl_rank_ctx_t ctx, void *dst, const void *src, size_t byt
     memcpy(dst, src, bytes);
 }
 
+/* The most a loaded machine stretches a test's times (dfccl_test_scale). */
+#define DFCCL_TEST_LOAD_MAX 4.0
+
+static double dfccl_test_env_scale(void)
+{
+    const char *s = getenv("DFCCL_TEST_TIMEOUT_SCALE");
+    double v      = s != NULL ? strtod(s, NULL) : 1.0;
+
+    return v > 0 ? v : 1.0;
+}
+
+double dfccl_test_scale(void)
+{
+    double load = 0;
+    long ncpu   = sysconf(_SC_NPROCESSORS_ONLN);
+
+    if (getloadavg(&load, 1) != 1 || ncpu < 1) {
+        load = 0;
+        ncpu = 1;
+    }
+    load /= (double)ncpu;
+    load = load < 1 ? 1 : load > DFCCL_TEST_LOAD_MAX ? DFCCL_TEST_LOAD_MAX : load;
+    return load * dfccl_test_env_scale();
+}
+
+double dfccl_test_scale_max(void)
+{
+    return DFCCL_TEST_LOAD_MAX * dfccl_test_env_scale();
+}
+
+int dfccl_test_wait_ms(int base_ms)
+{
+    double ms = (double)base_ms * dfccl_test_scale();
+
+    return ms > 2e9 ? 2000000000 : (int)ms;
+}
+
 static int dfccl_test_killed_rank = -1;
 
 int dfccl_test_mp_run_killed(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, void *arg,
@@ -231,6 +268,7 @@ int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, voi
     pid_t pids[64];
     int failed = 0, left = nranks;
     struct timespec t0, t;
+    double scale, elapsed, next_scale = 1.0;
 
     if (nranks < 1 || nranks > 64) {
         return -1;
@@ -270,6 +308,9 @@ int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, voi
     }
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* the limit grows with the load seen during the run, never shrinks:
+     * read once a second (getloadavg reads /proc) */
+    scale = dfccl_test_scale();
     while (left > 0) {
         int status;
         pid_t p = waitpid(-1, &status, WNOHANG);
@@ -293,10 +334,16 @@ int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, voi
             continue;
         }
         clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) >
-            timeout_s) {
-            fprintf(stderr, "TIMEOUT: %d rank(s) still running after %.0f s: a hang; "
-                    "killing them\n", left, timeout_s);
+        elapsed = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
+        if (elapsed >= next_scale) {
+            double now_scale = dfccl_test_scale();
+            scale            = now_scale > scale ? now_scale : scale;
+            next_scale       = elapsed + 1.0;
+        }
+        if (elapsed > timeout_s * scale) {
+            fprintf(stderr, "TIMEOUT: %d rank(s) still running after %.0f s (%.0f s on an idle "
+                    "machine, x%.1f for the load): a hang; killing them\n", left, elapsed,
+                    timeout_s, scale);
             for (int r = 0; r < nranks; r++) {
                 if (pids[r] > 0) {
                     kill(pids[r], SIGKILL);

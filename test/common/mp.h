@@ -16,7 +16,24 @@ typedef struct dfccl_test_oob dfccl_test_oob_t;
 /* Body of one rank: return 0 on success. */
 typedef int (*dfccl_test_rank_fn_t)(int rank, int nranks, dfccl_test_oob_t *oob, void *arg);
 
-/* Run fn on nranks processes. Returns 0 if all returned 0 in time. */
+/*
+ * How much longer than on an idle machine things may take here: the load
+ * average per core (at least 1, at most 4: a busy 2-core CI machine runs 4
+ * ranks of several threads each beside other jobs), times
+ * DFCCL_TEST_TIMEOUT_SCALE (default 1; e.g. 10 under valgrind). Every
+ * bound on time in the tests is a bound on an idle machine times this, so
+ * that a loaded machine slows a test down without failing it, and a hang
+ * still fails within a bounded time.
+ */
+double dfccl_test_scale(void);
+/* The most dfccl_test_scale can be (for outer bounds such as Check's). */
+double dfccl_test_scale_max(void);
+/* `base_ms` milliseconds, scaled: a dfcclWait timeout. */
+int dfccl_test_wait_ms(int base_ms);
+
+/* Run fn on nranks processes. Returns 0 if all returned 0 in time:
+ * timeout_s on an idle machine, scaled by dfccl_test_scale as the run
+ * goes on. */
 int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, void *arg);
 
 /* The same, where rank `killed_rank` is expected to die of SIGKILL. */
