@@ -264,6 +264,7 @@ typedef struct mca_coll_dfccl_module {
     struct mca_coll_dfccl_module *setup_next;
     double                      setup_t0;     /* when it started (MPI_Wtime's clock) */
     int                         setup_late;   /* ended past coll_dfccl_timeout */
+    double                      setup_warn_at; /* next watchdog line, s after setup_t0 */
     char                       *setup_why;    /* why it failed, for the queued calls */
     dfccl_group_t               group;
 

@@ -82,12 +82,12 @@ void mca_coll_dfccl_bind(int device)
         st = dfcclInit(&cfg, &cm->ctx);
     }
     if (st != DFCCL_OK) {
+        /* dfccl said why; every communicator's setup now fails on all ranks */
         cm->ctx = NULL;
-        mca_coll_dfccl_warn("could not start dfccl%s (%s: %s); collectives fall back to the "
-                            "other coll components. Fix the cause, or leave dfccl out with "
-                            "--mca coll ^dfccl",
-                            cm->mode == MCA_COLL_DFCCL_MODE_CUDA ? " on its GPU" : "",
-                            dfcclGetErrorString(st), dfcclGetLastErrorMessage());
+        MCA_COLL_DFCCL_VERBOSE(1, "rank %d: dfccl could not start (%s); collectives take the "
+                               "other coll components",
+                               ompi_comm_rank(&ompi_mpi_comm_world.comm),
+                               dfcclGetErrorString(st));
     } else if (cm->mode == MCA_COLL_DFCCL_MODE_CUDA) {
         MCA_COLL_DFCCL_VERBOSE(1, "rank %d: dfccl started on GPU %d",
                                ompi_comm_rank(&ompi_mpi_comm_world.comm), cm->device);
@@ -162,6 +162,7 @@ static double dfccl_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* why: the component's own reason (printed), or NULL where dfccl printed it */
 static void dfccl_setup_end(mca_coll_dfccl_module_t *m, int ready, const char *why)
 {
     char name[MPI_MAX_OBJECT_NAME + 32];
@@ -179,10 +180,12 @@ static void dfccl_setup_end(mca_coll_dfccl_module_t *m, int ready, const char *w
     } else if (m->setup_late) {
         /* the calls that waited for it fail with this message */
         m->setup_why = strdup(why);
-    } else {
+    } else if (why != NULL) {
         mca_coll_dfccl_warn("communicator %s: dfccl could not set up its group (%s); its "
-                            "collectives take the other coll components, staged through "
-                            "host memory", name, why);
+                            "collectives take the other coll components", name, why);
+    } else {
+        MCA_COLL_DFCCL_VERBOSE(1, "communicator %s: its collectives take the other coll "
+                               "components", name);
     }
 }
 
@@ -195,24 +198,38 @@ static void dfccl_setup_end(mca_coll_dfccl_module_t *m, int ready, const char *w
  */
 static int dfccl_setup_late(mca_coll_dfccl_module_t *m)
 {
-    double limit = mca_coll_dfccl_component.cfg.timeout_s;
-    char why[512];
+    const dfccl_config_t *cfg = &mca_coll_dfccl_component.cfg;
+    double waited = dfccl_now() - m->setup_t0;
+    int late = cfg->timeout_s > 0 && waited >= cfg->timeout_s;
+    int warn = cfg->warn_s > 0 && waited >= m->setup_warn_at;
     int len, n = ompi_comm_size(m->comm), me = ompi_comm_rank(m->comm), missing = 0;
+    char who[256], name[MPI_MAX_OBJECT_NAME + 32], why[512];
 
-    if (!(limit > 0) || dfccl_now() - m->setup_t0 < limit) {
+    if (!late && !warn) {
         return 0;
     }
-    len = snprintf(why, sizeof(why), "rank%s", "");
+    len = 0;
     /* requests alternate receive (from me - k), send (to me + k) */
     for (int i = 0; i < m->boot_nreqs; i += 2) {
         int from = (me - (i / 2 + 1) + n) % n;
-        if (!REQUEST_COMPLETE(m->boot_reqs[i]) && len < (int)sizeof(why) - 64) {
-            len += snprintf(why + len, sizeof(why) - (size_t)len, "%s %d",
-                            missing++ ? "," : "", from);
+        if (!REQUEST_COMPLETE(m->boot_reqs[i]) && len < (int)sizeof(who) - 16) {
+            len += snprintf(who + len, sizeof(who) - (size_t)len, "%s%d", missing++ ? "," : "",
+                            from);
         }
     }
-    snprintf(why + len, sizeof(why) - (size_t)len, " did not join within %g s "
-             "(coll_dfccl_timeout): they never made this call, or are gone", limit);
+    if (!late) {
+        /* slow is not failed: say who is missing, then wait twice as long */
+        mca_coll_dfccl_warn("communicator %s: rank %d of %d has waited %.0f s for rank%s %s "
+                            "to make the communicator's first call that dfccl runs (every "
+                            "rank must call the same collectives on it); still waiting",
+                            mca_coll_dfccl_comm_name(m->comm, name, sizeof(name)), me, n,
+                            waited, missing > 1 ? "s" : "", who);
+        m->setup_warn_at = 2 * (m->setup_warn_at > 0 ? m->setup_warn_at : cfg->warn_s);
+        return 0;
+    }
+    snprintf(why, sizeof(why), "rank%s %s did not join within %g s (coll_dfccl_timeout): "
+             "they never made this call, or are gone", missing > 1 ? "s" : "", who,
+             cfg->timeout_s);
     for (int i = 0; i < m->boot_nreqs; i++) {
         if (!REQUEST_COMPLETE(m->boot_reqs[i])) {
             ompi_request_cancel(m->boot_reqs[i]);
@@ -259,10 +276,8 @@ static int dfccl_setup_advance(mca_coll_dfccl_module_t *m)
     }
     if (st == DFCCL_OK) {
         m->group = group;
-        dfccl_setup_end(m, 1, NULL);
-    } else {
-        dfccl_setup_end(m, 0, dfcclGetLastErrorMessage());
     }
+    dfccl_setup_end(m, st == DFCCL_OK, NULL);
     return 1;
 }
 
@@ -282,11 +297,12 @@ void mca_coll_dfccl_setup_start(mca_coll_dfccl_module_t *m)
     if (st != DFCCL_OK) {
         /* only out of host memory: the job is going down */
         m->boot = NULL;
-        dfccl_setup_end(m, 0, dfcclGetLastErrorMessage());
+        dfccl_setup_end(m, 0, NULL);
         return;
     }
-    m->setup    = MCA_COLL_DFCCL_SETUP_RUNNING;
-    m->setup_t0 = dfccl_now();
+    m->setup         = MCA_COLL_DFCCL_SETUP_RUNNING;
+    m->setup_t0      = dfccl_now();
+    m->setup_warn_at = cm->cfg.warn_s;
     if (dfccl_setup_post(m) != OMPI_SUCCESS) {
         dfccl_setup_free_reqs(m);
         dfccl_setup_end(m, 0, "posting an exchange failed");

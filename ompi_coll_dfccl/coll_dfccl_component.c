@@ -211,9 +211,11 @@ static int dfccl_register(void)
     dfccl_reg("priority", "Priority of the dfccl coll component; it must be above the "
               "components it falls back to (tuned is 30)", MCA_BASE_VAR_TYPE_INT, NULL,
               &cm->priority);
-    dfccl_reg("verbose", "0: quiet; 1: one statistics line per rank at MPI_Finalize "
-              "(collectives, preemptions, quits, fallbacks) and setup messages; 2: every "
-              "routing decision (DFCCL_VERBOSE)", MCA_BASE_VAR_TYPE_INT, NULL, &cm->verbose);
+    dfccl_reg("verbose", "0: dfccl's errors and the hang watchdog only; 1: also a statistics "
+              "line per rank at MPI_Finalize (collectives, preemptions, quits, fallbacks, of "
+              "which staged through host memory) and where each rank's GPU and "
+              "communicators were set up; 2: dfccl's own information (DFCCL_VERBOSE=1); 3: "
+              "every call's route", MCA_BASE_VAR_TYPE_INT, NULL, &cm->verbose);
     dfccl_reg_enum("backend", "Where dfccl runs collectives: auto (CUDA when a GPU is "
                    "visible and dfccl was built with CUDA; otherwise dfccl is off and every "
                    "call takes the previous module), cuda (device and managed buffers go "
@@ -351,8 +353,17 @@ static int dfccl_register(void)
     dfccl_reg("sq_window", "Submission queue entries the daemon's leader reads in one poll "
               "(1 to 16; a GPU reads at most 8), 0 = backend default (DFCCL_SQ_WINDOW)",
               MCA_BASE_VAR_TYPE_INT, NULL, &c->sq_window);
-    dfccl_reg("timeout", "Seconds after which a collective fails with a timeout, 0 = never "
-              "(DFCCL_TIMEOUT)", MCA_BASE_VAR_TYPE_DOUBLE, NULL, &c->timeout_s);
+    dfccl_reg("timeout", "Seconds (fractions allowed) after which a collective fails with a "
+              "timeout, also while its communicator waits for every rank's first dfccl call; "
+              "0 = never (DFCCL_TIMEOUT)", MCA_BASE_VAR_TYPE_DOUBLE, NULL, &c->timeout_s);
+    dfccl_reg("warn_s", "The hang watchdog: a collective (or a communicator's first dfccl "
+              "call) that waits longer than this many seconds makes the rank print one line "
+              "naming the ranks that joined and those that did not, again after twice, four "
+              "times ... as long; it keeps waiting; 0 = off (DFCCL_WARN_S)",
+              MCA_BASE_VAR_TYPE_DOUBLE, NULL, &c->warn_s);
+    dfccl_reg("sigusr1", "1: SIGUSR1 makes the process print dfccl's state (every collective "
+              "in flight, who joined it, where each rank waits) to stderr (DFCCL_SIGUSR1)",
+              MCA_BASE_VAR_TYPE_INT, NULL, &c->sigusr1);
     dfccl_reg("priority_order", "1: the daemon's task queue runs higher-priority "
               "collectives first; 0: FIFO (DFCCL_PRIORITY)", MCA_BASE_VAR_TYPE_INT, NULL,
               &c->priority_order);
@@ -376,8 +387,9 @@ static int dfccl_open(void)
     c->transport   = (dfccl_transport_t)cm->transport;
     c->proto       = (dfccl_proto_t)cm->proto;
     c->arrivals    = (dfccl_arrivals_t)cm->arrivals;
-    /* the component reports dfccl's errors, once, with the MPI context */
-    c->verbose     = cm->verbose >= 2 ? cm->verbose - 1 : -1;
+    /* dfccl prints each of its errors once (naming the communicator, its
+     * group's name); the component adds only what dfccl cannot know */
+    c->verbose     = cm->verbose >= 2 ? cm->verbose - 1 : 0;
     c->spin_head   = dfccl_spin_head;
     c->spin_min    = dfccl_spin_min;
     c->spin_sticky = dfccl_spin_sticky;

@@ -339,18 +339,24 @@ static dfccl_status_t dfccl_error_stage(size_t bytes)
     return DFCCL_ERR_CUDA;
 }
 
+/* dfccl printed its own errors (naming the communicator); what the
+ * component found itself is printed here, and the MPI call's name at
+ * coll_dfccl_verbose >= 1. */
 static void dfccl_run_failed(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_req_t *req,
                              const char *what, dfccl_status_t st)
 {
     char name[MPI_MAX_OBJECT_NAME + 32];
 
-    mca_coll_dfccl_warn("%s on communicator %s %s: %s (%s)",
-                        mca_coll_dfccl_coll_name(req->args.coll),
-                        mca_coll_dfccl_comm_name(m->comm, name, sizeof(name)), what,
-                        dfcclGetErrorString(st),
-                        dfccl_stage_err[0] != '\0' ? dfccl_stage_err
-                                                    : dfcclGetLastErrorMessage());
-    dfccl_stage_err[0] = '\0';
+    mca_coll_dfccl_comm_name(m->comm, name, sizeof(name));
+    if (dfccl_stage_err[0] != '\0') {
+        mca_coll_dfccl_warn("%s on communicator %s %s: %s", mca_coll_dfccl_coll_name(req->args.coll),
+                            name, what, dfccl_stage_err);
+        dfccl_stage_err[0] = '\0';
+        return;
+    }
+    MCA_COLL_DFCCL_VERBOSE(1, "%s on communicator %s %s: %s",
+                           mca_coll_dfccl_coll_name(req->args.coll), name, what,
+                           dfcclGetErrorString(st));
 }
 
 /* Submit `op` on its (idle, registered) instance: temporaries filled, then
