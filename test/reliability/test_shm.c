@@ -18,7 +18,12 @@
  *    process must remove them all;
  *  - the sweep itself: of segments named for a dead process of this pid
  *    namespace, for the same pid in another namespace and for a live
- *    process, dfcclInit removes only the first.
+ *    process, dfcclInit removes only the first;
+ *  - names go while the job runs (issue 55, item 5): on 3 and 4 ranks, with
+ *    ring collectives only (whose segments only the ring predecessor writes
+ *    into), no segment name is left once the collectives have run, nor
+ *    after registrations that add segments without running them, so that
+ *    a job killed later leaves nothing in /dev/shm.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -170,7 +175,12 @@ static int modes_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
     dfccl_test_oob_allgather(&pid, pids, sizeof(pid), oob);
     memcpy(shm_shared->pids, pids, sizeof(int) * (size_t)n);
+    /* Segments are attached, and their names removed, by the poller thread
+     * within milliseconds: in explicit progress mode they stay until the
+     * ranks progress, so that the checks below see them and their modes. */
+    setenv("DFCCL_PROGRESS", "explicit", 1);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g[0]);
+    unsetenv("DFCCL_PROGRESS");
     DFCCL_TEST_CHECK(dfcclGroupCreate(ctx, n, rank, dfccl_test_oob_allgather, oob, "second",
                                       &g[1]) == DFCCL_OK, "group");
     dfccl_test_barrier(oob);
@@ -207,7 +217,8 @@ static int modes_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
             DFCCL_TEST_CHECK(rel_coll_run(&c[k], ctx) == DFCCL_OK, "run");
         }
         for (int k = 0; k < 4; k++) {
-            DFCCL_TEST_CHECK(dfcclWait(c[k].id, 60000, ctx) == DFCCL_OK, "wait");
+            DFCCL_TEST_CHECK(dfcclWait(c[k].id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK,
+                             "wait");
             DFCCL_TEST_CHECK(rel_coll_check(&c[k], ctx, round) == 0, "result");
         }
         dfccl_test_barrier(oob);
@@ -249,6 +260,100 @@ START_TEST(test_modes)
 }
 END_TEST
 
+/* ---- names go while the job runs ---------------------------------------- */
+
+/* Wait (a bounded time, scaled) until no dfccl segment of pids[0..n) is
+ * left in /dev/shm: every rank's poller attaches new segments and removes
+ * attached ones every 10 ms. The count left. */
+static int shm_wait_gone(const int *pids, int n)
+{
+    struct timespec t0, t;
+    int found;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        found = shm_scan(pids, n, "linked", 0, 0).found;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (found == 0 || (double)(t.tv_sec - t0.tv_sec) > 20 * dfccl_test_scale()) {
+            return found;
+        }
+        usleep(10000);
+    }
+}
+
+#define GONE_EXTRA 24 /* registrations past the first segment (8 MiB on the host) */
+
+static int gone_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    rel_coll_t c[3], extra[GONE_EXTRA];
+    int pid = (int)getpid(), pids[SHM_MAXRANKS], left;
+
+    (void)arg;
+    dfccl_test_oob_allgather(&pid, pids, sizeof(pid), oob);
+    memcpy(shm_shared->pids, pids, sizeof(int) * (size_t)n);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    /* ring collectives only (beyond the one-shot sizes): the ring
+     * predecessor is the only rank that writes into their connectors */
+    for (int k = 0; k < 3; k++) {
+        memset(&c[k], 0, sizeof(c[k]));
+        c[k].kind  = k == 0 ? REL_ALLREDUCE : k == 1 ? REL_ALLGATHER : REL_BROADCAST;
+        c[k].type  = DFCCL_FLOAT32;
+        c[k].op    = DFCCL_SUM;
+        c[k].count = 100000;
+        c[k].salt  = k;
+        DFCCL_TEST_CHECK(rel_coll_setup(&c[k], ctx, g, rank, n, 0) == DFCCL_OK, "register");
+    }
+    for (int k = 0; k < 3; k++) {
+        rel_coll_fill(&c[k], ctx, 0);
+        DFCCL_TEST_CHECK(rel_coll_run(&c[k], ctx) == DFCCL_OK, "run");
+        DFCCL_TEST_CHECK(dfcclWait(c[k].id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait");
+        DFCCL_TEST_CHECK(rel_coll_check(&c[k], ctx, 0) == 0, "result");
+    }
+    dfccl_test_barrier(oob);
+    left = shm_wait_gone(pids, n);
+    DFCCL_TEST_CHECK(left == 0, "%d ranks: %d segment name(s) still linked after the "
+                     "collectives ran", n, left);
+    dfccl_test_barrier(oob);
+    /* new segments, registered and never run */
+    for (int k = 0; k < GONE_EXTRA; k++) {
+        extra[k]       = c[0];
+        extra[k].count = 1 << 20;
+        extra[k].salt  = 3 + k;
+        DFCCL_TEST_CHECK(rel_coll_setup(&extra[k], ctx, g, rank, n, 0) == DFCCL_OK,
+                         "register: %s", dfcclGetLastErrorMessage());
+    }
+    dfccl_test_barrier(oob);
+    left = shm_wait_gone(pids, n);
+    DFCCL_TEST_CHECK(left == 0, "%d ranks: %d segment name(s) still linked after "
+                     "registrations that were not run", n, left);
+    if (rank == 0) {
+        printf("names gone: no segment of the %d ranks linked while they run\n", n);
+    }
+    dfccl_test_barrier(oob);
+    for (int k = 0; k < GONE_EXTRA; k++) {
+        DFCCL_TEST_CHECK(rel_coll_teardown(&extra[k], ctx) == DFCCL_OK, "deregister");
+    }
+    for (int k = 0; k < 3; k++) {
+        DFCCL_TEST_CHECK(rel_coll_teardown(&c[k], ctx) == DFCCL_OK, "deregister");
+    }
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_names_gone)
+{
+    for (int n = 3; n <= 4; n++) {
+        int rc = dfccl_test_mp_run(n, 120, gone_body, NULL);
+        if (rc != 0) {
+            shm_scan(shm_shared->pids, n, "cleaned after failure", 1, 1);
+        }
+        ck_assert_int_eq(rc, 0);
+    }
+}
+END_TEST
+
 /* ---- a rank killed in the middle of a run -------------------------------- */
 
 #define KILL_RANKS  3
@@ -278,7 +383,7 @@ static int kill_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     /* one good run: every connector of a and b is attached */
     rel_coll_fill(&a, ctx, 0);
     DFCCL_TEST_CHECK(rel_coll_run(&a, ctx) == DFCCL_OK, "run");
-    DFCCL_TEST_CHECK(dfcclWait(a.id, 60000, ctx) == DFCCL_OK, "wait");
+    DFCCL_TEST_CHECK(dfcclWait(a.id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait");
     DFCCL_TEST_CHECK(rel_coll_check(&a, ctx, 0) == 0, "result");
     dfccl_test_barrier(oob);
 
@@ -334,7 +439,8 @@ START_TEST(test_killed_rank)
     secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     /* the victim died of SIGKILL, so the harness reports a failure */
     ck_assert_int_ne(rc, 0);
-    ck_assert_msg(secs < 55.0, "the run took %.0f s: the harness timeout fired (a hang)", secs);
+    ck_assert_msg(secs < 55.0 * dfccl_test_scale_max(), "the run took %.0f s: the harness "
+                  "timeout fired (a hang)", secs);
     for (int r = 0; r < KILL_RANKS; r++) {
         if (r != KILL_VICTIM && shm_shared->survivor_done[r] &&
             (shm_shared->survivor_status[r] == DFCCL_ERR_TIMEOUT ||
@@ -427,8 +533,9 @@ int main(void)
     }
     /* the checks run in the harness's children; Check's own fork would
      * hide the shared page, so it runs the tests in this process */
-    tcase_set_timeout(tc, 300);
+    tcase_set_timeout(tc, 600 * dfccl_test_scale_max());
     tcase_add_test(tc, test_modes);
+    tcase_add_test(tc, test_names_gone);
     tcase_add_test(tc, test_killed_rank);
     tcase_add_test(tc, test_sweep);
     suite_add_tcase(s, tc);
