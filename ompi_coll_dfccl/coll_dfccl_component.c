@@ -218,8 +218,8 @@ static int dfccl_register(void)
               "every call's route", MCA_BASE_VAR_TYPE_INT, NULL, &cm->verbose);
     dfccl_reg_enum("backend", "Where dfccl runs collectives: auto (CUDA when a GPU is "
                    "visible and dfccl was built with CUDA; otherwise dfccl is off and every "
-                   "call takes the previous module), cuda (device and managed buffers go "
-                   "to dfccl), host (host buffers go to dfccl's host backend: for tests "
+                   "call takes the previous module), cuda (CUDA memory of every kind "
+                   "goes to dfccl), host (host buffers go to dfccl's host backend: for tests "
                    "without a GPU) (DFCCL_BACKEND)", backends, &cm->backend);
     dfccl_reg_enum("progress", "Who runs dfccl completions: thread (a poller thread) or "
                    "explicit (opal_progress) (DFCCL_PROGRESS)", progress, &cm->progress);
