@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,8 +122,39 @@ static double bench_now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-static int bench_pick(const char *s, const char *const *names, int n, const char *what)
+/* This process's rank, for the errors that every rank finds alike. */
+static int bench_rank;
+
+/*
+ * A mistake in the command line: every rank finds it, so rank 0 alone says
+ * so and every rank leaves normally (MPI_Abort would add a report per
+ * rank).
+ */
+static void bench_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void bench_usage_error(const char *fmt, ...)
 {
+    va_list ap;
+
+    if (bench_rank == 0) {
+        fprintf(stderr, "dfccl-bench: ");
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "; see --help\n");
+    }
+#ifdef DFCCL_BENCH_MPI
+    MPI_Finalize();
+#endif
+    exit(2);
+}
+
+static int bench_pick(const char *s, const char *const *names, int n, const char *what,
+                      const char *opt)
+{
+    char list[256];
+    size_t o = 0;
+
     for (int i = 0; i < n; i++) {
         if (strcmp(s, names[i]) == 0) {
             return i;
@@ -137,22 +169,65 @@ static int bench_pick(const char *s, const char *const *names, int n, const char
     if (strcmp(what, "collective") == 0 && strcmp(s, "bcast") == 0) {
         return 4;
     }
-    bench_die("unknown %s; see the header of tools/bench/dfccl-bench.c", what);
+    list[0] = '\0';
+    for (int i = 0; i < n && o < sizeof(list); i++) {
+        o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", i ? ", " : "", names[i]);
+    }
+    bench_usage_error("%s: unknown %s '%s'; the %ss are %s", opt, what, s, what, list);
     return -1;
 }
 
-static size_t bench_parse_size(const char *s)
+/* An integer option in [lo, hi], or a usage error naming the option. */
+static int bench_int(const char *s, const char *opt, long lo, long hi)
 {
     char *end;
-    double v = strtod(s, &end);
+    long v;
 
-    switch (toupper((unsigned char)*end)) {
-    case 'K': v *= 1024.0; break;
-    case 'M': v *= 1024.0 * 1024.0; break;
-    case 'G': v *= 1024.0 * 1024.0 * 1024.0; break;
-    default: break;
+    errno = 0;
+    v     = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+        bench_usage_error("%s takes an integer from %ld to %ld, not '%s'", opt, lo, hi, s);
+    }
+    return (int)v;
+}
+
+/* A size: a number of bytes, optionally with a K, M or G suffix (KiB, MiB,
+ * GiB), or a usage error naming the option. */
+static size_t bench_parse_size(const char *s, const char *opt)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v     = strtod(s, &end);
+    if (errno == 0 && end != s && *end != '\0' && end[1] == '\0') {
+        switch (toupper((unsigned char)*end)) {
+        case 'K': v *= 1024.0; end++; break;
+        case 'M': v *= 1024.0 * 1024.0; end++; break;
+        case 'G': v *= 1024.0 * 1024.0 * 1024.0; end++; break;
+        default: break;
+        }
+    }
+    if (errno != 0 || end == s || *end != '\0' || !(v >= 1) || v > 1024.0 * 1024 * 1024 * 1024) {
+        bench_usage_error("%s takes a size in bytes from 1 up to 1T, with an optional K, M or G "
+                          "suffix (8, 64K, 1M, 1G), not '%s'", opt, s);
     }
     return (size_t)v;
+}
+
+/* A size as the user wrote it: 1K, 3M, 12345. */
+static const char *bench_size_text(size_t v, char *buf, size_t len)
+{
+    if (v >= (1ul << 30) && v % (1ul << 30) == 0) {
+        snprintf(buf, len, "%zuG", v >> 30);
+    } else if (v >= (1ul << 20) && v % (1ul << 20) == 0) {
+        snprintf(buf, len, "%zuM", v >> 20);
+    } else if (v >= (1ul << 10) && v % (1ul << 10) == 0) {
+        snprintf(buf, len, "%zuK", v >> 10);
+    } else {
+        snprintf(buf, len, "%zu", v);
+    }
+    return buf;
 }
 
 /* ---- bootstrap ---------------------------------------------------------- */
@@ -979,53 +1054,79 @@ int main(int argc, char **argv)
 #else
     b.nranks = 1;
 #endif
+    bench_rank = b.rank;
+    opterr     = 0; /* its complaints come from bench_usage_error, once */
     while ((c = getopt_long(argc, argv, "c:t:o:b:e:f:w:n:r:k:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'c': o.coll = bench_pick(optarg, coll_names, 5, "collective"); break;
-        case 't': o.dtype = bench_pick(optarg, type_names, 10, "type"); break;
-        case 'o': o.op = bench_pick(optarg, op_names, 5, "op"); break;
-        case 'b': o.min_bytes = bench_parse_size(optarg); break;
-        case 'e': o.max_bytes = bench_parse_size(optarg); max_set = 1; break;
-        case 'f': o.factor = atof(optarg); break;
-        case 'w': o.warmup = atoi(optarg); break;
-        case 'n': o.iters = atoi(optarg); break;
-        case 'r': o.root = atoi(optarg); break;
-        case 'k': o.check = atoi(optarg); break;
-        case 'Q': o.cold_us = atoi(optarg); break;
-        case 'L': o.late_us = atoi(optarg); break;
+        case 'c': o.coll = bench_pick(optarg, coll_names, 5, "collective", "-c/--coll"); break;
+        case 't': o.dtype = bench_pick(optarg, type_names, 10, "type", "-t/--type"); break;
+        case 'o': o.op = bench_pick(optarg, op_names, 5, "op", "-o/--op"); break;
+        case 'b': o.min_bytes = bench_parse_size(optarg, "-b/--minbytes"); break;
+        case 'e':
+            o.max_bytes = bench_parse_size(optarg, "-e/--maxbytes");
+            max_set     = 1;
+            break;
+        case 'f': {
+            char *end;
+            o.factor = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || !(o.factor > 1.0) || o.factor > 1024) {
+                bench_usage_error("-f/--stepfactor takes a number above 1 (up to 1024), not "
+                                  "'%s'", optarg);
+            }
+            break;
+        }
+        case 'w': o.warmup = bench_int(optarg, "-w/--warmup", 0, 1000000); break;
+        case 'n': o.iters = bench_int(optarg, "-n/--iters", 1, 10000000); break;
+        case 'r': o.root = bench_int(optarg, "-r/--root", 0, b.nranks - 1); break;
+        case 'k': o.check = bench_int(optarg, "-k/--check", 0, 1); break;
+        case 'Q': o.cold_us = bench_int(optarg, "--cold", 0, 100000000); break;
+        case 'L': o.late_us = bench_int(optarg, "--late", 0, 100000000); break;
         case 'P': o.plot = optarg; break;
-        case 'D': o.disorder = atoi(optarg); break;
-        case 'G': o.registered = atoi(optarg); break;
+        case 'D': o.disorder = bench_int(optarg, "--disorder", 0, 64); break;
+        case 'G': o.registered = bench_int(optarg, "--registered", 0, 100000); break;
         case 'S': o.stats = 1; break;
         case 'B': o.barrier = 1; break;
         case 'C':
             if (strcmp(optarg, "nccl") != 0) {
-                bench_die("--compare takes 'nccl', not %s", optarg);
+                bench_usage_error("--compare takes 'nccl', not '%s'", optarg);
             }
 #ifndef DFCCL_BENCH_NCCL
-            bench_die("--compare nccl: dfccl-bench was built without NCCL or MPI%s", "");
+            bench_usage_error("--compare nccl: dfccl-bench was built without NCCL or MPI");
 #endif
             o.nccl = 1;
             break;
         default:
-            if (b.rank == 0) {
-                bench_usage();
-            }
+            if (c == 'h') {
+                if (b.rank == 0) {
+                    bench_usage();
+                }
 #ifdef DFCCL_BENCH_MPI
-            MPI_Finalize();
+                MPI_Finalize();
 #endif
-            return c == 'h' ? 0 : 1;
+                return 0;
+            }
+            if (optopt != 0 && strchr("ctobefwnrk", optopt) != NULL) {
+                bench_usage_error("option -%c needs a value", optopt);
+            } else if (optopt != 0) {
+                bench_usage_error("unknown option -%c", optopt);
+            }
+            bench_usage_error("unknown option, or one without its value: '%s'",
+                              argv[optind - 1]);
         }
     }
-    if (o.factor <= 1.0 || o.iters < 1 || o.warmup < 0 || o.root < 0 || o.root >= b.nranks ||
-        o.cold_us < 0 || o.late_us < 0) {
-        bench_die("bad option value%s; see --help", "");
+    if (optind < argc) {
+        bench_usage_error("unexpected argument '%s'", argv[optind]);
     }
-    if (o.disorder < 0 || o.disorder > 64 || o.registered < 0 || o.registered > 100000 ||
-        (o.disorder > 0 && (o.nccl || o.cold_us > 0 || o.late_us > 0 || o.plot != NULL)) ||
+    if (max_set && o.min_bytes > o.max_bytes) {
+        char lo[32], hi[32];
+        bench_usage_error("-b/--minbytes (%s) is larger than -e/--maxbytes (%s): no size "
+                          "to run", bench_size_text(o.min_bytes, lo, sizeof(lo)),
+                          bench_size_text(o.max_bytes, hi, sizeof(hi)));
+    }
+    if ((o.disorder > 0 && (o.nccl || o.cold_us > 0 || o.late_us > 0 || o.plot != NULL)) ||
         (o.registered > 0 && (o.disorder > 0 || o.nccl || o.plot != NULL))) {
-        bench_die("--disorder takes 1 to 64 and --registered 1 to 100000, alone (no --compare, "
-                  "--cold, --late or --plot with them)%s; see --help", "");
+        bench_usage_error("--disorder and --registered run alone (no --compare, --cold, "
+                          "--late or --plot with them)");
     }
     /* NCCL's NVLink multicast can take shared GPUs out of service. */
     setenv("NCCL_NVLS_ENABLE", "0", 1);
@@ -1057,6 +1158,13 @@ int main(int argc, char **argv)
     }
     if (!max_set) {
         o.max_bytes = b.on_gpu ? (1ul << 30) : (16ul << 20);
+        if (o.min_bytes > o.max_bytes) {
+            char lo[32], hi[32];
+            bench_usage_error("-b/--minbytes (%s) is larger than the default -e/--maxbytes "
+                              "(%s on this backend): no size to run",
+                              bench_size_text(o.min_bytes, lo, sizeof(lo)),
+                              bench_size_text(o.max_bytes, hi, sizeof(hi)));
+        }
     }
     if (dfcclGroupCreate(b.ctx, b.nranks, b.rank, bench_allgather, NULL, "bench", &b.group) !=
         DFCCL_OK) {
