@@ -182,7 +182,7 @@ static int soak_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
             }
         }
         for (int k = 0; k < SOAK_COLLS; k++) {
-            st = dfcclWait(c[k].id, 300000, ctx);
+            st = dfcclWait(c[k].id, dfccl_test_wait_ms(300000), ctx);
             DFCCL_TEST_CHECK(st == DFCCL_OK, "round %d: wait %s id %d: %s", round,
                              rel_kind_name(c[k].kind), c[k].id, dfcclGetLastErrorMessage());
             if (rel_coll_check(&c[k], ctx, round)) {
@@ -286,7 +286,8 @@ int main(void)
     }
     printf("soak: harness timeout %.0f s\n", soak_timeout);
     fflush(stdout);
-    tcase_set_timeout(tc, soak_timeout + 60.0);
+    /* the harness's own timeout (scaled with the load as it runs) fires first */
+    tcase_set_timeout(tc, (soak_timeout + 60.0) * dfccl_test_scale_max());
     tcase_add_test(tc, test_soak);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);

@@ -31,7 +31,7 @@ static int run_and_check(dfccl_rank_ctx_t ctx, int id, int n)
     }
     dfccl_test_put(ctx, d, h, sizeof(h));
     DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
-    DFCCL_TEST_CHECK(dfcclWait(id, 30000, ctx) == DFCCL_OK, "wait");
+    DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(30000), ctx) == DFCCL_OK, "wait");
     dfccl_test_get(ctx, h, d, sizeof(h));
     for (int i = 0; i < 64; i++) {
         DFCCL_TEST_CHECK(h[i] == i * n, "[%d] = %d after bad input", i, h[i]);
@@ -102,7 +102,7 @@ static int bad_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     if (rank != 0) {
         DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
     }
-    DFCCL_TEST_CHECK(dfcclWait(id, 30000, ctx) == DFCCL_OK, "wait");
+    DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(30000), ctx) == DFCCL_OK, "wait");
 
     /* nothing corrupted: the collective still runs right */
     if (run_and_check(ctx, id, n)) {
@@ -115,7 +115,7 @@ static int bad_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
         /* the last rank sends to rank 0, whose registration differs */
         dfccl_status_t st = dfcclRunAllReduce(d, d, big, NULL, NULL, ctx);
         if (st == DFCCL_OK) {
-            st = dfcclWait(big, 30000, ctx);
+            st = dfcclWait(big, dfccl_test_wait_ms(30000), ctx);
         }
         DFCCL_TEST_CHECK(st == DFCCL_ERR_MISMATCH, "mismatch not detected: %s",
                          dfcclGetErrorString(st));
@@ -278,7 +278,7 @@ int main(void)
     SRunner *sr;
     int failed;
 
-    tcase_set_timeout(tc, 300);
+    tcase_set_timeout(tc, 300 * dfccl_test_scale_max());
     tcase_add_test(tc, test_bad_input);
     tcase_add_test(tc, test_bad_config);
     suite_add_tcase(s, tc);

@@ -214,7 +214,7 @@ static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int 
     default:                       st = dfcclRunBroadcast(ds, dr, id, NULL, NULL, ctx); break;
     }
     DFCCL_TEST_CHECK(st == DFCCL_OK, "run: %s", dfcclGetErrorString(st));
-    st = dfcclWait(id, 60000, ctx);
+    st = dfcclWait(id, dfccl_test_wait_ms(60000), ctx);
     DFCCL_TEST_CHECK(st == DFCCL_OK, "wait: %s", dfcclGetErrorString(st));
     dfccl_test_get(ctx, hr, dr, recvn * es);
     if (kind != DFCCL_COLL_REDUCE || rank == root) {
@@ -530,7 +530,7 @@ int main(void)
     SRunner *sr;
     int failed;
 
-    tcase_set_timeout(tc, 1000);
+    tcase_set_timeout(tc, 1000 * dfccl_test_scale_max());
     tcase_add_test(tc, test_allreduce);
     tcase_add_test(tc, test_allreduce_algos);
     tcase_add_test(tc, test_pair_channels);

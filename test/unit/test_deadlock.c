@@ -211,7 +211,7 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         for (int c = 0; c < NCOLL; c++) {
             const int kind = a->kinds != NULL ? a->kinds[c] : DFCCL_COLL_ALLREDUCE;
             const size_t cnt = a->counts[c];
-            dfccl_status_t st = dfcclWait(id[c], 120000, ctx);
+            dfccl_status_t st = dfcclWait(id[c], dfccl_test_wait_ms(120000), ctx);
 
             DFCCL_TEST_CHECK(st == DFCCL_OK, "wait: %s", dfcclGetErrorString(st));
             dfccl_test_get(ctx, h[c], d[c],
@@ -378,7 +378,11 @@ static int sync_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
     /* A generous timeout, which must never fire here: the poller thread's
      * health check runs beside collectives started by this one. */
-    setenv("DFCCL_TIMEOUT", "60", 0);
+    {
+        char t[32];
+        snprintf(t, sizeof(t), "%.0f", 60 * dfccl_test_scale_max());
+        setenv("DFCCL_TIMEOUT", t, 0);
+    }
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     for (int c = 0; c < 2; c++) {
         DFCCL_TEST_CHECK(dfcclRegisterAllReduce(count, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id[c]) ==
@@ -400,7 +404,7 @@ static int sync_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
         DFCCL_TEST_CHECK(dfcclRunAllReduce(d[second], d[second], id[second], NULL, NULL, ctx) ==
                          DFCCL_OK, "run second");
         for (int c = 0; c < 2; c++) {
-            DFCCL_TEST_CHECK(dfcclWait(id[c], 120000, ctx) == DFCCL_OK, "wait");
+            DFCCL_TEST_CHECK(dfcclWait(id[c], dfccl_test_wait_ms(120000), ctx) == DFCCL_OK, "wait");
             dfccl_test_get(ctx, h[c], d[c], count * sizeof(float));
             if (check_sum(h[c], count, n, c, it)) {
                 return 1;
@@ -471,7 +475,7 @@ static void *thread_main(void *varg)
         fill(h, count, t->rank, t->c, it);
         dfccl_test_put(t->ctx, d, h, count * sizeof(float));
         if (dfcclRunAllReduce(d, d, t->id, NULL, NULL, t->ctx) != DFCCL_OK ||
-            dfcclWait(t->id, 120000, t->ctx) != DFCCL_OK) {
+            dfcclWait(t->id, dfccl_test_wait_ms(120000), t->ctx) != DFCCL_OK) {
             t->rc = 1;
             break;
         }
@@ -568,7 +572,8 @@ static int many_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
                                            NULL, ctx) == DFCCL_OK, "run %d", c);
     }
     for (int c = 0; c < NMANY; c++) {
-        DFCCL_TEST_CHECK(dfcclWait(id[c], 200000, ctx) == DFCCL_OK, "wait %d", c);
+        DFCCL_TEST_CHECK(dfcclWait(id[c], dfccl_test_wait_ms(200000), ctx) == DFCCL_OK,
+                         "wait %d", c);
         dfccl_test_get(ctx, h, d + (size_t)c * 16, sizeof(h));
         for (int i = 0; i < 16; i++) {
             int32_t e = 0;
@@ -663,8 +668,8 @@ static int budget_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
                              "run %d", order[k]);
         }
         for (int c = 0; c < NBUDGET; c++) {
-            DFCCL_TEST_CHECK(dfcclWait(id[c], 120000, ctx) == DFCCL_OK, "wait %d: %s", c,
-                             dfcclGetLastErrorMessage());
+            DFCCL_TEST_CHECK(dfcclWait(id[c], dfccl_test_wait_ms(120000), ctx) == DFCCL_OK,
+                             "wait %d: %s", c, dfcclGetLastErrorMessage());
             dfccl_test_get(ctx, h, d + (size_t)c * BUDGET_CNT, BUDGET_CNT * sizeof(float));
             if (check_sum(h, BUDGET_CNT, n, c, it)) {
                 return 1;
@@ -743,7 +748,7 @@ static int ll_slots_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
             fill(h, LLS_CNT, rank, k, it);
             dfccl_test_put(ctx, d, h, sizeof(h));
             DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK &&
-                                 dfcclWait(id, 60000, ctx) == DFCCL_OK,
+                                 dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK,
                              "run %d (ll_slots %d): %s", it, setting[k],
                              dfcclGetLastErrorMessage());
             dfccl_test_get(ctx, h, d, sizeof(h));
@@ -792,7 +797,7 @@ static int late_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     fill(h, 4096, rank, 0, 0);
     dfccl_test_put(ctx, d, h, sizeof(h));
     DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
-    DFCCL_TEST_CHECK(dfcclWait(id, 60000, ctx) == DFCCL_OK, "wait");
+    DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait");
     dfccl_test_get(ctx, h, d, sizeof(h));
     if (check_sum(h, 4096, n, 0, 0)) {
         return 1;
@@ -850,7 +855,7 @@ static int bell_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     if (rank == n - 1) {
         DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
     }
-    DFCCL_TEST_CHECK(dfcclWait(id, 60000, ctx) == DFCCL_OK, "wait");
+    DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait");
     dfccl_test_get(ctx, h, d, sizeof(h));
     if (check_sum(h, 1024, n, 0, 0)) {
         return 1;
@@ -898,7 +903,7 @@ static int replay_next(dfccl_rank_ctx_t ctx, dfccl_group_t g, int x, float *d, i
 {
     float h[REPLAY_COUNT];
 
-    DFCCL_TEST_CHECK(dfcclWait(x, 60000, ctx) == DFCCL_OK, "wait X");
+    DFCCL_TEST_CHECK(dfcclWait(x, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait X");
     dfccl_test_get(ctx, h, d, sizeof(h));
     if (check_sum(h, REPLAY_COUNT, n, 0, 0)) {
         return 1;
@@ -970,7 +975,7 @@ static int replay_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     if (rank == 0) {
         DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, y, NULL, NULL, ctx) == DFCCL_OK, "run Y");
     }
-    DFCCL_TEST_CHECK(dfcclWait(y, 60000, ctx) == DFCCL_OK, "wait Y: %s",
+    DFCCL_TEST_CHECK(dfcclWait(y, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait Y: %s",
                      dfcclGetLastErrorMessage());
     dfccl_test_get(ctx, h, d, sizeof(h));
     if (check_sum(h, REPLAY_COUNT, n, 1, 1)) {
@@ -1036,8 +1041,8 @@ static int prio_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
         DFCCL_TEST_CHECK(dfcclRunAllReduce(dh, dh, hi, prio_cb, (void *)2, ctx) == DFCCL_OK,
                          "run");
         DFCCL_TEST_CHECK(dfcclBatchEnd(ctx) == DFCCL_OK, "batch");
-        DFCCL_TEST_CHECK(dfcclWait(lo, 60000, ctx) == DFCCL_OK, "wait");
-        DFCCL_TEST_CHECK(dfcclWait(hi, 60000, ctx) == DFCCL_OK, "wait");
+        DFCCL_TEST_CHECK(dfcclWait(lo, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait");
+        DFCCL_TEST_CHECK(dfcclWait(hi, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait");
         if (prio_done_n == 2 && prio_done_order[0] == 2 && prio_done_order[1] == 1) {
             hi_first++;
         }
@@ -1116,7 +1121,7 @@ static int rerun_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
             return 1;
         }
     }
-    DFCCL_TEST_CHECK(dfcclWait(id, 60000, ctx) == DFCCL_OK, "wait");
+    DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait");
     DFCCL_TEST_CHECK(busy == 0, "%d runs refused as busy", busy);
     free(h);
     dfccl_test_free(ctx, d);
@@ -1147,7 +1152,7 @@ static int grid_run(dfccl_rank_ctx_t ctx, int id, int c, float *d, float *h, siz
 static int grid_check(dfccl_rank_ctx_t ctx, int id, int c, float *d, float *h, size_t count,
                       int n, int it)
 {
-    DFCCL_TEST_CHECK(dfcclWait(id, 60000, ctx) == DFCCL_OK, "wait: %s",
+    DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait: %s",
                      dfcclGetLastErrorMessage());
     dfccl_test_get(ctx, h, d, count * sizeof(float));
     return check_sum(h, count, n, c, it);
@@ -1209,7 +1214,18 @@ static int grid_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
     DFCCL_TEST_CHECK(dfcclDeregister(b, ctx) == DFCCL_OK, "deregister");
     dfccl_test_barrier(oob);
-    usleep(700000); /* past the quit time: the daemon has quit */
+    /* until the daemon has quit for idleness (DFCCL_QUIT_US): a busy
+     * machine may take longer than any fixed sleep */
+    for (struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0) == 0;) {
+        do {
+            DFCCL_TEST_CHECK(dfcclGetStats(ctx, &s) == DFCCL_OK, "stats");
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            DFCCL_TEST_CHECK(t1.tv_sec - t0.tv_sec < 30 * dfccl_test_scale(), "the idle daemon "
+                             "did not quit");
+            usleep(1000);
+        } while (s.running);
+        break;
+    }
     if (grid_run(ctx, a, 0, da, h, small, rank, 9) || grid_check(ctx, a, 0, da, h, small, n, 9)) {
         return 1;
     }
@@ -1265,7 +1281,7 @@ static int quitrace_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
         if (grid_run(ctx, a, 0, d, h, count, rank, it)) {
             return 1;
         }
-        DFCCL_TEST_CHECK(dfcclWait(a, 20000, ctx) == DFCCL_OK,
+        DFCCL_TEST_CHECK(dfcclWait(a, dfccl_test_wait_ms(20000), ctx) == DFCCL_OK,
                          "iteration %d: wait: %s", it, dfcclGetLastErrorMessage());
         dfccl_test_get(ctx, h, d, count * sizeof(float));
         if (check_sum(h, count, n, 0, it)) {
@@ -1300,7 +1316,7 @@ int main(void)
     SRunner *sr;
     int failed;
 
-    tcase_set_timeout(tc, 900);
+    tcase_set_timeout(tc, 900 * dfccl_test_scale_max());
     tcase_add_test(tc, test_disorder);
     tcase_add_test(tc, test_disorder_explicit_progress);
     tcase_add_test(tc, test_disorder_groups);
@@ -1322,7 +1338,7 @@ int main(void)
     tcase_add_test(tc, test_quit_race);
     suite_add_tcase(s, tc);
     tc = tcase_create("rerun");
-    tcase_set_timeout(tc, 300);
+    tcase_set_timeout(tc, 300 * dfccl_test_scale_max());
     tcase_add_test(tc, test_rerun_after_callback);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);

@@ -51,8 +51,13 @@ static char netns_name[2][32], netns_dev[2][16];
 static void net_env(int rank, int n, net_mode_t mode)
 {
     /* every net test runs under a timeout that must not fire (the tests of
-     * failures set their own) */
-    setenv("DFCCL_TIMEOUT", "120", 0);
+     * failures set their own): 120 s on an idle machine, and as much
+     * longer as a loaded one may take (it bounds a hang, as the harness
+     * does) */
+    char tmo[32];
+
+    snprintf(tmo, sizeof(tmo), "%.0f", 120 * dfccl_test_scale_max());
+    setenv("DFCCL_TIMEOUT", tmo, 0);
     if (mode == NET_FORCED) {
         setenv("DFCCL_NET", "1", 1);
         unsetenv("DFCCL_HOST_ID");
@@ -252,7 +257,7 @@ static int net_mismatch_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
                                             g, 0, &id) == DFCCL_OK, "register");
     d = dfccl_test_malloc(ctx, 1001 * sizeof(float));
     DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
-    st = dfcclWait(id, 60000, ctx);
+    st = dfcclWait(id, dfccl_test_wait_ms(60000), ctx);
     /* neither rank exits before both have their answer: an exited peer is
      * reported as such, and could come first */
     dfccl_test_barrier(oob);
@@ -298,7 +303,8 @@ static int net_dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
                      "register");
     d = dfccl_test_malloc(ctx, count * sizeof(float));
     DFCCL_TEST_CHECK(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
-    DFCCL_TEST_CHECK(dfcclWait(id, 60000, ctx) == DFCCL_OK, "the first broadcast failed");
+    DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK,
+                     "the first broadcast failed");
     dfccl_test_barrier(oob);
     if (rank == 1) {
         kill(getpid(), SIGKILL);
@@ -306,7 +312,7 @@ static int net_dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     usleep(200000);
     st = dfcclRunBroadcast(d, d, id, NULL, NULL, ctx);
     if (st == DFCCL_OK) {
-        st = dfcclWait(id, 20000, ctx);
+        st = dfcclWait(id, dfccl_test_wait_ms(20000), ctx);
     }
     printf("net dead peer: the root's broadcast after rank 1 died: %s\n",
            dfcclGetErrorString(st));
@@ -317,7 +323,9 @@ static int net_dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     printf("net dead peer: dfcclDeregister returned %s after %.1f s%s%s\n",
            dfcclGetErrorString(st), secs, st != DFCCL_OK ? ": " : "",
            st != DFCCL_OK ? dfcclGetLastErrorMessage() : "");
-    DFCCL_TEST_CHECK(secs < 15.0, "dfcclDeregister took %.1f s (DFCCL_TIMEOUT is 3 s)", secs);
+    /* DFCCL_TIMEOUT is 3 s: 15 s is generous, scaled */
+    DFCCL_TEST_CHECK(secs < 15.0 * dfccl_test_scale(), "dfcclDeregister took %.1f s "
+                     "(DFCCL_TIMEOUT is 3 s)", secs);
     DFCCL_TEST_CHECK(st == DFCCL_OK || st == DFCCL_ERR_TIMEOUT || st == DFCCL_ERR_BUSY,
                      "dfcclDeregister returned %s", dfcclGetErrorString(st));
     if (st == DFCCL_ERR_BUSY) {
@@ -329,7 +337,7 @@ static int net_dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     printf("net dead peer: dfcclDestroy returned %s after %.1f s\n", dfcclGetErrorString(st),
            secs);
-    DFCCL_TEST_CHECK(secs < 15.0, "dfcclDestroy took %.1f s", secs);
+    DFCCL_TEST_CHECK(secs < 15.0 * dfccl_test_scale(), "dfcclDestroy took %.1f s", secs);
     return 0;
 }
 
@@ -411,16 +419,17 @@ static const char *netns_setup(void)
             return "configuring the veth pair failed";
         }
     }
-    /* UCX takes only links that are running: wait for the carrier */
-    for (int tries = 0;; tries++) {
+    /* UCX takes only links that are running: wait for the carrier (5 s on
+     * an idle machine, scaled: a skip must not come from a busy one) */
+    for (int tries = 0, most = (int)(100 * dfccl_test_scale());; tries++) {
         if (netns_sh("ip -n %s link show %s | grep -q 'state UP' && "
                      "ip -n %s link show %s | grep -q 'state UP'", netns_name[0], netns_dev[0],
                      netns_name[1], netns_dev[1]) == 0) {
             break;
         }
-        if (tries == 100) {
+        if (tries >= most) {
             netns_teardown();
-            return "the veth pair did not come up within 5 s";
+            return "the veth pair did not come up in time";
         }
         usleep(50000);
     }
@@ -447,7 +456,7 @@ int main(void)
     }
     printf("network namespaces %s (%s, 10.231.0.1) and %s (%s, 10.231.0.2); UCX_TLS=tcp,self\n",
            netns_name[0], netns_dev[0], netns_name[1], netns_dev[1]);
-    tcase_set_timeout(tc, 1000);
+    tcase_set_timeout(tc, 1000 * dfccl_test_scale_max());
     tcase_add_test(tc, test_net_netns_matrix);
     tcase_add_test(tc, test_net_netns_disorder);
     tcase_add_test(tc, test_net_netns_synchronize);
@@ -474,9 +483,9 @@ int main(void)
     printf("the net transport is not built (no UCX): skipped\n");
     return 77;
 #endif
-    tcase_set_timeout(forced, 1000);
-    tcase_set_timeout(fail, 300);
-    tcase_set_timeout(hosts, 1000);
+    tcase_set_timeout(forced, 1000 * dfccl_test_scale_max());
+    tcase_set_timeout(fail, 300 * dfccl_test_scale_max());
+    tcase_set_timeout(hosts, 1000 * dfccl_test_scale_max());
     tcase_add_test(forced, test_net_matrix_2);
     tcase_add_test(forced, test_net_matrix_4);
     tcase_add_test(forced, test_net_disorder);

@@ -429,7 +429,9 @@ int main(void)
     SRunner *sr;
     int failed;
 
-    tcase_set_timeout(tc, 120);
+    /* one process, no waits: a few seconds on an idle machine; generous
+     * for a loaded one */
+    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_task_queue_fifo);
     tcase_add_test(tc, test_task_queue_priority);
     tcase_add_test(tc, test_take_control);
