@@ -422,7 +422,14 @@ DFCCL_API dfccl_status_t dfcclGroupDestroy(dfccl_group_t group);
  * must register the group's collectives in the same order with the same
  * count, type, op and root (that is how ranks pair them up); a difference is
  * reported as DFCCL_ERR_MISMATCH, naming both sides, when the collective
- * runs. Calls on one group must not race with each other. Higher `priority`
+ * runs: on every rank of the group that shares a host with the rank that
+ * finds it, promptly, with that rank's diagnosis. The group's collectives
+ * registered from the mismatched one on pair with the wrong ones, so they
+ * all fail the same way; those registered before it still run. A
+ * registration that one rank makes in addition to the same arguments as
+ * the next one cannot be told apart from it: the ranks then wait, and the
+ * watchdog (DFCCL_WARN_S) says which rank has not registered as far.
+ * Calls on one group must not race with each other. Higher `priority`
  * runs first when the context orders by priority (DFCCL_PRIORITY=1, the
  * default). [out] coll_id_p: the id to run it with, unique in the context.
  * Counts are in elements: allgather's count is each rank's contribution,
@@ -512,7 +519,12 @@ DFCCL_API dfccl_status_t dfcclQuery(int coll_id, dfccl_rank_ctx_t ctx);
  * Block until `coll_id` has completed and its callback has run, driving
  * progress in explicit mode. timeout_ms < 0 waits without limit, as long as
  * the daemon can make progress; the context's timeout still applies.
- * Returns the collective's status, or DFCCL_ERR_TIMEOUT.
+ * Returns the collective's status, or DFCCL_ERR_TIMEOUT. When another rank
+ * of the group (on this host) failed the same run of the collective, it
+ * fails here too, with that rank's status and a message naming it and its
+ * reason: a registration mismatch, its own failure (a timeout, a dead
+ * peer), its aborted context or its destroyed group. A run that had
+ * reached the daemon can only fail by aborting the context.
  */
 DFCCL_API dfccl_status_t dfcclWait(int coll_id, int timeout_ms, dfccl_rank_ctx_t ctx);
 
@@ -535,8 +547,12 @@ DFCCL_API dfccl_status_t dfcclSynchronize(dfccl_rank_ctx_t ctx);
  * completes with DFCCL_ERR_ABORTED, and further runs fail; only
  * dfcclDestroy remains. dfccl aborts by itself when a collective runs past
  * DFCCL_TIMEOUT (it completes with DFCCL_ERR_TIMEOUT, and the message names
- * the collective, its group, and which ranks have and have not joined it)
- * or when a peer process of a collective in flight has exited.
+ * the collective, its group, which ranks have and have not joined it, which
+ * of those that joined do not respond, and where each waits), when a peer
+ * process of a collective in flight has exited, or when a rank of the group
+ * failed a collective that has reached this rank's daemon (dfcclWait). The
+ * group's other ranks on this host then fail what this rank has not
+ * finished, instead of waiting for it.
  */
 DFCCL_API dfccl_status_t dfcclAbort(dfccl_rank_ctx_t ctx);
 

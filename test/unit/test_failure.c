@@ -652,7 +652,7 @@ enum { WD_SEEN = 0, WD_INTS = 1 };
 static int watchdog_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     int *sh = varg, id;
-    const size_t count = 100000;
+    const size_t count = 1u << 20; /* 4 MiB: the ring on both backends */
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     char path[64], *text = NULL;
@@ -701,7 +701,7 @@ static int watchdog_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         DFCCL_TEST_CHECK(first != NULL, "no watchdog line");
         second = strstr(first + 1, "watchdog:");
         DFCCL_TEST_CHECK(second != NULL, "one watchdog line");
-        DFCCL_TEST_CHECK(strstr(first, "collective 0 (allreduce of 100000 float32) on group "
+        DFCCL_TEST_CHECK(strstr(first, "collective 0 (allreduce of 1048576 float32) on group "
                                        "test (rank 0 of 3)") != NULL &&
                          strstr(first, "ranks joined: 0, 1;") != NULL &&
                          strstr(first, "ranks not joined: 2 (has not started run 1)") != NULL &&
