@@ -3,7 +3,7 @@
  * Whole-run properties of dfccl-sim:
  *   - with disorder_prob = 0 the intended order is consistent across GPUs and
  *     no round deadlocks, in either model, on small Megatron and free
- *     groupings and on every configuration of the shared configs directory
+ *     groupings and on every Table 1 configuration of tools/sim/configs
  *     (stepped in full, with few rounds);
  *   - the same seed gives the same count with one thread or two;
  *   - counting rounds that drew no disorder skip as successful without
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #ifndef SIM_CONFIG_DIR
-#define SIM_CONFIG_DIR "../shared/sim/configs"
+#define SIM_CONFIG_DIR "../../tools/sim/configs"
 #endif
 
 #define SMALL_MEGATRON(model, disorder, sync)                                      \
@@ -118,8 +118,8 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Every shared configuration, with disorder_prob forced to 0. */
-START_TEST(test_no_disorder_shared_configs)
+/* Every Table 1 configuration, with disorder_prob forced to 0. */
+START_TEST(test_no_disorder_table1_configs)
 {
     char *names[256], path[4096];
     dfccl_sim_config_t *config;
@@ -132,11 +132,7 @@ START_TEST(test_no_disorder_shared_configs)
     DIR *dir;
 
     dir = opendir(SIM_CONFIG_DIR);
-    if (dir == NULL) {
-        fprintf(stderr, "note: %s not found, shared configurations not checked\n",
-                SIM_CONFIG_DIR);
-        return;
-    }
+    ck_assert_msg(dir != NULL, "cannot open %s", SIM_CONFIG_DIR);
     while (((entry = readdir(dir)) != NULL) && (n < 256)) {
         len = strlen(entry->d_name);
         if ((len > 5) && (strcmp(entry->d_name + len - 5, ".json") == 0)) {
@@ -145,7 +141,8 @@ START_TEST(test_no_disorder_shared_configs)
     }
     closedir(dir);
     qsort(names, n, sizeof(names[0]), name_cmp);
-    ck_assert_msg(n > 0, "no configuration in %s", SIM_CONFIG_DIR);
+    ck_assert_msg(n == 18, "%zu configurations in %s, expected Table 1's 18", n,
+                  SIM_CONFIG_DIR);
 
     for (size_t i = 0; i < n; i++) {
         snprintf(path, sizeof(path), "%s/%s", SIM_CONFIG_DIR, names[i]);
@@ -267,7 +264,7 @@ static Suite *order_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_no_disorder_small);
     tcase_add_test(tc, test_disorder_deadlocks_small);
-    tcase_add_test(tc, test_no_disorder_shared_configs);
+    tcase_add_test(tc, test_no_disorder_table1_configs);
     tcase_add_test(tc, test_same_seed_any_threads);
     tcase_add_test(tc, test_unstepped_rounds_match_stepped);
     tcase_add_test(tc, test_megatron_layout);
