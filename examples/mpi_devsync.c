@@ -22,17 +22,27 @@
 /* elements per collective; the first argument overrides it */
 static int COUNT = 128 * 1024;
 
-/* One GPU per local rank, chosen before MPI_Init: the coll component sets
- * up dfccl on the current device when MPI creates MPI_COMM_WORLD. */
-static void select_device(void)
+/* One GPU per rank of this node, chosen after MPI_Init as MPI programs
+ * usually choose it: the ranks that share the node are numbered by a
+ * communicator of type MPI_COMM_TYPE_SHARED. The dfccl component binds to
+ * the GPU of the first device buffer a collective gets. Returns 1 when a
+ * GPU was selected (device buffers), 0 without one (host buffers). */
+static int select_device(void)
 {
 #ifdef HAVE_CUDART
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    int n = 0;
-    if (lr != NULL && cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
-        cudaSetDevice(atoi(lr) % n);
+    MPI_Comm node;
+    int local = 0, n = 0;
+
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0 &&
+        cudaSetDevice(local % n) == cudaSuccess) {
+        return 1;
     }
+    cudaGetLastError();
 #endif
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -42,8 +52,6 @@ int main(int argc, char **argv)
     float *buf[2], *host;
     int rank, size, dev = 0, errors = 0, all;
 
-    select_device();
-
     MPI_Init(&argc, &argv);
     if (argc > 1) {
         COUNT = atoi(argv[1]);
@@ -51,12 +59,7 @@ int main(int argc, char **argv)
     host = malloc(COUNT * sizeof(float));
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-#ifdef HAVE_CUDART
-    {
-        int n = 0;
-        dev = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-    }
-#endif
+    dev = select_device();
     for (int c = 0; c < 2; c++) {
         MPI_Comm_dup(MPI_COMM_WORLD, &comm[c]);
         for (int i = 0; i < COUNT; i++) {

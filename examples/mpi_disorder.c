@@ -22,16 +22,6 @@
 /* elements per collective; the first argument overrides it */
 static int COUNT = 64 * 1024;
 
-static int use_device(void)
-{
-#ifdef HAVE_CUDART
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-#else
-    return 0;
-#endif
-}
-
 static void *buf_alloc(int dev, size_t bytes)
 {
 #ifdef HAVE_CUDART
@@ -65,17 +55,27 @@ static void buf_free(int dev, void *p)
     free(p);
 }
 
-/* One GPU per local rank, chosen before MPI_Init: the coll component sets
- * up dfccl on the current device when MPI creates MPI_COMM_WORLD. */
-static void select_device(void)
+/* One GPU per rank of this node, chosen after MPI_Init as MPI programs
+ * usually choose it: the ranks that share the node are numbered by a
+ * communicator of type MPI_COMM_TYPE_SHARED. The dfccl component binds to
+ * the GPU of the first device buffer a collective gets. Returns 1 when a
+ * GPU was selected (device buffers), 0 without one (host buffers). */
+static int select_device(void)
 {
 #ifdef HAVE_CUDART
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    int n = 0;
-    if (lr != NULL && cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
-        cudaSetDevice(atoi(lr) % n);
+    MPI_Comm node;
+    int local = 0, n = 0;
+
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0 &&
+        cudaSetDevice(local % n) == cudaSuccess) {
+        return 1;
     }
+    cudaGetLastError();
 #endif
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -86,8 +86,6 @@ int main(int argc, char **argv)
     int order[NCOMMS], rank, size, errors = 0, all;
     int dev;
 
-    select_device();
-
     MPI_Init(&argc, &argv);
     if (argc > 1) {
         COUNT = atoi(argv[1]);
@@ -95,7 +93,7 @@ int main(int argc, char **argv)
     host = malloc(COUNT * sizeof(float));
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    dev = use_device();
+    dev = select_device();
     for (int c = 0; c < NCOMMS; c++) {
         MPI_Comm_dup(MPI_COMM_WORLD, &comms[c]);
         for (int i = 0; i < COUNT; i++) {

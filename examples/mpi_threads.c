@@ -73,18 +73,27 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* One GPU per local rank, chosen before MPI_Init: the coll component sets
- * up dfccl on the current device when MPI creates MPI_COMM_WORLD. */
-static void select_device(void)
+/* One GPU per rank of this node, chosen after MPI_Init as MPI programs
+ * usually choose it: the ranks that share the node are numbered by a
+ * communicator of type MPI_COMM_TYPE_SHARED. The dfccl component binds to
+ * the GPU of the first device buffer a collective gets. Returns 1 when a
+ * GPU was selected (device buffers), 0 without one (host buffers). */
+static int select_device(void)
 {
 #ifdef HAVE_CUDART
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    int n = 0;
-    if (lr != NULL && cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
-        cudaSetDevice(atoi(lr) % n);
+    MPI_Comm node;
+    int local = 0, n = 0;
+
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0 &&
+        cudaSetDevice(local % n) == cudaSuccess) {
+        return 1;
     }
-    cudaGetDevice(&device_id);
+    cudaGetLastError();
 #endif
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -92,8 +101,6 @@ int main(int argc, char **argv)
     worker_t w[2];
     pthread_t th[2];
     int provided, errors, all;
-
-    select_device();
 
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     if (argc > 1) {
@@ -108,10 +115,10 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 77;
     }
+    dev = select_device();
 #ifdef HAVE_CUDART
-    {
-        int n = 0;
-        dev = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    if (dev) {
+        cudaGetDevice(&device_id);
     }
 #endif
     for (int i = 0; i < 2; i++) {

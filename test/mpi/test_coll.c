@@ -11,8 +11,9 @@
  * =host, every call must give the same results through the other components.
  * With --device (a CUDA build), every collective runs on device copies of
  * its buffers, for the GPU lane; the fallback calls then check the staging
- * of device buffers through host memory. Exit status 0 when every check
- * passed.
+ * of device buffers through host memory. The GPU is chosen after MPI_Init
+ * from the node-local rank, as MPI programs choose it. Exit status 0 when
+ * every check passed.
  */
 #include <mpi.h>
 #if defined(OPEN_MPI)
@@ -25,6 +26,7 @@
 #ifdef HAVE_CUDART
 #include <cuda_runtime_api.h>
 #endif
+#include "test_util.h"
 
 enum { BLOCKING, NONBLOCKING, PERSISTENT, NFORMS };
 static const char *const form_names[] = {"blocking", "nonblocking", "persistent"};
@@ -532,19 +534,6 @@ static void test_copies_in_flight(void)
 #endif
 }
 
-/* One GPU per local rank, chosen before MPI_Init: the coll component sets
- * up dfccl on the current device when MPI creates MPI_COMM_WORLD. */
-static void select_device(void)
-{
-#ifdef HAVE_CUDART
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    int n = 0;
-    if (lr != NULL && cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
-        cudaSetDevice(atoi(lr) % n);
-    }
-#endif
-}
-
 int main(int argc, char **argv)
 {
     size_t counts[] = {1, 7, 1000};
@@ -568,11 +557,20 @@ int main(int argc, char **argv)
         }
     }
 
-    select_device();
-
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+#ifdef HAVE_CUDART
+    /* as MPI programs choose their GPU: after MPI_Init, from the node-local
+     * rank; the component binds to it at the first device buffer */
+    if (device && test_select_device() < 0) {
+        if (rank == 0) {
+            fprintf(stderr, "test_coll: --device but no GPU is visible\n");
+        }
+        MPI_Finalize();
+        return 77;
+    }
+#endif
     types_init();
 
     for (int form = 0; form < NFORMS; form++) {
