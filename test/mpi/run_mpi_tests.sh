@@ -5,11 +5,14 @@
 # uninstalled component through mca_base_component_path (our .libs first,
 # then its own directory). The dfccl runs use the host backend
 # (coll_dfccl_backend=host), so no GPU is needed; the fallback run uses the
-# defaults and checks that the program behaves as without dfccl.
+# defaults and checks that the program behaves as without dfccl. A program
+# that exits 77 (test_memkinds without a GPU) is reported as skipped.
 set -u
 comp=${DFCCL_COMPONENT_DIR:-$(cd "$(dirname "$0")/../../ompi_coll_dfccl/.libs" && pwd)}
 bin=${DFCCL_TEST_DIR:-$(dirname "$0")}
 limit=${DFCCL_TEST_TIMEOUT:-120}
+# the error tests end in seconds when the component does its job
+elimit=${DFCCL_TEST_ERROR_TIMEOUT:-30}
 sysdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
 if [ ! -f "$comp/mca_coll_dfccl.so" ]; then
     echo "run_mpi_tests: $comp/mca_coll_dfccl.so not built" >&2
@@ -22,20 +25,25 @@ export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_pml=o
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
 
 failed=0
+tlimit= # a run's own timeout, when set
 run() { # name ranks expect-dfccl(0: none, 1: every rank, 2: any) mca-args... -- program args...
     name=$1 np=$2 want=$3
     shift 3
     log=$(mktemp)
     start=$(date +%s)
-    timeout -k 5 "$limit" mpirun --oversubscribe -np "$np" --mca coll_dfccl_verbose 1 "$@" \
-        >"$log" 2>&1
+    timeout -k 5 "${tlimit:-$limit}" mpirun --oversubscribe -np "$np" --mca coll_dfccl_verbose 1 \
+        "$@" >"$log" 2>&1
     rc=$?
     took=$(( $(date +%s) - start ))
     nstat=$(grep -c '^dfccl: rank .*: collectives' "$log")
     ndfccl=$(grep '^dfccl: rank .*: collectives' "$log" | awk '$5 > 0' | wc -l)
     status=PASS
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        status="FAIL (hung: killed after ${limit}s)"
+        status="FAIL (hung: killed after ${tlimit:-$limit}s)"
+    elif [ $rc -eq 77 ]; then
+        echo "SKIP: $name, $np ranks: $(grep -m1 'skipped' "$log")"
+        rm -f "$log"
+        return
     elif [ $rc -ne 0 ]; then
         status="FAIL (exit $rc)"
     elif [ "$nstat" -ne "$np" ]; then
@@ -46,6 +54,39 @@ run() { # name ranks expect-dfccl(0: none, 1: every rank, 2: any) mca-args... --
         status="FAIL (dfccl ran collectives on the fallback path)"
     fi
     echo "$status: $name, $np ranks (${took}s)"
+    if [ "$status" != PASS ]; then
+        failed=1
+        sed 's/^/    /' "$log" | tail -40
+    fi
+    rm -f "$log"
+}
+
+# An incorrect program under MPI_ERRORS_ARE_FATAL: the job must abort with
+# Open MPI's handler message, having reached the call (the program prints
+# `reached` first), with no crash, no call returning (FAIL) and no hang.
+run_fatal() { # name ranks reached-pattern mca-args... -- program args...
+    name=$1 np=$2 reached=$3
+    shift 3
+    log=$(mktemp)
+    start=$(date +%s)
+    timeout -k 5 "$elimit" mpirun --oversubscribe -np "$np" "$@" >"$log" 2>&1
+    rc=$?
+    took=$(( $(date +%s) - start ))
+    status=PASS
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        status="FAIL (hung: killed after ${elimit}s)"
+    elif [ $rc -eq 0 ]; then
+        status="FAIL (the job did not abort)"
+    elif grep -qiE 'segmentation fault|signal 11|sigsegv|bus error|core dumped' "$log"; then
+        status="FAIL (a process crashed)"
+    elif grep -q 'FAIL' "$log"; then
+        status="FAIL (a call returned instead of aborting)"
+    elif ! grep -q "$reached" "$log"; then
+        status="FAIL (the program did not reach the failing call)"
+    elif ! grep -q 'MPI_ERRORS_ARE_FATAL' "$log"; then
+        status="FAIL (no MPI_ERRORS_ARE_FATAL message from Open MPI)"
+    fi
+    echo "$status: $name, $np ranks (${took}s, mpirun exit $rc)"
     if [ "$status" != PASS ]; then
         failed=1
         sed 's/^/    /' "$log" | tail -40
@@ -64,6 +105,16 @@ for np in $nps; do
     run "device sync between collectives in opposite orders" $np 1 $host "$bin/test_devsync"
     run "disorder: 8 communicators, random order per rank" $np 1 $host "$bin/test_disorder" \
         ${DFCCL_TEST_DISORDER_COUNT:-}
+    run "every other collective x form x in-place x type, neighbors, mixed" $np 1 $host \
+        "$bin/test_allcolls"
+    run "a second thread that never selects a device" $np 1 $host "$bin/test_thread_nodevice"
+    # every CUDA memory kind: the default backend (CUDA with a GPU), else skipped
+    run "memory kinds (GPU only)" $np 1 "$bin/test_memkinds"
+    tlimit=$elimit
+    run "mismatched count: the same error class everywhere" $np 1 $host "$bin/test_errors"
+    tlimit=
+    run_fatal "mismatched count under MPI_ERRORS_ARE_FATAL aborts the job" $np \
+        'starting the mismatched' $host "$bin/test_errors" --fatal
 done
 # an incorrect program (the last rank skips a collective) fails with an
 # error through the communicator's error handler, within the timeout

@@ -1,0 +1,1345 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Every MPI collective that the dfccl component does not run on dfccl
+ * itself, under mpirun: alltoall, alltoallv (uneven and zero counts),
+ * alltoallw, allgatherv, gather, gatherv, scatter, scatterv, scan, exscan,
+ * barrier, MPI_Reduce_local, and neighbor_allgather(v) and
+ * neighbor_alltoall(v,w) on a cartesian and on a distributed-graph
+ * communicator. Each is run blocking, nonblocking and persistent
+ * (MPIX_*_init, started twice with new data), in place where MPI allows it,
+ * on MPI_INT, MPI_DOUBLE and a derived type with gaps (two ints of four:
+ * whatever a receive leaves in the gaps must stay there), and every element
+ * of every receive buffer is checked, as is every byte between blocks
+ * (displacements leave holes). A last part has native and staged
+ * collectives in flight together on two communicators, started in a
+ * different order on even and odd ranks.
+ *
+ * With --device (a CUDA build) the buffers are device memory on the GPU
+ * chosen after MPI_Init from the node-local rank: the component must stage
+ * them through host memory around the components below it. Without it they
+ * are host memory (the host backend in CI). A failure names the collective,
+ * form, type, count and rank; the exit status is 0 only if every check
+ * passed on every rank.
+ */
+#include <mpi.h>
+#if defined(OPEN_MPI)
+#include <mpi-ext.h>
+#endif
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef HAVE_CUDART
+#include <cuda_runtime_api.h>
+#endif
+#include "test_util.h"
+
+enum { BLOCKING, NONBLOCKING, PERSISTENT, NFORMS };
+static const char *const form_names[] = {"blocking", "nonblocking", "persistent"};
+
+#define MAX_RANKS 16     /* val() keeps ranks and block tags below 16 */
+#define HOLE 0xa5        /* every byte of a receive buffer that no block covers */
+#define JUNK 77777777    /* the gaps of a derived-type element in a send buffer */
+#define PLACEHOLDER (-5) /* what an in-place buffer holds where a block arrives */
+
+typedef enum { T_INT, T_DOUBLE, T_VEC, NTYPES } tkind_t;
+
+typedef struct {
+    tkind_t      kind;
+    const char  *name;
+    MPI_Datatype dt;
+    size_t       extent; /* bytes per element */
+} dtype_t;
+
+static dtype_t types[NTYPES];
+static int rank, size, device, failures, checks, hole_int;
+
+/* One call being checked: what a failure message names. */
+typedef struct {
+    const char    *coll;
+    const char    *tname;
+    int            form, ip, round, bad;
+    size_t         k;
+    MPI_Request    req;
+} run_t;
+
+static run_t run_new(const char *coll, const char *tname, size_t k, int form, int ip)
+{
+    run_t c = {coll, tname, form, ip, 0, 0, k, MPI_REQUEST_NULL};
+    return c;
+}
+
+static void fail(run_t *c, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+
+    c->bad = 1;
+    failures++;
+    if (failures > 30) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "rank %d: FAIL %s %s%s %s count %zu%s: %s\n", rank, c->coll,
+            form_names[c->form], c->ip ? " in-place" : "", c->tname, c->k,
+            c->round ? " (second start)" : "", msg);
+}
+
+static void call_rc(run_t *c, int rc)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+
+    checks++;
+    if (rc != MPI_SUCCESS) {
+        MPI_Error_string(rc, s, &len);
+        fail(c, "the call returned an error: %s", s);
+    }
+}
+
+/*
+ * Run a collective in the run's form: the blocking call; the nonblocking
+ * call and MPI_Wait; or (persistent) the init call on the first round only,
+ * then MPI_Start and MPI_Wait on every round. The nonblocking and init
+ * calls write c->req.
+ */
+#define COLL(_c, _blocking, _nonblocking, _persistent)                                 \
+    do {                                                                               \
+        int _rc;                                                                       \
+        if ((_c)->form == BLOCKING) {                                                  \
+            _rc = (_blocking);                                                         \
+        } else if ((_c)->form == NONBLOCKING) {                                        \
+            _rc = (_nonblocking);                                                      \
+            if (_rc == MPI_SUCCESS) {                                                  \
+                _rc = MPI_Wait(&(_c)->req, MPI_STATUS_IGNORE);                         \
+            }                                                                          \
+        } else {                                                                       \
+            _rc = MPI_SUCCESS;                                                         \
+            if ((_c)->req == MPI_REQUEST_NULL) {                                       \
+                _rc = (_persistent);                                                   \
+            }                                                                          \
+            if (_rc == MPI_SUCCESS) {                                                  \
+                _rc = MPI_Start(&(_c)->req);                                           \
+            }                                                                          \
+            if (_rc == MPI_SUCCESS) {                                                  \
+                _rc = MPI_Wait(&(_c)->req, MPI_STATUS_IGNORE);                         \
+            }                                                                          \
+        }                                                                              \
+        call_rc((_c), _rc);                                                            \
+    } while (0)
+
+/* persistent runs start twice, with new data the second time */
+#define ROUNDS(_c) for ((_c)->round = 0; (_c)->round < ((_c)->form == PERSISTENT ? 2 : 1); \
+                        (_c)->round++)
+
+static void run_end(run_t *c)
+{
+    if (c->req != MPI_REQUEST_NULL) {
+        MPI_Request_free(&c->req);
+    }
+}
+
+/* ---- buffers: a host image, and what the collective gets -------------- */
+
+typedef struct {
+    char  *h;     /* host image: filled and checked here */
+    void  *d;     /* the buffer passed to MPI: device memory with --device */
+    size_t bytes;
+} buf_t;
+
+static void buf_init(buf_t *b, size_t bytes)
+{
+    b->bytes = bytes < 64 ? 64 : bytes;
+    b->h     = malloc(b->bytes);
+    if (b->h == NULL) {
+        fprintf(stderr, "rank %d: out of memory\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    memset(b->h, HOLE, b->bytes);
+    b->d = b->h;
+#ifdef HAVE_CUDART
+    if (device) {
+        TEST_CUDA(cudaMalloc(&b->d, b->bytes));
+    }
+#endif
+}
+
+/* the host image into the buffer, complete before the MPI call */
+static void buf_push(buf_t *b)
+{
+#ifdef HAVE_CUDART
+    if (device) {
+        TEST_CUDA(cudaMemcpy(b->d, b->h, b->bytes, cudaMemcpyHostToDevice));
+        TEST_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
+    }
+#endif
+    (void)b;
+}
+
+static void buf_pull(buf_t *b)
+{
+#ifdef HAVE_CUDART
+    if (device) {
+        TEST_CUDA(cudaMemcpy(b->h, b->d, b->bytes, cudaMemcpyDeviceToHost));
+    }
+#endif
+    (void)b;
+}
+
+static void buf_fini(buf_t *b)
+{
+#ifdef HAVE_CUDART
+    if (device) {
+        cudaFree(b->d);
+    }
+#endif
+    free(b->h);
+}
+
+/* ---- elements ----------------------------------------------------------- */
+
+/* Element i of the block that rank src sends with tag blk (its destination
+ * or block index) in round `round`: distinct for every (round, src, blk, i)
+ * below 16 ranks, 16 tags and 2^20 elements, and exact in every type. */
+static long val(int round, int src, int blk, size_t i)
+{
+    return ((long)(round * MAX_RANKS + src) * MAX_RANKS + blk) * (1L << 20) + (long)i;
+}
+
+/* A scan's input: small enough that 16 ranks' sums fit in an int. */
+static long sval(int round, int src, size_t i)
+{
+    return (long)(round * MAX_RANKS + src) * 4096 + (long)(i % 4096);
+}
+
+/* Write element e as v; a derived element's gaps get JUNK. */
+static void el_put(const dtype_t *t, void *buf, size_t e, long v)
+{
+    switch (t->kind) {
+    case T_INT:
+        ((int *)buf)[e] = (int)v;
+        break;
+    case T_DOUBLE:
+        ((double *)buf)[e] = (double)v + 0.5;
+        break;
+    default: {
+        int *p = (int *)buf + 4 * e;
+        p[0]   = (int)v;
+        p[1]   = JUNK;
+        p[2]   = (int)(-v - 1);
+        p[3]   = JUNK;
+        break;
+    }
+    }
+}
+
+/* Element e is v; the gaps of a derived element hold what was there
+ * before the call: JUNK in place (the buffer was written with el_put),
+ * HOLE bytes otherwise. */
+static int el_is(const dtype_t *t, const void *buf, size_t e, long v, int ip)
+{
+    switch (t->kind) {
+    case T_INT:
+        return ((const int *)buf)[e] == (int)v;
+    case T_DOUBLE:
+        return ((const double *)buf)[e] == (double)v + 0.5;
+    default: {
+        const int *p = (const int *)buf + 4 * e;
+        int gap      = ip ? JUNK : hole_int;
+        return p[0] == (int)v && p[2] == (int)(-v - 1) && p[1] == gap && p[3] == gap;
+    }
+    }
+}
+
+static void el_str(const dtype_t *t, const void *buf, size_t e, char *out, size_t len)
+{
+    switch (t->kind) {
+    case T_INT:
+        snprintf(out, len, "%d", ((const int *)buf)[e]);
+        break;
+    case T_DOUBLE:
+        snprintf(out, len, "%.1f", ((const double *)buf)[e]);
+        break;
+    default: {
+        const int *p = (const int *)buf + 4 * e;
+        snprintf(out, len, "{%d, %d} (gaps %d, %d)", p[0], p[2], p[1], p[3]);
+        break;
+    }
+    }
+}
+
+/* A value as an element of t, for messages. */
+static void want_str(const dtype_t *t, long v, char *out, size_t len)
+{
+    switch (t->kind) {
+    case T_INT:
+        snprintf(out, len, "%ld", v);
+        break;
+    case T_DOUBLE:
+        snprintf(out, len, "%.1f", (double)v + 0.5);
+        break;
+    default:
+        snprintf(out, len, "{%ld, %ld}", v, -v - 1);
+        break;
+    }
+}
+
+/* The `count` elements of type t at byte `off` of a host image are
+ * val(round, src, blk, i); their bytes are marked in `covered`. */
+static void expect_block(run_t *c, const char *img, char *covered, size_t off, const dtype_t *t,
+                         int count, int src, int blk, const char *what)
+{
+    char got[96], want[64];
+
+    for (int i = 0; i < count && !c->bad; i++) {
+        long v = val(c->round, src, blk, i);
+        if (!el_is(t, img + off, i, v, c->ip)) {
+            el_str(t, img + off, i, got, sizeof(got));
+            want_str(t, v, want, sizeof(want));
+            fail(c, "%s %d: element %d is %s, expected %s", what, src, i, got, want);
+        }
+    }
+    if (covered != NULL) {
+        memset(covered + off, 1, (size_t)count * t->extent);
+    }
+}
+
+/* Every byte that no block covers still holds HOLE. */
+static void expect_holes(run_t *c, const char *img, const char *covered, size_t bytes)
+{
+    for (size_t b = 0; b < bytes && !c->bad; b++) {
+        if (!covered[b] && (unsigned char)img[b] != HOLE) {
+            fail(c, "byte %zu, outside every block, was overwritten", b);
+        }
+    }
+}
+
+static char *covered_new(const buf_t *b)
+{
+    char *cv = calloc(b->bytes, 1);
+    if (cv == NULL) {
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return cv;
+}
+
+/* Counts: uneven between pairs, a third of them zero. cnt_sym is the same
+ * both ways (in-place alltoallv/w needs it). */
+static int cnt(int src, int dst, size_t k)
+{
+    if (src < 0 || dst < 0) {
+        return (int)k; /* to or from MPI_PROC_NULL: nothing moves */
+    }
+    return (int)(((src + 2 * dst) % 3) * k);
+}
+
+static int cnt_sym(int a, int b, size_t k)
+{
+    return (int)(((a + b) % 3) * k);
+}
+
+/* a rank's share in the v-collectives with one count per rank */
+static int cnt_of(int r, size_t k)
+{
+    if (r < 0) {
+        return (int)k;
+    }
+    return (int)(((r + 1) % 3) * k);
+}
+
+/* the type of the pair's data in the w-collectives (same both ways) */
+static const dtype_t *type_of(int a, int b)
+{
+    if (a < 0 || b < 0) {
+        return &types[T_INT];
+    }
+    return &types[(a + b) % NTYPES];
+}
+
+/*
+ * Displacements (in elements) for n blocks of cnt[] elements: laid out in
+ * reverse order, with a one-element hole before and after each block, so
+ * that a wrong displacement or a write past a block shows. Returns the
+ * elements the buffer needs.
+ */
+static size_t layout(int n, const int *counts, int *displs)
+{
+    size_t at = 1;
+
+    for (int p = n - 1; p >= 0; p--) {
+        displs[p] = (int)at;
+        at += (size_t)counts[p] + 1;
+    }
+    return at;
+}
+
+/* The same in bytes for blocks of different types, each block aligned to
+ * 8 bytes, with 16 bytes of hole after each. */
+static size_t layout_bytes(int n, const int *counts, const dtype_t *const *ts, MPI_Aint *displs)
+{
+    size_t at = 16;
+
+    for (int p = n - 1; p >= 0; p--) {
+        at        = (at + 7) & ~(size_t)7;
+        displs[p] = (MPI_Aint)at;
+        at += (size_t)counts[p] * ts[p]->extent + 16;
+    }
+    return at;
+}
+
+/* ---- alltoall(v,w) ------------------------------------------------------ */
+
+static void t_alltoall(const dtype_t *t, size_t k, int form, int ip)
+{
+    run_t c  = run_new("alltoall", t->name, k, form, ip);
+    size_t n = k * size;
+    buf_t s, r;
+    char *cv;
+
+    buf_init(&s, n * t->extent);
+    buf_init(&r, n * t->extent);
+    cv = covered_new(&r);
+    ROUNDS(&c)
+    {
+        memset(r.h, HOLE, r.bytes);
+        for (int d = 0; d < size; d++) {
+            for (size_t i = 0; i < k; i++) {
+                el_put(t, ip ? r.h : s.h, d * k + i, val(c.round, rank, d, i));
+            }
+        }
+        buf_push(&s);
+        buf_push(&r);
+        const void *sb = ip ? MPI_IN_PLACE : s.d;
+        int kk = (int)k;
+        COLL(&c, MPI_Alltoall(sb, kk, t->dt, r.d, kk, t->dt, MPI_COMM_WORLD),
+             MPI_Ialltoall(sb, kk, t->dt, r.d, kk, t->dt, MPI_COMM_WORLD, &c.req),
+             MPIX_Alltoall_init(sb, kk, t->dt, r.d, kk, t->dt, MPI_COMM_WORLD, MPI_INFO_NULL,
+                                &c.req));
+        buf_pull(&r);
+        memset(cv, 0, r.bytes);
+        for (int src = 0; src < size; src++) {
+            expect_block(&c, r.h, cv, src * k * t->extent, t, (int)k, src, rank,
+                         "block from rank");
+        }
+        expect_holes(&c, r.h, cv, r.bytes);
+    }
+    run_end(&c);
+    free(cv);
+    buf_fini(&s);
+    buf_fini(&r);
+}
+
+static void t_alltoallv(const dtype_t *t, size_t k, int form, int ip)
+{
+    run_t c = run_new("alltoallv", t->name, k, form, ip);
+    int *sc = malloc(size * sizeof(int)), *sd = malloc(size * sizeof(int));
+    int *rc = malloc(size * sizeof(int)), *rd = malloc(size * sizeof(int));
+    size_t sn, rn;
+    buf_t s, r;
+    char *cv;
+
+    for (int p = 0; p < size; p++) {
+        sc[p] = ip ? cnt_sym(rank, p, k) : cnt(rank, p, k);
+        rc[p] = ip ? cnt_sym(p, rank, k) : cnt(p, rank, k);
+    }
+    sn = layout(size, sc, sd);
+    rn = layout(size, rc, rd);
+    buf_init(&s, sn * t->extent);
+    buf_init(&r, rn * t->extent);
+    cv = covered_new(&r);
+    ROUNDS(&c)
+    {
+        memset(r.h, HOLE, r.bytes);
+        for (size_t e = 0; e < sn; e++) {
+            el_put(t, s.h, e, -99); /* the holes of the send buffer: never sent */
+        }
+        for (int d = 0; d < size; d++) {
+            for (int i = 0; i < (ip ? rc[d] : sc[d]); i++) {
+                el_put(t, ip ? r.h : s.h, (size_t)(ip ? rd[d] : sd[d]) + i,
+                       val(c.round, rank, d, i));
+            }
+        }
+        buf_push(&s);
+        buf_push(&r);
+        const void *sb = ip ? MPI_IN_PLACE : s.d;
+        COLL(&c, MPI_Alltoallv(sb, sc, sd, t->dt, r.d, rc, rd, t->dt, MPI_COMM_WORLD),
+             MPI_Ialltoallv(sb, sc, sd, t->dt, r.d, rc, rd, t->dt, MPI_COMM_WORLD, &c.req),
+             MPIX_Alltoallv_init(sb, sc, sd, t->dt, r.d, rc, rd, t->dt, MPI_COMM_WORLD,
+                                 MPI_INFO_NULL, &c.req));
+        buf_pull(&r);
+        memset(cv, 0, r.bytes);
+        for (int src = 0; src < size; src++) {
+            expect_block(&c, r.h, cv, (size_t)rd[src] * t->extent, t, rc[src], src, rank,
+                         "block from rank");
+        }
+        expect_holes(&c, r.h, cv, r.bytes);
+    }
+    run_end(&c);
+    free(cv);
+    buf_fini(&s);
+    buf_fini(&r);
+    free(sc);
+    free(sd);
+    free(rc);
+    free(rd);
+}
+
+/* Each pair's block has its own type (int, double or the derived type). */
+static void t_alltoallw(size_t k, int form, int ip)
+{
+    run_t c = run_new("alltoallw", "mixed types", k, form, ip);
+    int *sc = malloc(size * sizeof(int)), *rc = malloc(size * sizeof(int));
+    int *sdi = malloc(size * sizeof(int)), *rdi = malloc(size * sizeof(int));
+    MPI_Aint *sd = malloc(size * sizeof(MPI_Aint)), *rd = malloc(size * sizeof(MPI_Aint));
+    const dtype_t **st = malloc(size * sizeof(*st)), **rt = malloc(size * sizeof(*rt));
+    MPI_Datatype *sdt = malloc(size * sizeof(MPI_Datatype));
+    MPI_Datatype *rdt = malloc(size * sizeof(MPI_Datatype));
+    size_t sbytes, rbytes;
+    buf_t s, r;
+    char *cv;
+
+    for (int p = 0; p < size; p++) {
+        sc[p]  = ip ? cnt_sym(rank, p, k) : cnt(rank, p, k);
+        rc[p]  = ip ? cnt_sym(p, rank, k) : cnt(p, rank, k);
+        st[p]  = type_of(rank, p);
+        rt[p]  = type_of(p, rank);
+        sdt[p] = st[p]->dt;
+        rdt[p] = rt[p]->dt;
+    }
+    sbytes = layout_bytes(size, sc, st, sd);
+    rbytes = layout_bytes(size, rc, rt, rd);
+    for (int p = 0; p < size; p++) {
+        sdi[p] = (int)sd[p];
+        rdi[p] = (int)rd[p];
+    }
+    buf_init(&s, sbytes);
+    buf_init(&r, rbytes);
+    cv = covered_new(&r);
+    ROUNDS(&c)
+    {
+        memset(r.h, HOLE, r.bytes);
+        for (int d = 0; d < size; d++) {
+            char *at = ip ? r.h + rd[d] : s.h + sd[d];
+            for (int i = 0; i < (ip ? rc[d] : sc[d]); i++) {
+                el_put(ip ? rt[d] : st[d], at, i, val(c.round, rank, d, i));
+            }
+        }
+        buf_push(&s);
+        buf_push(&r);
+        const void *sb = ip ? MPI_IN_PLACE : s.d;
+        COLL(&c, MPI_Alltoallw(sb, sc, sdi, sdt, r.d, rc, rdi, rdt, MPI_COMM_WORLD),
+             MPI_Ialltoallw(sb, sc, sdi, sdt, r.d, rc, rdi, rdt, MPI_COMM_WORLD, &c.req),
+             MPIX_Alltoallw_init(sb, sc, sdi, sdt, r.d, rc, rdi, rdt, MPI_COMM_WORLD,
+                                 MPI_INFO_NULL, &c.req));
+        buf_pull(&r);
+        memset(cv, 0, r.bytes);
+        for (int src = 0; src < size; src++) {
+            expect_block(&c, r.h, cv, (size_t)rd[src], rt[src], rc[src], src, rank,
+                         "block from rank");
+        }
+        expect_holes(&c, r.h, cv, r.bytes);
+    }
+    run_end(&c);
+    free(cv);
+    buf_fini(&s);
+    buf_fini(&r);
+    free(sc);
+    free(rc);
+    free(sdi);
+    free(rdi);
+    free(sd);
+    free(rd);
+    free(st);
+    free(rt);
+    free(sdt);
+    free(rdt);
+}
+
+/* ---- allgatherv, gather(v), scatter(v) ---------------------------------- */
+
+static void t_allgatherv(const dtype_t *t, size_t k, int form, int ip)
+{
+    run_t c = run_new("allgatherv", t->name, k, form, ip);
+    int *rc = malloc(size * sizeof(int)), *rd = malloc(size * sizeof(int));
+    int mine = cnt_of(rank, k);
+    size_t rn;
+    buf_t s, r;
+    char *cv;
+
+    for (int p = 0; p < size; p++) {
+        rc[p] = cnt_of(p, k);
+    }
+    rn = layout(size, rc, rd);
+    buf_init(&s, (size_t)mine * t->extent);
+    buf_init(&r, rn * t->extent);
+    cv = covered_new(&r);
+    ROUNDS(&c)
+    {
+        memset(r.h, HOLE, r.bytes);
+        for (int i = 0; i < mine; i++) {
+            el_put(t, ip ? r.h : s.h, (size_t)(ip ? rd[rank] : 0) + i,
+                   val(c.round, rank, 0, i));
+        }
+        if (ip) { /* the others' blocks arrive over placeholders */
+            for (int p = 0; p < size; p++) {
+                for (int i = 0; p != rank && i < rc[p]; i++) {
+                    el_put(t, r.h, (size_t)rd[p] + i, PLACEHOLDER);
+                }
+            }
+        }
+        buf_push(&s);
+        buf_push(&r);
+        const void *sb = ip ? MPI_IN_PLACE : s.d;
+        COLL(&c, MPI_Allgatherv(sb, mine, t->dt, r.d, rc, rd, t->dt, MPI_COMM_WORLD),
+             MPI_Iallgatherv(sb, mine, t->dt, r.d, rc, rd, t->dt, MPI_COMM_WORLD, &c.req),
+             MPIX_Allgatherv_init(sb, mine, t->dt, r.d, rc, rd, t->dt, MPI_COMM_WORLD,
+                                  MPI_INFO_NULL, &c.req));
+        buf_pull(&r);
+        memset(cv, 0, r.bytes);
+        for (int src = 0; src < size; src++) {
+            expect_block(&c, r.h, cv, (size_t)rd[src] * t->extent, t, rc[src], src, 0,
+                         "block from rank");
+        }
+        expect_holes(&c, r.h, cv, r.bytes);
+    }
+    run_end(&c);
+    free(cv);
+    buf_fini(&s);
+    buf_fini(&r);
+    free(rc);
+    free(rd);
+}
+
+/* gather (v = 0: k elements from every rank) and gatherv (v = 1) */
+static void t_gather(const dtype_t *t, size_t k, int form, int ip, int root, int v)
+{
+    run_t c = run_new(v ? "gatherv" : "gather", t->name, k, form, ip && rank == root);
+    int *rc = malloc(size * sizeof(int)), *rd = malloc(size * sizeof(int));
+    int mine;
+    size_t rn;
+    buf_t s, r;
+    char *cv;
+
+    for (int p = 0; p < size; p++) {
+        rc[p] = v ? cnt_of(p, k) : (int)k;
+        rd[p] = (int)(p * k);
+    }
+    rn   = v ? layout(size, rc, rd) : k * size;
+    mine = rc[rank];
+    buf_init(&s, (size_t)mine * t->extent);
+    buf_init(&r, rn * t->extent);
+    cv = covered_new(&r);
+    ROUNDS(&c)
+    {
+        memset(r.h, HOLE, r.bytes);
+        for (int i = 0; i < mine; i++) {
+            el_put(t, c.ip ? r.h : s.h, (size_t)(c.ip ? rd[rank] : 0) + i,
+                   val(c.round, rank, root, i));
+        }
+        if (c.ip) {
+            for (int p = 0; p < size; p++) {
+                for (int i = 0; p != rank && i < rc[p]; i++) {
+                    el_put(t, r.h, (size_t)rd[p] + i, PLACEHOLDER);
+                }
+            }
+        }
+        buf_push(&s);
+        buf_push(&r);
+        const void *sb = c.ip ? MPI_IN_PLACE : s.d;
+        if (v) {
+            COLL(&c, MPI_Gatherv(sb, mine, t->dt, r.d, rc, rd, t->dt, root, MPI_COMM_WORLD),
+                 MPI_Igatherv(sb, mine, t->dt, r.d, rc, rd, t->dt, root, MPI_COMM_WORLD,
+                              &c.req),
+                 MPIX_Gatherv_init(sb, mine, t->dt, r.d, rc, rd, t->dt, root, MPI_COMM_WORLD,
+                                   MPI_INFO_NULL, &c.req));
+        } else {
+            int kk = (int)k;
+            COLL(&c, MPI_Gather(sb, kk, t->dt, r.d, kk, t->dt, root, MPI_COMM_WORLD),
+                 MPI_Igather(sb, kk, t->dt, r.d, kk, t->dt, root, MPI_COMM_WORLD, &c.req),
+                 MPIX_Gather_init(sb, kk, t->dt, r.d, kk, t->dt, root, MPI_COMM_WORLD,
+                                  MPI_INFO_NULL, &c.req));
+        }
+        buf_pull(&r);
+        memset(cv, 0, r.bytes);
+        for (int src = 0; rank == root && src < size; src++) {
+            expect_block(&c, r.h, cv, (size_t)rd[src] * t->extent, t, rc[src], src, root,
+                         "block from rank");
+        }
+        if (rank == root) {
+            expect_holes(&c, r.h, cv, r.bytes);
+        }
+    }
+    run_end(&c);
+    free(cv);
+    buf_fini(&s);
+    buf_fini(&r);
+    free(rc);
+    free(rd);
+}
+
+/* scatter (v = 0) and scatterv (v = 1) from root */
+static void t_scatter(const dtype_t *t, size_t k, int form, int ip, int root, int v)
+{
+    run_t c = run_new(v ? "scatterv" : "scatter", t->name, k, form, ip && rank == root);
+    int *sc = malloc(size * sizeof(int)), *sd = malloc(size * sizeof(int));
+    int mine;
+    size_t sn;
+    buf_t s, r;
+    char *cv;
+
+    for (int p = 0; p < size; p++) {
+        sc[p] = v ? cnt_of(p, k) : (int)k;
+        sd[p] = (int)(p * k);
+    }
+    sn   = v ? layout(size, sc, sd) : k * size;
+    mine = sc[rank];
+    buf_init(&s, sn * t->extent);
+    buf_init(&r, (size_t)mine * t->extent);
+    cv = covered_new(c.ip ? &s : &r);
+    ROUNDS(&c)
+    {
+        memset(s.h, HOLE, s.bytes);
+        memset(r.h, HOLE, r.bytes);
+        for (int d = 0; rank == root && d < size; d++) {
+            for (int i = 0; i < sc[d]; i++) {
+                el_put(t, s.h, (size_t)sd[d] + i, val(c.round, root, d, i));
+            }
+        }
+        buf_push(&s);
+        buf_push(&r);
+        void *rb = c.ip ? MPI_IN_PLACE : r.d;
+        if (v) {
+            COLL(&c, MPI_Scatterv(s.d, sc, sd, t->dt, rb, mine, t->dt, root, MPI_COMM_WORLD),
+                 MPI_Iscatterv(s.d, sc, sd, t->dt, rb, mine, t->dt, root, MPI_COMM_WORLD,
+                               &c.req),
+                 MPIX_Scatterv_init(s.d, sc, sd, t->dt, rb, mine, t->dt, root,
+                                    MPI_COMM_WORLD, MPI_INFO_NULL, &c.req));
+        } else {
+            int kk = (int)k;
+            COLL(&c, MPI_Scatter(s.d, kk, t->dt, rb, kk, t->dt, root, MPI_COMM_WORLD),
+                 MPI_Iscatter(s.d, kk, t->dt, rb, kk, t->dt, root, MPI_COMM_WORLD, &c.req),
+                 MPIX_Scatter_init(s.d, kk, t->dt, rb, kk, t->dt, root, MPI_COMM_WORLD,
+                                   MPI_INFO_NULL, &c.req));
+        }
+        if (c.ip) {
+            /* the root's own block stays where it was, the rest untouched */
+            buf_pull(&s);
+            memset(cv, 0, s.bytes);
+            for (int d = 0; d < size; d++) {
+                expect_block(&c, s.h, cv, (size_t)sd[d] * t->extent, t, sc[d], root, d,
+                             "the root's block for rank");
+            }
+            expect_holes(&c, s.h, cv, s.bytes);
+        } else {
+            buf_pull(&r);
+            memset(cv, 0, r.bytes);
+            expect_block(&c, r.h, cv, 0, t, mine, root, rank, "block from root");
+            expect_holes(&c, r.h, cv, r.bytes);
+        }
+    }
+    run_end(&c);
+    free(cv);
+    buf_fini(&s);
+    buf_fini(&r);
+    free(sc);
+    free(sd);
+}
+
+/* ---- scan, exscan, reduce_local ----------------------------------------- */
+
+static const char *const op_names[] = {"sum", "max"};
+
+static double num(const dtype_t *t, long v)
+{
+    return t->kind == T_DOUBLE ? (double)v + 0.5 : (double)v;
+}
+
+static double get_num(const dtype_t *t, const void *buf, size_t e)
+{
+    return t->kind == T_DOUBLE ? ((const double *)buf)[e] : ((const int *)buf)[e];
+}
+
+static void t_scan(const dtype_t *t, int op, size_t k, int form, int ip, int ex)
+{
+    char name[32];
+    MPI_Op mop = op ? MPI_MAX : MPI_SUM;
+    buf_t s, r;
+
+    snprintf(name, sizeof(name), "%s %s", ex ? "exscan" : "scan", op_names[op]);
+    run_t c = run_new(name, t->name, k, form, ip);
+    buf_init(&s, k * t->extent);
+    buf_init(&r, k * t->extent);
+    ROUNDS(&c)
+    {
+        for (size_t i = 0; i < k; i++) {
+            el_put(t, ip ? r.h : s.h, i, sval(c.round, rank, i));
+            if (!ip) {
+                el_put(t, r.h, i, PLACEHOLDER);
+            }
+        }
+        buf_push(&s);
+        buf_push(&r);
+        const void *sb = ip ? MPI_IN_PLACE : s.d;
+        int kk = (int)k;
+        if (ex) {
+            COLL(&c, MPI_Exscan(sb, r.d, kk, t->dt, mop, MPI_COMM_WORLD),
+                 MPI_Iexscan(sb, r.d, kk, t->dt, mop, MPI_COMM_WORLD, &c.req),
+                 MPIX_Exscan_init(sb, r.d, kk, t->dt, mop, MPI_COMM_WORLD, MPI_INFO_NULL,
+                                  &c.req));
+        } else {
+            COLL(&c, MPI_Scan(sb, r.d, kk, t->dt, mop, MPI_COMM_WORLD),
+                 MPI_Iscan(sb, r.d, kk, t->dt, mop, MPI_COMM_WORLD, &c.req),
+                 MPIX_Scan_init(sb, r.d, kk, t->dt, mop, MPI_COMM_WORLD, MPI_INFO_NULL,
+                                &c.req));
+        }
+        buf_pull(&r);
+        /* exscan leaves rank 0's result undefined */
+        for (size_t i = 0; i < k && !c.bad && !(ex && rank == 0); i++) {
+            int last    = ex ? rank - 1 : rank;
+            double want = num(t, sval(c.round, 0, i));
+            for (int p = 1; p <= last; p++) {
+                double x = num(t, sval(c.round, p, i));
+                want     = op ? (x > want ? x : want) : want + x;
+            }
+            if (get_num(t, r.h, i) != want) {
+                fail(&c, "element %zu is %.1f, expected %.1f", i, get_num(t, r.h, i), want);
+            }
+        }
+    }
+    run_end(&c);
+    buf_fini(&s);
+    buf_fini(&r);
+}
+
+/* inoutbuf[i] = 2 * inbuf[i] + inoutbuf[i]: shows which argument is which */
+static void twice_plus(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    for (int i = 0; i < *len; i++) {
+        ((int *)inout)[i] += 2 * ((const int *)in)[i];
+    }
+    (void)dt;
+}
+
+static void t_reduce_local(const dtype_t *t, int op, size_t k)
+{
+    static const char *const names[] = {"reduce_local sum", "reduce_local max",
+                                        "reduce_local user op"};
+    run_t c = run_new(names[op], t->name, k, BLOCKING, 0);
+    MPI_Op uop = MPI_OP_NULL, mop = op == 0 ? MPI_SUM : MPI_MAX;
+    buf_t in, io;
+
+    if (op == 2) {
+        MPI_Op_create(twice_plus, 0, &uop);
+        mop = uop;
+    }
+    buf_init(&in, k * t->extent);
+    buf_init(&io, k * t->extent);
+    for (size_t i = 0; i < k; i++) {
+        /* the larger value alternates between the two buffers */
+        el_put(t, in.h, i, sval(0, 1 + (int)(i % 2), i));
+        el_put(t, io.h, i, sval(0, 2 - (int)(i % 2), i));
+    }
+    buf_push(&in);
+    buf_push(&io);
+    call_rc(&c, MPI_Reduce_local(in.d, io.d, (int)k, t->dt, mop));
+    buf_pull(&io);
+    buf_pull(&in);
+    for (size_t i = 0; i < k && !c.bad; i++) {
+        double a = num(t, sval(0, 1 + (int)(i % 2), i)), b = num(t, sval(0, 2 - (int)(i % 2), i));
+        double want = op == 0 ? a + b : op == 1 ? (a > b ? a : b) : 2 * a + b;
+        if (get_num(t, io.h, i) != want) {
+            fail(&c, "element %zu is %.1f, expected %.1f", i, get_num(t, io.h, i), want);
+        }
+        if (get_num(t, in.h, i) != a) {
+            fail(&c, "the input buffer changed at element %zu", i);
+        }
+    }
+    if (op == 2) {
+        MPI_Op_free(&uop);
+    }
+    buf_fini(&in);
+    buf_fini(&io);
+}
+
+static void t_barrier(int form)
+{
+    run_t c = run_new("barrier", "-", 0, form, 0);
+
+    ROUNDS(&c)
+    {
+        COLL(&c, MPI_Barrier(MPI_COMM_WORLD), MPI_Ibarrier(MPI_COMM_WORLD, &c.req),
+             MPIX_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &c.req));
+    }
+    run_end(&c);
+}
+
+/* ---- neighbor collectives ----------------------------------------------- */
+
+#define MAX_NBRS 8
+
+typedef struct {
+    const char *name;
+    MPI_Comm    comm;
+    int         indeg, outdeg;
+    int         srcs[MAX_NBRS], dsts[MAX_NBRS];
+    int         sblk[MAX_NBRS]; /* for in-neighbor j: its index of this rank's block */
+} topo_t;
+
+/* A 2-d cartesian grid (MPI_Dims_create), periodic in the dimensions of
+ * at least 3 ranks (so that no rank is both neighbors of another in one
+ * dimension), with MPI_PROC_NULL neighbors at the other edges. */
+static void topo_cart(topo_t *tp)
+{
+    int dims[2] = {0, 0}, periods[2];
+
+    MPI_Dims_create(size, 2, dims);
+    periods[0] = dims[0] >= 3;
+    periods[1] = dims[1] >= 3;
+    tp->name = "cartesian";
+    MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &tp->comm);
+    MPI_Comm_set_errhandler(tp->comm, MPI_ERRORS_RETURN);
+    tp->indeg = tp->outdeg = 4;
+    for (int d = 0; d < 2; d++) {
+        int lo, hi;
+        MPI_Cart_shift(tp->comm, d, 1, &lo, &hi);
+        tp->srcs[2 * d] = tp->dsts[2 * d] = lo;
+        tp->srcs[2 * d + 1] = tp->dsts[2 * d + 1] = hi;
+        /* the lower neighbor sent its upper block, the upper its lower */
+        tp->sblk[2 * d]     = 2 * d + 1;
+        tp->sblk[2 * d + 1] = 2 * d;
+    }
+}
+
+/* A directed ring with chords: rank r sends to r+1 and r+2, receives from
+ * r-1 and r-2 (r+1 only on two ranks). */
+static void topo_graph(topo_t *tp)
+{
+    int w[MAX_NBRS];
+
+    tp->name   = "dist-graph";
+    tp->outdeg = tp->indeg = size > 2 ? 2 : 1;
+    for (int j = 0; j < tp->outdeg; j++) {
+        tp->dsts[j] = (rank + j + 1) % size;
+        tp->srcs[j] = (rank - j - 1 + 2 * size) % size;
+        tp->sblk[j] = j; /* rank r-j-1 has this rank as its j-th destination */
+        w[j]        = 1;
+    }
+    MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, tp->indeg, tp->srcs, w, tp->outdeg,
+                                   tp->dsts, w, MPI_INFO_NULL, 0, &tp->comm);
+    MPI_Comm_set_errhandler(tp->comm, MPI_ERRORS_RETURN);
+}
+
+static run_t run_nbr(const char *coll, const topo_t *tp, const char *tname, size_t k,
+                     int form)
+{
+    static char name[64];
+    snprintf(name, sizeof(name), "%s (%s)", coll, tp->name);
+    return run_new(name, tname, k, form, 0);
+}
+
+static void t_nbr_allgather(const topo_t *tp, const dtype_t *t, size_t k, int form, int v)
+{
+    run_t c = run_nbr(v ? "neighbor_allgatherv" : "neighbor_allgather", tp, t->name, k, form);
+    int rc[MAX_NBRS], rd[MAX_NBRS], mine = v ? cnt_of(rank, k) : (int)k;
+    size_t rn;
+    buf_t s, r;
+    char *cv;
+
+    for (int j = 0; j < tp->indeg; j++) {
+        rc[j] = v ? cnt_of(tp->srcs[j], k) : (int)k;
+        rd[j] = (int)(j * k);
+    }
+    rn = v ? layout(tp->indeg, rc, rd) : k * tp->indeg;
+    buf_init(&s, (size_t)mine * t->extent);
+    buf_init(&r, rn * t->extent);
+    cv = covered_new(&r);
+    ROUNDS(&c)
+    {
+        memset(r.h, HOLE, r.bytes);
+        for (int i = 0; i < mine; i++) {
+            el_put(t, s.h, i, val(c.round, rank, 0, i));
+        }
+        buf_push(&s);
+        buf_push(&r);
+        if (v) {
+            COLL(&c, MPI_Neighbor_allgatherv(s.d, mine, t->dt, r.d, rc, rd, t->dt, tp->comm),
+                 MPI_Ineighbor_allgatherv(s.d, mine, t->dt, r.d, rc, rd, t->dt, tp->comm,
+                                          &c.req),
+                 MPIX_Neighbor_allgatherv_init(s.d, mine, t->dt, r.d, rc, rd, t->dt, tp->comm,
+                                               MPI_INFO_NULL, &c.req));
+        } else {
+            int kk = (int)k;
+            COLL(&c, MPI_Neighbor_allgather(s.d, kk, t->dt, r.d, kk, t->dt, tp->comm),
+                 MPI_Ineighbor_allgather(s.d, kk, t->dt, r.d, kk, t->dt, tp->comm, &c.req),
+                 MPIX_Neighbor_allgather_init(s.d, kk, t->dt, r.d, kk, t->dt, tp->comm,
+                                              MPI_INFO_NULL, &c.req));
+        }
+        buf_pull(&r);
+        memset(cv, 0, r.bytes);
+        for (int j = 0; j < tp->indeg; j++) {
+            if (tp->srcs[j] >= 0) { /* MPI_PROC_NULL's block stays untouched */
+                expect_block(&c, r.h, cv, (size_t)rd[j] * t->extent, t, rc[j], tp->srcs[j],
+                             0, "block from neighbor");
+            }
+        }
+        expect_holes(&c, r.h, cv, r.bytes);
+    }
+    run_end(&c);
+    free(cv);
+    buf_fini(&s);
+    buf_fini(&r);
+}
+
+static void t_nbr_alltoall(const topo_t *tp, const dtype_t *t, size_t k, int form, int v)
+{
+    run_t c = run_nbr(v ? "neighbor_alltoallv" : "neighbor_alltoall", tp, t->name, k, form);
+    int sc[MAX_NBRS], sd[MAX_NBRS], rc[MAX_NBRS], rd[MAX_NBRS];
+    size_t sn, rn;
+    buf_t s, r;
+    char *cv;
+
+    for (int j = 0; j < tp->outdeg; j++) {
+        sc[j] = v ? cnt(rank, tp->dsts[j], k) : (int)k;
+        sd[j] = (int)(j * k);
+    }
+    for (int j = 0; j < tp->indeg; j++) {
+        rc[j] = v ? cnt(tp->srcs[j], rank, k) : (int)k;
+        rd[j] = (int)(j * k);
+    }
+    sn = v ? layout(tp->outdeg, sc, sd) : k * tp->outdeg;
+    rn = v ? layout(tp->indeg, rc, rd) : k * tp->indeg;
+    buf_init(&s, sn * t->extent);
+    buf_init(&r, rn * t->extent);
+    cv = covered_new(&r);
+    ROUNDS(&c)
+    {
+        memset(r.h, HOLE, r.bytes);
+        for (int j = 0; j < tp->outdeg; j++) {
+            for (int i = 0; i < sc[j]; i++) {
+                el_put(t, s.h, (size_t)sd[j] + i, val(c.round, rank, j, i));
+            }
+        }
+        buf_push(&s);
+        buf_push(&r);
+        if (v) {
+            COLL(&c, MPI_Neighbor_alltoallv(s.d, sc, sd, t->dt, r.d, rc, rd, t->dt, tp->comm),
+                 MPI_Ineighbor_alltoallv(s.d, sc, sd, t->dt, r.d, rc, rd, t->dt, tp->comm,
+                                         &c.req),
+                 MPIX_Neighbor_alltoallv_init(s.d, sc, sd, t->dt, r.d, rc, rd, t->dt, tp->comm,
+                                              MPI_INFO_NULL, &c.req));
+        } else {
+            int kk = (int)k;
+            COLL(&c, MPI_Neighbor_alltoall(s.d, kk, t->dt, r.d, kk, t->dt, tp->comm),
+                 MPI_Ineighbor_alltoall(s.d, kk, t->dt, r.d, kk, t->dt, tp->comm, &c.req),
+                 MPIX_Neighbor_alltoall_init(s.d, kk, t->dt, r.d, kk, t->dt, tp->comm,
+                                             MPI_INFO_NULL, &c.req));
+        }
+        buf_pull(&r);
+        memset(cv, 0, r.bytes);
+        for (int j = 0; j < tp->indeg; j++) {
+            if (tp->srcs[j] >= 0) {
+                expect_block(&c, r.h, cv, (size_t)rd[j] * t->extent, t, rc[j], tp->srcs[j],
+                             tp->sblk[j], "block from neighbor");
+            }
+        }
+        expect_holes(&c, r.h, cv, r.bytes);
+    }
+    run_end(&c);
+    free(cv);
+    buf_fini(&s);
+    buf_fini(&r);
+}
+
+static void t_nbr_alltoallw(const topo_t *tp, size_t k, int form)
+{
+    run_t c = run_nbr("neighbor_alltoallw", tp, "mixed types", k, form);
+    int sc[MAX_NBRS], rc[MAX_NBRS];
+    MPI_Aint sd[MAX_NBRS], rd[MAX_NBRS];
+    const dtype_t *st[MAX_NBRS], *rt[MAX_NBRS];
+    MPI_Datatype sdt[MAX_NBRS], rdt[MAX_NBRS];
+    buf_t s, r;
+    char *cv;
+
+    for (int j = 0; j < tp->outdeg; j++) {
+        sc[j]  = cnt(rank, tp->dsts[j], k);
+        st[j]  = type_of(rank, tp->dsts[j]);
+        sdt[j] = st[j]->dt;
+    }
+    for (int j = 0; j < tp->indeg; j++) {
+        rc[j]  = cnt(tp->srcs[j], rank, k);
+        rt[j]  = type_of(tp->srcs[j], rank);
+        rdt[j] = rt[j]->dt;
+    }
+    buf_init(&s, layout_bytes(tp->outdeg, sc, st, sd));
+    buf_init(&r, layout_bytes(tp->indeg, rc, rt, rd));
+    cv = covered_new(&r);
+    ROUNDS(&c)
+    {
+        memset(r.h, HOLE, r.bytes);
+        for (int j = 0; j < tp->outdeg; j++) {
+            for (int i = 0; i < sc[j]; i++) {
+                el_put(st[j], s.h + sd[j], i, val(c.round, rank, j, i));
+            }
+        }
+        buf_push(&s);
+        buf_push(&r);
+        COLL(&c, MPI_Neighbor_alltoallw(s.d, sc, sd, sdt, r.d, rc, rd, rdt, tp->comm),
+             MPI_Ineighbor_alltoallw(s.d, sc, sd, sdt, r.d, rc, rd, rdt, tp->comm, &c.req),
+             MPIX_Neighbor_alltoallw_init(s.d, sc, sd, sdt, r.d, rc, rd, rdt, tp->comm,
+                                          MPI_INFO_NULL, &c.req));
+        buf_pull(&r);
+        memset(cv, 0, r.bytes);
+        for (int j = 0; j < tp->indeg; j++) {
+            if (tp->srcs[j] >= 0) {
+                expect_block(&c, r.h, cv, (size_t)rd[j], rt[j], rc[j], tp->srcs[j],
+                             tp->sblk[j], "block from neighbor");
+            }
+        }
+        expect_holes(&c, r.h, cv, r.bytes);
+    }
+    run_end(&c);
+    free(cv);
+    buf_fini(&s);
+    buf_fini(&r);
+}
+
+/* ---- native and staged collectives in flight together ------------------- */
+
+/*
+ * On communicator A an allreduce (dfccl's own) then an alltoall (staged);
+ * on B an allgatherv (staged), an allreduce and a barrier. Every rank
+ * starts each communicator's collectives in the same order, as MPI
+ * requires, but even ranks start A's first and odd ranks B's, then one
+ * MPI_Waitall.
+ */
+static void t_mixed(MPI_Comm a, MPI_Comm b, size_t k)
+{
+    run_t c = run_new("allreduce+alltoall | allgatherv+allreduce+barrier", "int", k,
+                      NONBLOCKING, 0);
+    const dtype_t *t = &types[T_INT];
+    int *gc = malloc(size * sizeof(int)), *gd = malloc(size * sizeof(int));
+    int mine = cnt_of(rank, k), kk = (int)k;
+    MPI_Request reqs[5];
+    buf_t ar1, ta_s, ta_r, ag_s, ag_r, ar2;
+    size_t gn;
+    char *cv;
+
+    for (int p = 0; p < size; p++) {
+        gc[p] = cnt_of(p, k);
+    }
+    gn = layout(size, gc, gd);
+    buf_init(&ar1, k * sizeof(int));
+    buf_init(&ar2, k * sizeof(int));
+    buf_init(&ta_s, k * size * sizeof(int));
+    buf_init(&ta_r, k * size * sizeof(int));
+    buf_init(&ag_s, (size_t)mine * sizeof(int));
+    buf_init(&ag_r, gn * sizeof(int));
+    for (size_t i = 0; i < k; i++) {
+        ((int *)ar1.h)[i] = (int)sval(0, rank, i);
+        ((int *)ar2.h)[i] = (int)sval(1, rank, i);
+    }
+    for (int d = 0; d < size; d++) {
+        for (size_t i = 0; i < k; i++) {
+            el_put(t, ta_s.h, d * k + i, val(0, rank, d, i));
+        }
+    }
+    for (int i = 0; i < mine; i++) {
+        el_put(t, ag_s.h, i, val(0, rank, 0, i));
+    }
+    buf_push(&ar1);
+    buf_push(&ar2);
+    buf_push(&ta_s);
+    buf_push(&ta_r);
+    buf_push(&ag_s);
+    buf_push(&ag_r);
+    for (int half = 0; half < 2; half++) {
+        if ((half == 0) == (rank % 2 == 0)) {
+            call_rc(&c, MPI_Iallreduce(MPI_IN_PLACE, ar1.d, kk, MPI_INT, MPI_SUM, a, &reqs[0]));
+            call_rc(&c, MPI_Ialltoall(ta_s.d, kk, MPI_INT, ta_r.d, kk, MPI_INT, a, &reqs[1]));
+        } else {
+            call_rc(&c, MPI_Iallgatherv(ag_s.d, mine, MPI_INT, ag_r.d, gc, gd, MPI_INT, b,
+                                        &reqs[2]));
+            call_rc(&c, MPI_Iallreduce(MPI_IN_PLACE, ar2.d, kk, MPI_INT, MPI_MAX, b, &reqs[3]));
+            call_rc(&c, MPI_Ibarrier(b, &reqs[4]));
+        }
+    }
+    call_rc(&c, MPI_Waitall(5, reqs, MPI_STATUSES_IGNORE));
+    buf_pull(&ar1);
+    buf_pull(&ar2);
+    buf_pull(&ta_r);
+    buf_pull(&ag_r);
+    for (size_t i = 0; i < k && !c.bad; i++) {
+        long sum = 0, max = 0;
+        for (int p = 0; p < size; p++) {
+            sum += sval(0, p, i);
+            max = sval(1, p, i) > max ? sval(1, p, i) : max;
+        }
+        if (((int *)ar1.h)[i] != sum || ((int *)ar2.h)[i] != max) {
+            fail(&c, "allreduce element %zu is %d and %d, expected %ld and %ld", i,
+                 ((int *)ar1.h)[i], ((int *)ar2.h)[i], sum, max);
+        }
+    }
+    for (int src = 0; src < size; src++) {
+        expect_block(&c, ta_r.h, NULL, src * k * sizeof(int), t, kk, src, rank,
+                     "alltoall block from rank");
+    }
+    cv = covered_new(&ag_r);
+    for (int src = 0; src < size; src++) {
+        expect_block(&c, ag_r.h, cv, (size_t)gd[src] * sizeof(int), t, gc[src], src, 0,
+                     "allgatherv block from rank");
+    }
+    expect_holes(&c, ag_r.h, cv, ag_r.bytes);
+    free(cv);
+    buf_fini(&ar1);
+    buf_fini(&ar2);
+    buf_fini(&ta_s);
+    buf_fini(&ta_r);
+    buf_fini(&ag_s);
+    buf_fini(&ag_r);
+    free(gc);
+    free(gd);
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static void types_init(void)
+{
+    MPI_Datatype vec;
+
+    memset(&hole_int, HOLE, sizeof(hole_int));
+    types[T_INT]    = (dtype_t){T_INT, "int", MPI_INT, sizeof(int)};
+    types[T_DOUBLE] = (dtype_t){T_DOUBLE, "double", MPI_DOUBLE, sizeof(double)};
+    /* ints 0 and 2 of every 4: a vector resized to tile */
+    MPI_Type_vector(2, 1, 2, MPI_INT, &vec);
+    MPI_Type_create_resized(vec, 0, 4 * sizeof(int), &types[T_VEC].dt);
+    MPI_Type_commit(&types[T_VEC].dt);
+    MPI_Type_free(&vec);
+    types[T_VEC].kind   = T_VEC;
+    types[T_VEC].name   = "2 ints of 4 (derived)";
+    types[T_VEC].extent = 4 * sizeof(int);
+}
+
+/*
+ * Open MPI 4.1's own nonblocking and persistent in-place alltoallv and
+ * alltoallw (coll/libnbc) deliver wrong data once a pair's message passes
+ * the shared-memory eager limit (4 KiB): 4 ranks, host buffers, no dfccl.
+ * Those forms run in place at the small counts only (main's loop).
+ */
+int main(int argc, char **argv)
+{
+    size_t counts[] = {1, 37, 2000};
+    int ncounts = 3, all_fail = 0;
+    topo_t topos[2];
+    MPI_Comm ca, cb;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--device") == 0) {
+#ifdef HAVE_CUDART
+            device = 1;
+#else
+            fprintf(stderr, "test_allcolls: --device needs a build with CUDA\n");
+            return 77;
+#endif
+        } else if (strcmp(argv[i], "--quick") == 0) {
+            ncounts = 2;
+        } else {
+            fprintf(stderr, "usage: test_allcolls [--device] [--quick]\n");
+            return 2;
+        }
+    }
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > MAX_RANKS) {
+        if (rank == 0) {
+            fprintf(stderr, "test_allcolls: at most %d ranks\n", MAX_RANKS);
+        }
+        MPI_Finalize();
+        return 77;
+    }
+#ifdef HAVE_CUDART
+    if (device && test_select_device() < 0) {
+        if (rank == 0) {
+            fprintf(stderr, "test_allcolls: --device but no GPU is visible\n");
+        }
+        MPI_Finalize();
+        return 77;
+    }
+#endif
+    /* errors come back as return codes, so that a failure names its call */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    types_init();
+    topo_cart(&topos[0]);
+    topo_graph(&topos[1]);
+    MPI_Comm_dup(MPI_COMM_WORLD, &ca);
+    MPI_Comm_dup(MPI_COMM_WORLD, &cb);
+
+    for (int form = 0; form < NFORMS; form++) {
+        for (int ci = 0; ci < ncounts; ci++) {
+            size_t k = counts[ci];
+            int root = (int)((form + ci) % size);
+            for (int ip = 0; ip < 2; ip++) {
+                for (int ti = 0; ti < NTYPES; ti++) {
+                    const dtype_t *t = &types[ti];
+                    t_alltoall(t, k, form, ip);
+                    if (!(ip && form != BLOCKING && k > 37)) {
+                        t_alltoallv(t, k, form, ip);
+                    }
+                    t_allgatherv(t, k, form, ip);
+                    t_gather(t, k, form, ip, root, 0);
+                    t_gather(t, k, form, ip, size - 1 - root, 1);
+                    t_scatter(t, k, form, ip, root, 0);
+                    t_scatter(t, k, form, ip, size - 1 - root, 1);
+                    if (t->kind != T_VEC) {
+                        for (int op = 0; op < 2; op++) {
+                            t_scan(t, op, k, form, ip, 0);
+                            t_scan(t, op, k, form, ip, 1);
+                        }
+                    }
+                }
+                if (!(ip && form != BLOCKING && k > 37)) {
+                    t_alltoallw(k, form, ip);
+                }
+            }
+            for (int tp = 0; tp < 2; tp++) {
+                for (int ti = 0; ti < NTYPES; ti++) {
+                    t_nbr_allgather(&topos[tp], &types[ti], k, form, 0);
+                    t_nbr_allgather(&topos[tp], &types[ti], k, form, 1);
+                    t_nbr_alltoall(&topos[tp], &types[ti], k, form, 0);
+                    t_nbr_alltoall(&topos[tp], &types[ti], k, form, 1);
+                }
+                t_nbr_alltoallw(&topos[tp], k, form);
+            }
+            if (form == BLOCKING) {
+                for (int ti = 0; ti < T_VEC; ti++) {
+                    t_reduce_local(&types[ti], 0, k);
+                    t_reduce_local(&types[ti], 1, k);
+                }
+                t_reduce_local(&types[T_INT], 2, k);
+            }
+        }
+        t_barrier(form);
+    }
+    for (int ci = 0; ci < ncounts; ci++) {
+        t_mixed(ca, cb, counts[ci]);
+    }
+
+    MPI_Comm_free(&ca);
+    MPI_Comm_free(&cb);
+    MPI_Comm_free(&topos[0].comm);
+    MPI_Comm_free(&topos[1].comm);
+    MPI_Type_free(&types[T_VEC].dt);
+    if (MPI_Allreduce(&failures, &all_fail, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) !=
+        MPI_SUCCESS) {
+        all_fail = failures + 1;
+    }
+    if (rank == 0) {
+        printf("test_allcolls: %d ranks, %s buffers, %d calls on rank 0, %d failures in all\n",
+               size, device ? "device" : "host", checks, all_fail);
+    }
+    MPI_Finalize();
+    return all_fail == 0 ? 0 : 1;
+}
