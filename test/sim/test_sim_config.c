@@ -2,6 +2,7 @@
 /*
  * Configuration input of dfccl-sim: good files parse (unknown keys ignored),
  * and each kind of bad input is refused with a message that names the key,
+ * or the line and column of bad JSON or of text after the closing brace,
  * never with a crash.
  */
 #include "sim.h"
@@ -32,6 +33,15 @@ static const bad_case_t bad_cases[] = {
     {"", DFCCL_SIM_ERR_PARSE, "not valid JSON"},
     {"{\"model\": ", DFCCL_SIM_ERR_PARSE, "not valid JSON"},
     {"{\"model\" \"Single\"}", DFCCL_SIM_ERR_PARSE, "not valid JSON"},
+    {"{\"model\":\n \"Single\",, }", DFCCL_SIM_ERR_PARSE, "line 2, column 11"},
+    {"{" MEGA_HEAD MEGA_SIZES "}}", DFCCL_SIM_ERR_PARSE, "text after the closing brace"},
+    {"{" MEGA_HEAD MEGA_SIZES "}\n\n  {\"model\": \"Single\"}\n", DFCCL_SIM_ERR_PARSE,
+     "line 3, column 3: text after the closing brace of the configuration "
+     "(\"{\"model\": \"Single\"}\")"},
+    {"{" MEGA_HEAD MEGA_SIZES "} x", DFCCL_SIM_ERR_PARSE, "(\"x\")"},
+    {"{" MEGA_HEAD MEGA_SIZES "}\n// the end\n", DFCCL_SIM_ERR_PARSE, "line 2, column 1"},
+    {"{" MEGA_HEAD MEGA_SIZES ", /* c */ \"fix_seed\": 1}", DFCCL_SIM_ERR_PARSE,
+     "not valid JSON"},
     {"[1, 2]", DFCCL_SIM_ERR_PARSE, "JSON object"},
     {"null", DFCCL_SIM_ERR_PARSE, "JSON object"},
     {"{\"grouping_policy\": \"Megatron\", " MEGA_SIZES "}", DFCCL_SIM_ERR_INVALID_PARAM,
@@ -192,6 +202,22 @@ START_TEST(test_load_file)
     fclose(file);
     ck_assert_msg(dfccl_sim_config_load(path, &msg, &config) == DFCCL_SIM_OK, "%s", msg.text);
     dfccl_sim_config_destroy(config);
+
+    /* white space after the object is fine, anything else is not */
+    file = fopen(path, "w");
+    fputs("{" MEGA_HEAD "\n" MEGA_SIZES "\n}\n\t \n", file);
+    fclose(file);
+    ck_assert_msg(dfccl_sim_config_load(path, &msg, &config) == DFCCL_SIM_OK, "%s", msg.text);
+    dfccl_sim_config_destroy(config);
+    config = NULL;
+
+    file = fopen(path, "w");
+    fputs("{" MEGA_HEAD "\n" MEGA_SIZES "\n}\n}\n", file);
+    fclose(file);
+    ck_assert_int_eq(dfccl_sim_config_load(path, &msg, &config), DFCCL_SIM_ERR_PARSE);
+    ck_assert_msg(strstr(msg.text, "line 4, column 1: text after the closing brace") != NULL,
+                  "%s", msg.text);
+    ck_assert_ptr_null(config);
 
     file = fopen(path, "w");
     fputs("{\"model\": \"Single\", \"grouping_policy\": ", file);

@@ -342,23 +342,118 @@ void dfccl_sim_config_destroy(dfccl_sim_config_t *config)
     free(config);
 }
 
+/* Where offset lies in text, as 1-based line and column. */
+static void dfccl_sim_text_where(const char *text, size_t offset, size_t *line_p,
+                                 size_t *column_p)
+{
+    size_t line = 1, start = 0, i;
+
+    for (i = 0; i < offset; i++) {
+        if (text[i] == '\n') {
+            line++;
+            start = i + 1;
+        }
+    }
+    *line_p   = line;
+    *column_p = offset - start + 1;
+}
+
+static size_t dfccl_sim_tokener_end(struct json_tokener *tok)
+{
+#if defined(JSON_C_VERSION_NUM) && (JSON_C_VERSION_NUM >= ((0 << 16) | (15 << 8)))
+    return json_tokener_get_parse_end(tok);
+#else
+    return (size_t)tok->char_offset;
+#endif
+}
+
+/* Whether text[0, len) holds a complete JSON object (and at most white space). */
+static int dfccl_sim_json_object_before(const char *text, size_t len)
+{
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *obj;
+    int complete;
+
+    if (tok == NULL) {
+        return 0;
+    }
+    obj      = json_tokener_parse_ex(tok, text, (int)len);
+    complete = (json_tokener_get_error(tok) == json_tokener_success) &&
+               (json_object_get_type(obj) == json_type_object);
+    json_object_put(obj);
+    json_tokener_free(tok);
+    return complete;
+}
+
+/*
+ * Parse text as one JSON value (NULL for a JSON null).  The strict mode
+ * refuses comments and anything but white space after the value; a second
+ * object or a stray brace at the end of a file is named as such, with its
+ * line and column.
+ */
+static dfccl_sim_status_t dfccl_sim_json_parse(const char *text, dfccl_sim_msg_t *msg,
+                                               struct json_object **root_p)
+{
+    size_t len = strlen(text), end, line, column, shown;
+    enum json_tokener_error jerr;
+    struct json_tokener *tok;
+    struct json_object *root;
+
+    if (len >= INT32_MAX) {
+        dfccl_sim_msg_set(msg, "too large to be a configuration (%zu bytes)", len);
+        return DFCCL_SIM_ERR_TOO_LARGE;
+    }
+    tok = json_tokener_new();
+    if (tok == NULL) {
+        dfccl_sim_msg_set(msg, "out of memory");
+        return DFCCL_SIM_ERR_NO_MEMORY;
+    }
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+    /* the length counts the final NUL: the input ends there */
+    root = json_tokener_parse_ex(tok, text, (int)len + 1);
+    jerr = json_tokener_get_error(tok);
+    end  = dfccl_sim_tokener_end(tok);
+    json_tokener_free(tok);
+    if (end > len) {
+        end = len;
+    }
+    if ((jerr == json_tokener_success) && (end < len)) {
+        jerr = json_tokener_error_parse_unexpected;  /* not consumed: trailing text */
+    }
+    if (jerr == json_tokener_success) {
+        *root_p = root;
+        return DFCCL_SIM_OK;
+    }
+
+    json_object_put(root);
+    dfccl_sim_text_where(text, end, &line, &column);
+    if ((end < len) && dfccl_sim_json_object_before(text, end)) {
+        for (shown = 0; (shown < 24) && (end + shown < len) &&
+                        ((unsigned char)text[end + shown] >= ' ');
+             shown++) {
+        }
+        dfccl_sim_msg_set(msg, "line %zu, column %zu: text after the closing brace of the "
+                          "configuration (\"%.*s%s\"); the file must hold one JSON object "
+                          "and nothing after it", line, column, (int)shown, text + end,
+                          ((shown == 24) && (end + shown < len)) ? "..." : "");
+    } else {
+        dfccl_sim_msg_set(msg, "not valid JSON: line %zu, column %zu: %s", line, column,
+                          json_tokener_error_desc(jerr));
+    }
+    return DFCCL_SIM_ERR_PARSE;
+}
+
 dfccl_sim_status_t dfccl_sim_config_parse(const char *text, dfccl_sim_msg_t *msg,
                                           dfccl_sim_config_t **config_p)
 {
-    enum json_tokener_error jerr = json_tokener_success;
     struct json_object *root;
     dfccl_sim_config_t *config;
     dfccl_sim_status_t status;
     int which;
 
-    root = json_tokener_parse_verbose(text, &jerr);
-    if (root == NULL) {
-        if (jerr == json_tokener_success) {
-            dfccl_sim_msg_set(msg, "expected a JSON object {...} at the top level");
-        } else {
-            dfccl_sim_msg_set(msg, "not valid JSON: %s", json_tokener_error_desc(jerr));
-        }
-        return DFCCL_SIM_ERR_PARSE;
+    status = dfccl_sim_json_parse(text, msg, &root);
+    if (status != DFCCL_SIM_OK) {
+        return status;
     }
     if (json_object_get_type(root) != json_type_object) {
         dfccl_sim_msg_set(msg, "expected a JSON object {...} at the top level");
