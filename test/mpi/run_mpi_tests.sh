@@ -6,10 +6,15 @@
 # then its own directory). The dfccl runs use the host backend
 # (coll_dfccl_backend=host), so no GPU is needed; the fallback run uses the
 # defaults and checks that the program behaves as without dfccl. A program
-# that exits 77 (test_memkinds without a GPU) is reported as skipped.
+# that exits 77 (test_memkinds without a GPU) is reported as skipped. The
+# mpi4py programs run under a python3 that imports mpi4py and NumPy
+# (DFCCL_PYTHON, else python3, else /usr/bin/python3: Debian's
+# python3-mpi4py); without one they are skipped with a message.
 set -u
 comp=${DFCCL_COMPONENT_DIR:-$(cd "$(dirname "$0")/../../ompi_coll_dfccl/.libs" && pwd)}
 bin=${DFCCL_TEST_DIR:-$(dirname "$0")}
+src=${DFCCL_TEST_SRCDIR:-$(cd "$(dirname "$0")" && pwd)}
+examples=${DFCCL_EXAMPLES_SRCDIR:-$src/../../examples}
 limit=${DFCCL_TEST_TIMEOUT:-120}
 # the error tests end in seconds when the component does its job
 elimit=${DFCCL_TEST_ERROR_TIMEOUT:-30}
@@ -94,6 +99,17 @@ run_fatal() { # name ranks reached-pattern mca-args... -- program args...
     rm -f "$log"
 }
 
+# a Python with mpi4py and NumPy, for the mpi4py test and example
+py=
+for p in ${DFCCL_PYTHON:-} python3 /usr/bin/python3; do
+    if "$p" -c 'import mpi4py, numpy' >/dev/null 2>&1; then
+        py=$p
+        break
+    fi
+done
+[ -n "$py" ] || echo "SKIP: the mpi4py tests: no python3 imports mpi4py and numpy" \
+    "(apt-get install python3-mpi4py python3-numpy, or set DFCCL_PYTHON)"
+
 host="--mca coll_dfccl_backend host"
 # quick mode (DFCCL_TEST_QUICK, used by make distcheck): 3 ranks only
 nps="2 3 4"
@@ -115,6 +131,12 @@ for np in $nps; do
     tlimit=
     run_fatal "mismatched count under MPI_ERRORS_ARE_FATAL aborts the job" $np \
         'starting the mismatched' $host "$bin/test_errors" --fatal
+    if [ -n "$py" ]; then
+        run "mpi4py (NumPy): import-time init, every buffer collective" $np 1 $host \
+            "$py" "$src/test_mpi4py.py" --numpy
+        run "mpi4py example: data-parallel training" $np 1 $host \
+            "$py" "$examples/python/train_dp.py" --numpy --steps 50
+    fi
 done
 # an incorrect program (the last rank skips a collective) fails with an
 # error through the communicator's error handler, within the timeout
