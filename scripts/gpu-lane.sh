@@ -29,8 +29,17 @@
 #      share GPUs when there are fewer);
 #   4. the GPU tests (test/gpu) with each rank count of -r (also with
 #      preemptions at every primitive, and past the connector budget); the MPI
-#      component's collective matrix on device buffers (test/mpi/test_coll
-#      --device, 2, 3 and 4 ranks) and its deadlock examples;
+#      component on device buffers, every program choosing its GPU after
+#      MPI_Init from the node-local rank: the collective matrix
+#      (test/mpi/test_coll --device, 2, 3 and 4 ranks), then with 2 ranks and
+#      each count of -r: every other MPI collective (test_allcolls --device),
+#      every CUDA memory kind (test_memkinds), a thread that never selects a
+#      device (test_thread_nodevice --device), a mismatched count under
+#      MPI_ERRORS_RETURN and MPI_ERRORS_ARE_FATAL (test_errors --device),
+#      the deadlock examples, and mpi4py with CuPy (test/mpi/test_mpi4py.py
+#      --cupy and examples/python/train_dp.py --cupy, under DFCCL_PYTHON or
+#      python3); each MPI run must show dfccl's statistics with collectives
+#      on every rank;
 #   5. compute-sanitizer memcheck on a 2-rank allreduce, racecheck and
 #      synccheck on a small one (sizes capped by DFCCL_TEST_MAX_COUNT) and on
 #      SIMPLE, and memcheck with the leak check on test/reliability's small
@@ -190,29 +199,88 @@ if want gpu; then
             DFCCL_TEST_MAX_COUNT=1048579 test/gpu/test_gpu_allreduce
     done
 fi
-# the MPI component on device buffers: the collective matrix (every
-# collective x form x in place x type x op, and the fallbacks staged through
-# host memory) on 2, 3 and 4 ranks, and the three deadlock examples
+# the MPI component on device buffers, as MPI programs use it: each program
+# chooses its GPU after MPI_Init (the node-local rank), or after importing
+# mpi4py. Every run must exit 0 and print dfccl's statistics with
+# collectives on every rank (coll_dfccl_verbose 1), so that a silent
+# fallback to the other components fails too.
+#
+# mpi_check NP COMMAND...: run an MPI job and check both.
+mpi_check() {
+    local np=$1 out rc n
+    shift
+    out=$(timeout -k 10 "${DFCCL_LANE_MPI_TIMEOUT:-600}" "$@" 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    [ $rc = 0 ] || return $rc
+    n=$(printf '%s\n' "$out" | grep '^dfccl: rank .*: collectives' | awk '$5 > 0' | wc -l)
+    if [ "$n" -lt "$np" ]; then
+        echo "gpu-lane: dfccl ran collectives on $n of $np ranks"
+        return 1
+    fi
+}
+# mpi_fatal NP REACHED COMMAND...: an MPI job that must abort through
+# MPI_ERRORS_ARE_FATAL after printing REACHED, with no crash and no hang.
+mpi_fatal() {
+    local reached=$2 out rc
+    shift 2
+    out=$(timeout -k 10 120 "$@" 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    if [ $rc = 0 ] || [ $rc = 124 ] || [ $rc = 137 ]; then
+        echo "gpu-lane: the job did not abort (exit $rc)"
+        return 1
+    fi
+    if printf '%s\n' "$out" |
+       grep -qiE 'segmentation fault|signal 11|sigsegv|bus error|core dumped'; then
+        echo "gpu-lane: a process crashed"
+        return 1
+    fi
+    if printf '%s\n' "$out" | grep -q 'FAIL' ||
+       ! printf '%s\n' "$out" | grep -q "$reached" ||
+       ! printf '%s\n' "$out" | grep -q 'MPI_ERRORS_ARE_FATAL'; then
+        echo "gpu-lane: expected the failing call, then Open MPI's MPI_ERRORS_ARE_FATAL abort"
+        return 1
+    fi
+}
+export -f mpi_check mpi_fatal
 if want mpi; then
     comp="$build/ompi_coll_dfccl/.libs"
     sysdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
-    make -C "$build/test/mpi" test_coll >/dev/null 2>&1
+    py=${DFCCL_PYTHON:-python3}
+    make -C "$build/test/mpi" test_coll test_allcolls test_memkinds test_thread_nodevice \
+        test_errors >/dev/null 2>&1
     for n in 2 3 4; do
-        step "mpi-test_coll-device-${n}ranks" env OMPI_ALLOW_RUN_AS_ROOT=1 \
-            OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-            mpirun --oversubscribe --bind-to none -np "$n" \
-            --mca mca_base_component_path "$comp${sysdir:+:$sysdir}" \
-            --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1 \
+        mr=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+            mpirun --oversubscribe --bind-to none -np "$n"
+            --mca mca_base_component_path "$comp${sysdir:+:$sysdir}"
+            --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1)
+        step "mpi-test_coll-device-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
             test/mpi/test_coll --device
     done
-    for n in $ranks; do
+    for n in $(printf '%s\n' 2 $ranks | sort -nu); do
+        mr=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+            mpirun --oversubscribe --bind-to none -np "$n"
+            --mca mca_base_component_path "$comp${sysdir:+:$sysdir}"
+            --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1)
+        step "mpi-test_allcolls-device-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
+            test/mpi/test_allcolls --device
+        step "mpi-test_memkinds-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
+            test/mpi/test_memkinds
+        step "mpi-test_thread_nodevice-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
+            test/mpi/test_thread_nodevice --device
+        step "mpi-test_errors-return-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
+            test/mpi/test_errors --device
+        step "mpi-test_errors-fatal-${n}ranks" bash -c 'mpi_fatal "$@"' _ "$n" \
+            'starting the mismatched' "${mr[@]}" test/mpi/test_errors --device --fatal
         for ex in mpi_disorder mpi_threads mpi_devsync; do
-            step "mpi-${ex}-${n}ranks" env OMPI_ALLOW_RUN_AS_ROOT=1 \
-                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-                mpirun --oversubscribe --bind-to none -np "$n" \
-                --mca mca_base_component_path "$comp${sysdir:+:$sysdir}" \
-                --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1 "examples/$ex"
+            step "mpi-${ex}-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" "examples/$ex"
         done
+        # mpi4py: MPI initialized at the import, the GPU chosen after it (CuPy)
+        step "mpi-mpi4py-cupy-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
+            "$py" "$src/test/mpi/test_mpi4py.py" --cupy
+        step "mpi-train_dp-cupy-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
+            "$py" "$src/examples/python/train_dp.py" --cupy
     done
 fi
 
