@@ -15,10 +15,16 @@
 #                 osu_xccl_allreduce beside the warm-daemon latency run: the
 #                 same measure for NCCL (a launch and a stream synchronize)
 #
-# For each rank count: osu_allreduce, osu_iallreduce, osu_allgather,
-# osu_reduce_scatter, osu_reduce and osu_bcast with -d cuda -c, for the
-# default type (MPI_CHAR) and -T mpi_float, then osu_allreduce without
-# validation (warm-daemon latency). Exits non-zero if a run fails or any
+# For each rank count, with -d cuda -c (device buffers, validation), for the
+# default type (MPI_CHAR) and -T mpi_float, blocking and nonblocking: the
+# collectives dfccl runs itself (osu_allreduce, osu_allgather,
+# osu_reduce_scatter, osu_reduce, osu_bcast and osu_iallreduce,
+# osu_iallgather, osu_ireduce_scatter, osu_ireduce, osu_ibcast) and those
+# the component stages through host memory (osu_alltoall, osu_alltoallv,
+# osu_allgatherv, osu_gather, osu_gatherv, osu_scatter, osu_scatterv and
+# their osu_i* forms); osu_barrier and osu_ibarrier, which have no buffers
+# to validate, plainly; then osu_allreduce without validation (warm-daemon
+# latency). Exits non-zero if a run fails, a benchmark is missing, or any
 # line reports a validation failure. NVLink multicast stays off.
 set -u
 
@@ -79,19 +85,37 @@ for n in $ranks; do
     mr=(mpirun --oversubscribe --bind-to none -np "$n" -x NCCL_NVLS_ENABLE=0
         --mca mca_base_component_path "$comp${sysdir:+:$sysdir}"
         --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1)
-    for b in blocking/osu_allreduce non_blocking/osu_iallreduce blocking/osu_allgather \
-             blocking/osu_reduce_scatter blocking/osu_reduce blocking/osu_bcast; do
-        for t in "" "-T mpi_float"; do
-            echo "### $n ranks: $(basename "$b") -d cuda -c -m $sizes $t"
-            # shellcheck disable=SC2086
-            out=$(timeout 300 "${mr[@]}" "$oc/$b" -d cuda -c -m "$sizes" -i 100 -x 10 $t 2>&1)
-            st=$?
-            echo "$out"
-            if [ $st -ne 0 ] || echo "$out" | grep -qi 'fail'; then
-                echo "### FAILED (exit $st)"
+    for c in allreduce allgather reduce_scatter reduce bcast \
+             alltoall alltoallv allgatherv gather gatherv scatter scatterv; do
+        for b in "blocking/osu_$c" "non_blocking/osu_i$c"; do
+            if [ ! -x "$oc/$b" ]; then
+                echo "### FAILED: $oc/$b was not built"
                 rc=1
+                continue
             fi
+            for t in "" "-T mpi_float"; do
+                echo "### $n ranks: $(basename "$b") -d cuda -c -m $sizes $t"
+                # shellcheck disable=SC2086
+                out=$(timeout 300 "${mr[@]}" "$oc/$b" -d cuda -c -m "$sizes" -i 100 -x 10 $t 2>&1)
+                st=$?
+                echo "$out"
+                if [ $st -ne 0 ] || echo "$out" | grep -qi 'fail'; then
+                    echo "### FAILED (exit $st)"
+                    rc=1
+                fi
+            done
         done
+    done
+    # no buffers: neither -d nor -c
+    for b in blocking/osu_barrier non_blocking/osu_ibarrier; do
+        echo "### $n ranks: $(basename "$b")"
+        out=$(timeout 300 "${mr[@]}" "$oc/$b" -i 1000 -x 100 2>&1)
+        st=$?
+        echo "$out"
+        if [ $st -ne 0 ] || echo "$out" | grep -qi 'fail'; then
+            echo "### FAILED (exit $st)"
+            rc=1
+        fi
     done
     echo "### $n ranks: osu_allreduce -d cuda (no validation: warm daemon)"
     timeout 300 "${mr[@]}" "$oc/blocking/osu_allreduce" -d cuda -m 8:65536 -i 2000 -x 200 ||
