@@ -265,6 +265,11 @@ static void mem_write(mem_t *m, const void *src)
     }
     TEST_CUDA(cudaMemcpy(m->p, src, m->bytes, cudaMemcpyHostToDevice));
     TEST_CUDA(cudaDeviceSynchronize());
+    if (m->kind == K_PEER) { /* and the GPU that holds it */
+        TEST_CUDA(cudaSetDevice(peer_gpu));
+        TEST_CUDA(cudaDeviceSynchronize());
+        TEST_CUDA(cudaSetDevice(gpu));
+    }
 }
 
 static void mem_read(const mem_t *m, void *dst)
