@@ -230,7 +230,8 @@ int main(int argc, char **argv)
         params.seed = dfccl_sim_fresh_seed();
     }
     params.flags    = (opts.full || opts.bench) ? DFCCL_SIM_RUN_FULL : 0;
-    params.progress = isatty(STDERR_FILENO);
+    params.progress = isatty(STDERR_FILENO) ? DFCCL_SIM_PROGRESS_TERMINAL :
+                                              DFCCL_SIM_PROGRESS_LOG;
 
     dfccl_sim_print_config(&opts, config, world, &params);
     status = dfccl_sim_run(world, &params, &result);

@@ -3,8 +3,9 @@
  * Running many rounds on several threads.  Each worker owns one round state
  * and takes round indices from a shared counter; a round's result depends
  * only on (seed, index), so the totals are the same for any thread count.
- * While the workers run, the calling thread prints progress on stderr when
- * asked to (the caller decides, from isatty).
+ * While the workers run, the calling thread reports progress on stderr when
+ * asked to: on a terminal a line rewritten in place, in a log a line every
+ * DFCCL_SIM_LOG_PERIOD seconds with the rate and an estimate of the time left.
  */
 #include "sim.h"
 
@@ -14,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* seconds between two progress lines in a log */
+#define DFCCL_SIM_LOG_PERIOD 10.0
 
 typedef struct dfccl_sim_runner {
     const dfccl_sim_world_t      *world;
@@ -77,16 +81,49 @@ static void *dfccl_sim_worker_main(void *arg)
     return NULL;
 }
 
-static void dfccl_sim_progress(dfccl_sim_runner_t *runner, double start, int last)
+/* A duration for people: "42 s", "5 min 36 s", "2 h 07 min". */
+static const char *dfccl_sim_duration(double seconds, char *buf, size_t len)
+{
+    unsigned long long s = (seconds > 0.0) ? (unsigned long long)(seconds + 0.5) : 0;
+
+    if (s < 60) {
+        snprintf(buf, len, "%llu s", s);
+    } else if (s < 3600) {
+        snprintf(buf, len, "%llu min %llu s", s / 60, s % 60);
+    } else {
+        snprintf(buf, len, "%llu h %02llu min", s / 3600, (s % 3600) / 60);
+    }
+    return buf;
+}
+
+static void dfccl_sim_progress(dfccl_sim_runner_t *runner, double start, int mode, int last)
 {
     uint64_t done  = atomic_load(&runner->finished);
     uint64_t dl    = atomic_load(&runner->deadlocks);
     uint64_t total = runner->params->rounds;
+    double elapsed = dfccl_sim_now() - start;
+    double rate    = (elapsed > 0.0) ? (double)done / elapsed : 0.0;
+    char spent[32], left[48];
 
-    fprintf(stderr, "\r%llu/%llu rounds (%.1f%%), %llu deadlocks, %.0f s%s",
-            (unsigned long long)done, (unsigned long long)total,
+    if (mode == DFCCL_SIM_PROGRESS_TERMINAL) {
+        fprintf(stderr, "\r%llu/%llu rounds (%.1f%%), %llu deadlocks, %.0f s%s",
+                (unsigned long long)done, (unsigned long long)total,
+                (total > 0) ? 100.0 * (double)done / (double)total : 100.0,
+                (unsigned long long)dl, elapsed, last ? "\n" : "");
+        fflush(stderr);
+        return;
+    }
+    if (done == 0) {
+        snprintf(left, sizeof(left), "time left not known yet");
+    } else {
+        dfccl_sim_duration((double)(total - done) / rate, spent, sizeof(spent));
+        snprintf(left, sizeof(left), "about %s left", spent);
+    }
+    fprintf(stderr, "dfccl-sim: %llu of %llu rounds (%.1f%%), %llu deadlocks, %.3g rounds/s, "
+            "%s elapsed, %s\n", (unsigned long long)done, (unsigned long long)total,
             (total > 0) ? 100.0 * (double)done / (double)total : 100.0,
-            (unsigned long long)dl, dfccl_sim_now() - start, last ? "\n" : "");
+            (unsigned long long)dl, rate, dfccl_sim_duration(elapsed, spent, sizeof(spent)),
+            left);
     fflush(stderr);
 }
 
@@ -100,7 +137,7 @@ dfccl_sim_status_t dfccl_sim_run(const dfccl_sim_world_t *world,
     struct timespec nap       = {0, 200 * 1000 * 1000};
     int threads               = params->threads;
     int started, i, rc;
-    double start;
+    double start, logged;
 
     if ((uint64_t)threads > params->rounds) {
         threads = (params->rounds > 0) ? (int)params->rounds : 1;
@@ -140,13 +177,21 @@ dfccl_sim_status_t dfccl_sim_run(const dfccl_sim_world_t *world,
     }
     status = DFCCL_SIM_OK;  /* fewer threads than asked still finish the work */
 
-    if (params->progress) {
+    if (params->progress != DFCCL_SIM_PROGRESS_OFF) {
+        logged = start;
         while (atomic_load(&runner.finished) < params->rounds &&
                !atomic_load(&runner.failed)) {
             nanosleep(&nap, NULL);
-            dfccl_sim_progress(&runner, start, 0);
+            if (params->progress == DFCCL_SIM_PROGRESS_TERMINAL) {
+                dfccl_sim_progress(&runner, start, params->progress, 0);
+            } else if (dfccl_sim_now() - logged >= DFCCL_SIM_LOG_PERIOD) {
+                logged += DFCCL_SIM_LOG_PERIOD;
+                dfccl_sim_progress(&runner, start, params->progress, 0);
+            }
         }
-        dfccl_sim_progress(&runner, start, 1);
+        if (params->progress == DFCCL_SIM_PROGRESS_TERMINAL) {
+            dfccl_sim_progress(&runner, start, params->progress, 1);
+        }
     }
     for (i = 0; i < started; i++) {
         pthread_join(workers[i].thread, NULL);

@@ -187,13 +187,20 @@ int dfccl_sim_round_complete(const dfccl_sim_round_t *round);
 /* Search the whole graph for a cycle, not only around the last event (slow). */
 int dfccl_sim_round_cycle_anywhere(dfccl_sim_round_t *round);
 
+/* Progress reports on stderr while rounds run. */
+enum {
+    DFCCL_SIM_PROGRESS_OFF      = 0,
+    DFCCL_SIM_PROGRESS_TERMINAL = 1,  /* one line, rewritten in place */
+    DFCCL_SIM_PROGRESS_LOG      = 2   /* a line every 10 s, with the time left */
+};
+
 /* The runner: rounds spread over threads. */
 typedef struct dfccl_sim_run_params {
     uint64_t rounds;
     uint64_t seed;
     int      threads;
     unsigned flags;        /* DFCCL_SIM_RUN_* */
-    int      progress;     /* print progress on stderr */
+    int      progress;     /* DFCCL_SIM_PROGRESS_* */
 } dfccl_sim_run_params_t;
 
 typedef struct dfccl_sim_run_result {
