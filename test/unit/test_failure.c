@@ -554,6 +554,9 @@ static int stop_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_status_t st;
 
     sh[STOP_PIDS + rank] = (int)getpid();
+    /* the host backend, whatever DFCCL_BACKEND says: a GPU's daemon goes on
+     * running its collective while its host process is stopped */
+    setenv("DFCCL_BACKEND", "host", 1);
     failure_setup(rank, n, oob, rank == 2 ? 0 : 2, 60, 0, &ctx, &g);
     DFCCL_TEST_CHECK(dfcclRegisterAllReduce(count, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
                      DFCCL_OK, "register");
