@@ -171,7 +171,12 @@ mca_coll_dfccl_req_t *mca_coll_dfccl_req_new(mca_coll_dfccl_module_t *m,
         return NULL;
     }
     OMPI_REQUEST_INIT(&req->super.super, persistent);
-    req->super.super.req_type             = OMPI_REQUEST_COLL;
+    /* Open MPI 4.1 reports an error of a request of type COLL through
+     * MPI_COMM_WORLD's handler, of type PML through its communicator's: a
+     * nonblocking call's is typed PML so that MPI_Wait reports it as the
+     * blocking call does. Only persistent requests must be COLL (MPI_Start
+     * hands PML ones to the PML). */
+    req->super.super.req_type             = persistent ? OMPI_REQUEST_COLL : OMPI_REQUEST_PML;
     req->super.super.req_free             = dfccl_req_free;
     req->super.super.req_cancel           = dfccl_req_cancel;
     req->super.super.req_mpi_object.comm  = a->comm;
@@ -635,31 +640,13 @@ static int dfccl_dispatch(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_args_
     }
     pthread_mutex_unlock(&m->lock);
 
-    if (!native) {
-        if (req == NULL && a->form == MCA_COLL_DFCCL_BLOCKING) {
-            return mca_coll_dfccl_fallback(m, a, NULL);
-        }
-        if (req == NULL && !rt->cuda) {
-            /* host buffers, nothing queued: the previous module as it is */
-            __atomic_fetch_add(&mca_coll_dfccl_component.fallbacks, 1, __ATOMIC_RELAXED);
-            return mca_coll_dfccl_previous(m, a, a->form, a->sbuf, a->rbuf, request);
-        }
-        if (req == NULL) {
-            req = mca_coll_dfccl_req_new(m, a);
-            if (req == NULL) {
-                return MPI_ERR_NO_MEM;
-            }
-            rc = mca_coll_dfccl_fallback(m, a, req);
-            if (rc != OMPI_SUCCESS) {
-                ompi_request_t *r = &req->super.super;
-                req->completed    = 1;
-                ompi_request_free(&r);
-                return rc;
-            }
-            *request = &req->super.super;
-            return OMPI_SUCCESS;
-        }
-        return mca_coll_dfccl_fallback(m, a, req);
+    if (!native && req == NULL && a->form == MCA_COLL_DFCCL_BLOCKING) {
+        return mca_coll_dfccl_fallback(m, a, NULL);
+    }
+    if (!native && req == NULL && !rt->cuda) {
+        /* host buffers, nothing queued: the previous module as it is */
+        __atomic_fetch_add(&mca_coll_dfccl_component.fallbacks, 1, __ATOMIC_RELAXED);
+        return mca_coll_dfccl_previous(m, a, a->form, a->sbuf, a->rbuf, request);
     }
     if (req == NULL) {
         req = mca_coll_dfccl_req_new(m, a);
@@ -667,22 +654,32 @@ static int dfccl_dispatch(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_args_
             return MPI_ERR_NO_MEM;
         }
         MCA_COLL_DFCCL_STAMP(MCA_COLL_DFCCL_T_REQ);
+    }
+    if (native) {
         dfccl_req_set_route(req, rt);
         rc = dfccl_native_start(m, req);
+    } else {
+        rc = mca_coll_dfccl_fallback(m, a, req);
+    }
+    if (a->form == MCA_COLL_DFCCL_BLOCKING) {
         if (rc != OMPI_SUCCESS) {
             ompi_request_t *r = &req->super.super;
             req->completed    = 1;
             ompi_request_free(&r);
             return rc;
         }
-        if (a->form == MCA_COLL_DFCCL_BLOCKING) {
-            return dfccl_req_wait(req);
-        }
-        *request = &req->super.super;
-        return OMPI_SUCCESS;
+        return dfccl_req_wait(req);
     }
-    dfccl_req_set_route(req, rt);
-    return dfccl_native_start(m, req);
+    /* A call that could not start completes with its error, which MPI_Wait
+     * reports through the communicator's error handler, as it reports a
+     * failure found later: the same place on every rank. */
+    if (rc != OMPI_SUCCESS) {
+        mca_coll_dfccl_req_finish(req, rc);
+    }
+    if (request != NULL) {
+        *request = &req->super.super;
+    }
+    return OMPI_SUCCESS;
 }
 
 void mca_coll_dfccl_start_queued(mca_coll_dfccl_module_t *m, mca_coll_dfccl_req_t *req)

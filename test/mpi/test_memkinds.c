@@ -579,10 +579,14 @@ int main(int argc, char **argv)
             for (int i = 0; i < nk; i++) {
                 run_kinds(kinds[i], kinds[i], n, nb, i % size);
             }
-            /* mixed: send and receive kinds differ, and differ between ranks */
-            for (int i = 0; i < nk; i++) {
-                run_kinds(kinds[(i + rank) % nk], kinds[(i + 2 * rank + 1) % nk], n, nb,
-                          (i + 1) % size);
+            /* mixed: send and receive kinds differ, and differ between ranks,
+             * among the CUDA kinds (the last one, pageable memory, is left
+             * out: a call on CUDA memory on some ranks and pageable memory
+             * alone on others is the one mix the component does not take,
+             * docs/mpi.md) */
+            for (int i = 0; i < nk - 1; i++) {
+                run_kinds(kinds[(i + rank) % (nk - 1)], kinds[(i + 2 * rank + 1) % (nk - 1)], n,
+                          nb, (i + 1) % size);
             }
         }
     }
