@@ -49,6 +49,7 @@
  */
 #include "coll_dfccl.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -805,5 +806,14 @@ int mca_coll_dfccl_progress(void)
     if (cm->nsetup > 0) {
         n += mca_coll_dfccl_setup_progress();
     }
-    return n + mca_coll_dfccl_fallback_progress();
+    n += mca_coll_dfccl_fallback_progress();
+    if (n == 0 && cm->mode == MCA_COLL_DFCCL_MODE_HOST &&
+        __atomic_load_n(&cm->running, __ATOMIC_RELAXED) > 0) {
+        /* The host backend's daemon blocks are threads of this process: a
+         * thread spinning here while they wait for a core (MPI spins
+         * without yielding when it thinks it has a core per rank) would
+         * hold it until the scheduler's time slice ends. */
+        sched_yield();
+    }
+    return n;
 }
