@@ -1203,6 +1203,88 @@ static void dfccl_ctx_watchdog(struct dfccl_rank_ctx *ctx, int id, uint64_t now,
     lines->text[lines->n++] = line;
 }
 
+/* A failure record as a key for the relay's sets. */
+static uint64_t dfccl_relay_key(const dfccl_dir_fail_t *f)
+{
+    return ((uint64_t)(f->origin + 1) << 52) ^ (f->kind << 48) ^ (f->reg << 24) ^ f->run;
+}
+
+static int dfccl_relay_has(const uint64_t *set, uint32_t n, uint64_t key)
+{
+    for (uint32_t i = 0; i < (n < 64 ? n : 64); i++) {
+        if (set[i] == key) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Send `f` to the group's net neighbours, once. */
+static void dfccl_relay_send(struct dfccl_group *g, const dfccl_dir_fail_t *f)
+{
+    uint64_t key = dfccl_relay_key(f);
+
+    if ((f->kind != DFCCL_FAIL_RUN && f->kind != DFCCL_FAIL_FROM) ||
+        dfccl_relay_has(g->relay_sent, g->nrelay_sent, key)) {
+        return;
+    }
+    g->relay_sent[g->nrelay_sent++ % 64] = key;
+    dfccl_net_fail_send(g, f);
+}
+
+/*
+ * Failures between hosts: the records that this host's ranks of a group
+ * publish (a failed run, a mismatch) go to the group's net neighbours, and
+ * what they send is published here as relayed (under its origin), where
+ * this host's ranks read it and send it on, so that a record goes around
+ * the ring once. An aborted context or a destroyed group stays on its
+ * host: whether its rank had finished a run cannot be read from another.
+ * ctx->lock held.
+ */
+static void dfccl_ctx_relay(struct dfccl_rank_ctx *ctx)
+{
+    dfccl_dir_fail_t f;
+    int gid;
+
+    if (__atomic_load_n(&ctx->net, __ATOMIC_ACQUIRE) == NULL) {
+        return;
+    }
+    while (dfccl_net_fail_recv(ctx, &gid, &f)) {
+        for (struct dfccl_group *g = ctx->groups; g != NULL; g = g->next) {
+            uint64_t key = dfccl_relay_key(&f);
+            /* what we sent, we knew already */
+            if (g->id != gid || g->pool.dir == NULL || f.origin == g->rank ||
+                dfccl_relay_has(g->relay_got, g->nrelay_got, key) ||
+                dfccl_relay_has(g->relay_sent, g->nrelay_sent, key)) {
+                continue;
+            }
+            g->relay_got[g->nrelay_got++ % 64] = key;
+            dfccl_dir_publish_relayed(g, &f);
+        }
+    }
+    for (struct dfccl_group *g = ctx->groups; g != NULL; g = g->next) {
+        if (!g->next_net && !g->prev_net) {
+            continue;
+        }
+        for (int r = 0; r < g->nranks; r++) {
+            const dfccl_dir_t *d = dfccl_pool_dir_of(g, r);
+            uint64_t nf;
+            if (d == NULL) {
+                continue;
+            }
+            if (dfccl_dir_read_note(d, DFCCL_FAIL_FROM, &f)) {
+                dfccl_relay_send(g, &f);
+            }
+            nf = __atomic_load_n(&d->nfails, __ATOMIC_ACQUIRE);
+            for (uint64_t i = nf > DFCCL_DIR_FAILS ? nf - DFCCL_DIR_FAILS : 0; i < nf; i++) {
+                if (dfccl_dir_read_fail(d, i, &f)) {
+                    dfccl_relay_send(g, &f);
+                }
+            }
+        }
+    }
+}
+
 /* Publish where this rank's long-running collectives wait, for the reports
  * of their other ranks. ctx->lock held. */
 static void dfccl_ctx_publish_where(struct dfccl_rank_ctx *ctx, uint64_t now)
@@ -1260,6 +1342,18 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
         /* unlink our segments that their writers have attached by now */
         dfccl_pool_reap(g);
     }
+    /* a mismatch the net transport found holds for the group's later
+     * collectives too: said like one found here */
+    {
+        int nc;
+        dfccl_status_t ns;
+        if (dfccl_net_failed(ctx, &nc, &ns, msg, sizeof(msg)) && ns == DFCCL_ERR_MISMATCH &&
+            nc >= 0 && nc < ctx->cfg.max_colls && ctx->colls[nc].state != DFCCL_COLL_FREE) {
+            dfccl_dir_publish_fail(ctx->colls[nc].group, DFCCL_FAIL_FROM,
+                                   ctx->colls[nc].sig[6], 0, ns, msg);
+        }
+    }
+    dfccl_ctx_relay(ctx);
     if (ctx->cfg.sigusr1 && ctx->sigusr1_seen != (uint32_t)dfccl_sigusr1_count) {
         ctx->sigusr1_seen = (uint32_t)dfccl_sigusr1_count;
         dump              = 1;
@@ -1309,11 +1403,13 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
             status  = DFCCL_ERR_TIMEOUT;
             break;
         }
-        /* a dead peer: nothing can complete once what it sent is used up */
+        /* a dead peer: nothing can complete once what it sent is used up,
+         * unless it finished its part of this run before it left (and,
+         * without net edges, what it sent is in our connectors already) */
         for (r = 0; r < g->nranks && dfccl_since(now, ctx->last_done_ns) > 500000000ull; r++) {
             /* a process id means something only on our host */
             if (r != g->rank && g->same_host[r] && kill(g->pids[r], 0) != 0 &&
-                errno == ESRCH) {
+                errno == ESRCH && (g->net || !dfccl_group_rank_done(g, r, c))) {
                 dfccl_pool_unlink_dead(g, r);
                 dfccl_coll_label(ctx, id, label, sizeof(label));
                 snprintf(msg, sizeof(msg), "%s cannot complete: rank %d (process %d) has "

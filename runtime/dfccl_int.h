@@ -241,7 +241,9 @@ typedef struct {
     uint64_t reg;
     uint64_t run;
     int64_t  status;
-    uint64_t pad[3];
+    int64_t  origin; /* the rank that failed: the owner, or a rank on another
+                      * host whose record came through the net transport */
+    uint64_t pad[2];
     char     msg[960];
 } dfccl_dir_fail_t;
 
@@ -323,6 +325,8 @@ void dfccl_dir_publish_done(struct dfccl_group *g, uint64_t reg, uint64_t run);
 void dfccl_dir_publish_where(struct dfccl_group *g, uint64_t reg, const dfccl_dir_reg_t *w);
 void dfccl_dir_publish_fail(struct dfccl_group *g, int kind, uint64_t reg, uint64_t run,
                             dfccl_status_t status, const char *msg);
+/* A record of another rank (f->origin), relayed from another host. */
+void dfccl_dir_publish_relayed(struct dfccl_group *g, const dfccl_dir_fail_t *f);
 /* Rank r's registration `reg` as published (0 if the slot holds another
  * one or none), and its where words (where_run 0 if none). */
 int dfccl_dir_read_reg(const dfccl_dir_t *d, uint64_t reg, dfccl_dir_reg_t *out);
@@ -391,6 +395,11 @@ uint64_t dfccl_net_arrivals(struct dfccl_rank_ctx *ctx);
 /* 1 (and the collective, status, message) once the transport failed */
 int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *status_p,
                      char *msg, size_t len);
+/* Failure records (dfccl_dir_fail_t) between hosts: queue `f` for the
+ * group's net neighbours (the proxy sends it); take one received, for our
+ * group of id *gid_p: 1, or 0 when none is waiting. */
+void dfccl_net_fail_send(struct dfccl_group *g, const dfccl_dir_fail_t *f);
+int dfccl_net_fail_recv(struct dfccl_rank_ctx *ctx, int *gid_p, dfccl_dir_fail_t *f);
 
 /* ---- groups and collectives --------------------------------------------- */
 
@@ -426,6 +435,10 @@ struct dfccl_group {
      * arrivals. */
     dfccl_seg_t              bell_seg;   /* ours; base NULL if it could not be made */
     dfccl_seg_t             *peer_bells; /* per rank; base NULL: not mapped */
+    /* Failure records relayed between hosts (dfccl_ctx_relay): the last
+     * ones sent to our net neighbours and received from them, as keys */
+    uint64_t                 relay_sent[64], relay_got[64];
+    uint32_t                 nrelay_sent, nrelay_got;
     struct dfccl_group      *next;
 };
 
@@ -580,6 +593,9 @@ void dfccl_group_ring(struct dfccl_group *g);
  */
 int dfccl_group_failed_run(struct dfccl_group *g, const dfccl_coll_t *c, int from_only,
                            dfccl_status_t *status_p, char *msg, size_t len);
+/* 1 if rank r (on this host) has finished its part of c's current run: it
+ * may leave, what it sent stays in our connectors. ctx->lock held. */
+int dfccl_group_rank_done(struct dfccl_group *g, int r, const dfccl_coll_t *c);
 
 /* context.c */
 dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_id,

@@ -118,6 +118,13 @@ static int dfccl_group_peer_done(const dfccl_dir_t *d, uint64_t reg, uint64_t ru
     return !dfccl_dir_read_reg(d, reg, &r) || r.done >= run;
 }
 
+int dfccl_group_rank_done(struct dfccl_group *g, int r, const dfccl_coll_t *c)
+{
+    const dfccl_dir_t *d = dfccl_pool_dir_of(g, r);
+
+    return d != NULL && dfccl_group_peer_done(d, c->sig[6], c->runs);
+}
+
 int dfccl_group_failed_run(struct dfccl_group *g, const dfccl_coll_t *c, int from_only,
                            dfccl_status_t *status_p, char *msg, size_t len)
 {
@@ -128,32 +135,40 @@ int dfccl_group_failed_run(struct dfccl_group *g, const dfccl_coll_t *c, int fro
         const dfccl_dir_t *d = dfccl_pool_dir_of(g, r);
         dfccl_dir_fail_t f;
         const char *why = NULL;
+        int who         = r;
         uint64_t nf;
 
         if (d == NULL) {
-            continue; /* another host's: its failures travel as net failures */
+            continue; /* another host's: its records come through the net */
         }
+        /* a mismatch this rank found at its own registration is reported
+         * there directly; found by another rank, it holds for ours too */
         if (dfccl_dir_read_note(d, DFCCL_FAIL_FROM, &f) &&
-            (f.reg < reg || (r != g->rank && f.reg <= reg))) {
+            (f.reg < reg || (f.origin != g->rank && f.reg <= reg))) {
             why = "mismatch";
+            who = (int)f.origin;
         }
-        if (why == NULL && (r == g->rank || from_only)) {
+        if (why == NULL && from_only) {
             continue;
         }
+        /* a failed run of another rank (in our own directory: relayed from
+         * another host) */
         nf = __atomic_load_n(&d->nfails, __ATOMIC_ACQUIRE);
         for (uint64_t i = nf > DFCCL_DIR_FAILS ? nf - DFCCL_DIR_FAILS : 0;
              why == NULL && i < nf; i++) {
-            if (dfccl_dir_read_fail(d, i, &f) && f.reg == reg && f.run == run) {
+            if (dfccl_dir_read_fail(d, i, &f) && f.origin != g->rank && f.reg == reg &&
+                f.run == run) {
                 why = "run";
+                who = (int)f.origin;
             }
         }
-        if (why == NULL && dfccl_dir_read_note(d, DFCCL_FAIL_ALL, &f) &&
+        if (why == NULL && r != g->rank && dfccl_dir_read_note(d, DFCCL_FAIL_ALL, &f) &&
             !dfccl_group_peer_done(d, reg, run)) {
             why = "aborted";
         }
-        if (why == NULL && __atomic_load_n(&d->closed, __ATOMIC_ACQUIRE) &&
+        if (why == NULL && r != g->rank && __atomic_load_n(&d->closed, __ATOMIC_ACQUIRE) &&
             !dfccl_group_peer_done(d, reg, run)) {
-            why = "closed";
+            why      = "closed";
             f.status = DFCCL_ERR_ABORTED;
         }
         if (why == NULL) {
@@ -161,31 +176,31 @@ int dfccl_group_failed_run(struct dfccl_group *g, const dfccl_coll_t *c, int fro
         }
         *status_p = (dfccl_status_t)f.status;
         if (msg == NULL) {
-            return r;
+            return who;
         }
         dfccl_coll_label(g->ctx, (int)(c - g->ctx->colls), label, sizeof(label));
         if (why[0] == 'm') {
-            char who[32] = "this rank";
-            if (r != g->rank) {
-                snprintf(who, sizeof(who), "rank %d", r);
+            char by[32] = "this rank";
+            if (who != g->rank) {
+                snprintf(by, sizeof(by), "rank %d", who);
             }
             snprintf(msg, len, "%s cannot run: %s found that the ranks registered different "
                      "collectives at registration #%llu of the group, so this one, registered "
-                     "as #%llu, pairs with the wrong collective: %s", label, who,
+                     "as #%llu, pairs with the wrong collective: %s", label, by,
                      (unsigned long long)f.reg, (unsigned long long)reg, f.msg);
         } else if (why[0] == 'r') {
-            snprintf(msg, len, "%s failed on rank %d, so it cannot complete here: %s", label, r,
-                     f.msg);
+            snprintf(msg, len, "%s failed on rank %d, so it cannot complete here: %s", label,
+                     who, f.msg);
         } else if (why[0] == 'a') {
             snprintf(msg, len, "%s cannot complete: rank %d can no longer take part in it, its "
-                     "rank context was aborted: %s", label, r, f.msg);
+                     "rank context was aborted: %s", label, who, f.msg);
         } else {
             snprintf(msg, len, "%s cannot complete: rank %d (process %d) destroyed the group "
                      "or its rank context before it finished run %llu of this collective; "
                      "every rank must run the group's collectives before destroying it", label,
-                     r, g->pids[r], (unsigned long long)run);
+                     who, g->pids[who], (unsigned long long)run);
         }
-        return r;
+        return who;
     }
     return -1;
 }

@@ -90,6 +90,11 @@ dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
 {
     return DFCCL_OK;
 }
+void dfccl_net_fail_send(struct dfccl_group *g, const dfccl_dir_fail_t *f) {}
+int dfccl_net_fail_recv(struct dfccl_rank_ctx *ctx, int *gid_p, dfccl_dir_fail_t *f)
+{
+    return 0;
+}
 void dfccl_net_stop(struct dfccl_rank_ctx *ctx) {}
 uint64_t dfccl_net_arrivals(struct dfccl_rank_ctx *ctx)
 {
@@ -123,6 +128,9 @@ int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *st
  * index (20) | channel (5) | slot sequence (25). The sequence is rebuilt
  * from the receiver's position: at most nslots (<= 64) are in flight. */
 enum { DFCCL_NET_CONNECT = 0, DFCCL_NET_HELLO = 1, DFCCL_NET_DATA = 2, DFCCL_NET_CREDIT = 3 };
+/* The sequence of a CONNECT-type message that carries a failure record
+ * (dfccl_dir_fail_t) of the destination group instead of a connection. */
+#define DFCCL_NET_FAIL_SEQ 1
 #define DFCCL_NET_CONNECT_S 120 /* connection wait without DFCCL_TIMEOUT */
 #define DFCCL_NET_DEFAULT_TLS "tcp,sm,self"
 #define DFCCL_NET_SEQ_BITS 25
@@ -183,6 +191,17 @@ typedef struct dfccl_net_pend {
     struct dfccl_net_pend *next;
 } dfccl_net_pend_t;
 
+/* A failure record on its way to a peer, or received from one. */
+typedef struct dfccl_net_frec {
+    int                    peer;   /* out: to this peer */
+    ucp_tag_t              tag;    /* out */
+    void                  *req;    /* out: the posted send */
+    int                    posted;
+    int                    gid;    /* in: our group it is for */
+    dfccl_dir_fail_t       rec;
+    struct dfccl_net_frec *next;
+} dfccl_net_frec_t;
+
 struct dfccl_net {
     ucp_context_h     ucp;
     ucp_worker_h      worker;
@@ -201,6 +220,8 @@ struct dfccl_net {
     /* data or credits that came from peers: news for a host whose daemon
      * quit stuck (dfccl_net_arrivals) */
     uint64_t          arrivals;
+    /* failure records to send and received (dfccl_net_fail_send/recv) */
+    dfccl_net_frec_t *fail_out, *fail_in;
     /* first failure, reported by the context's health check */
     int               failed;
     int               fail_coll;
@@ -424,6 +445,24 @@ static int dfccl_net_handle(struct dfccl_net *net, ucp_tag_message_h msg,
     dfccl_net_chan_t *c;
     uint64_t buf[8];
 
+    if (type == DFCCL_NET_CONNECT && seq == DFCCL_NET_FAIL_SEQ) {
+        dfccl_net_frec_t *f = calloc(1, sizeof(*f)), **tl = &net->fail_in;
+        if (f == NULL) {
+            return DFCCL_ERR_NO_MEMORY;
+        }
+        if (dfccl_net_recv_now(net, &f->rec, sizeof(f->rec), msg) != DFCCL_OK) {
+            free(f);
+            return DFCCL_ERR_TRANSPORT;
+        }
+        f->rec.msg[sizeof(f->rec.msg) - 1] = '\0';
+        f->gid = gid;
+        while (*tl != NULL) {
+            tl = &(*tl)->next;
+        }
+        __atomic_store_n(tl, f, __ATOMIC_RELEASE); /* fail_in is peeked without the lock */
+        __atomic_fetch_add(&net->arrivals, 1, __ATOMIC_RELEASE);
+        return 1;
+    }
     if (type == DFCCL_NET_CONNECT) {
         uint64_t v = 0;
         DFCCL_CHECK(dfccl_net_recv_now(net, &v, sizeof(v), msg));
@@ -627,6 +666,33 @@ static int dfccl_net_progress(struct dfccl_net *net)
                 tl = &(*tl)->next;
             }
             *tl = q;
+        }
+    }
+    /* failure records for peers: posted, then freed once sent (or given
+     * up with the peer) */
+    for (dfccl_net_frec_t **qq = &net->fail_out; *qq != NULL;) {
+        dfccl_net_frec_t *q = *qq;
+        int rc              = 1;
+        if (!q->posted && !net->peers[q->peer]->failed) {
+            ucp_ep_h ep = dfccl_net_ep(net, q->peer);
+            ucp_request_param_t prm;
+            ucs_status_ptr_t r;
+
+            dfccl_net_host_param(&prm);
+            r = ep != NULL ? ucp_tag_send_nbx(ep, &q->rec, sizeof(q->rec), q->tag, &prm)
+                           : UCS_STATUS_PTR(UCS_ERR_UNREACHABLE);
+            q->req    = UCS_PTR_IS_ERR(r) ? NULL : r;
+            q->posted = 1;
+            moved++;
+        }
+        if (!net->peers[q->peer]->failed) {
+            rc = dfccl_net_req_test(&q->req);
+        }
+        if (rc != 0) {
+            *qq = q->next;
+            free(q);
+        } else {
+            qq = &q->next;
         }
     }
     for (pp = &net->chans; *pp != NULL;) {
@@ -1012,6 +1078,61 @@ static void dfccl_net_drop(struct dfccl_net *net, ucp_tag_message_h msg,
 }
 
 /* Flush every channel, stop the proxy, close endpoints, free UCX. */
+void dfccl_net_fail_send(struct dfccl_group *g, const dfccl_dir_fail_t *f)
+{
+    struct dfccl_net *net = g->ctx->net;
+    const int edges[2][2] = {{g->next_net, g->net_next_peer}, {g->prev_net, g->net_prev_peer}};
+    const int gids[2]     = {g->net_next_gid, g->net_prev_gid};
+
+    if (net == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&net->lock);
+    for (int e = 0; e < 2; e++) {
+        dfccl_net_frec_t *q, **tl = &net->fail_out;
+        /* a two-rank ring reaches the same peer both ways: once is enough */
+        if (!edges[e][0] || edges[e][1] < 0 || (e == 1 && edges[0][0] &&
+                                                edges[0][1] == edges[1][1])) {
+            continue;
+        }
+        q = calloc(1, sizeof(*q));
+        if (q == NULL) {
+            break;
+        }
+        q->peer = edges[e][1];
+        q->tag  = dfccl_net_tag(DFCCL_NET_CONNECT, gids[e], 0, 0, DFCCL_NET_FAIL_SEQ);
+        q->rec  = *f;
+        while (*tl != NULL) {
+            tl = &(*tl)->next;
+        }
+        *tl = q;
+    }
+    pthread_mutex_unlock(&net->lock);
+}
+
+int dfccl_net_fail_recv(struct dfccl_rank_ctx *ctx, int *gid_p, dfccl_dir_fail_t *f)
+{
+    struct dfccl_net *net = __atomic_load_n(&ctx->net, __ATOMIC_ACQUIRE);
+    dfccl_net_frec_t *q;
+
+    if (net == NULL || __atomic_load_n(&net->fail_in, __ATOMIC_RELAXED) == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&net->lock);
+    q = net->fail_in;
+    if (q != NULL) {
+        net->fail_in = q->next;
+    }
+    pthread_mutex_unlock(&net->lock);
+    if (q == NULL) {
+        return 0;
+    }
+    *gid_p = q->gid;
+    *f     = q->rec;
+    free(q);
+    return 1;
+}
+
 void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
 {
     struct dfccl_net *net = ctx->net;
@@ -1042,6 +1163,33 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
         dfccl_net_chan_t *c = net->chans;
         net->chans          = c->next;
         free(c);
+    }
+    /* failure records: those in flight go out (a peer may wait on them),
+     * for a bounded time */
+    t0 = dfccl_time_ns();
+    while (net->fail_out != NULL) {
+        dfccl_net_frec_t *q = net->fail_out;
+        if (q->req != NULL && ucp_request_check_status(q->req) == UCS_INPROGRESS &&
+            dfccl_time_ns() - t0 < 2000000000ull) {
+            ucp_worker_progress(net->worker);
+            continue;
+        }
+        if (q->req != NULL) {
+            if (ucp_request_check_status(q->req) == UCS_INPROGRESS) {
+                ucp_request_cancel(net->worker, q->req);
+                while (ucp_request_check_status(q->req) == UCS_INPROGRESS) {
+                    ucp_worker_progress(net->worker);
+                }
+            }
+            ucp_request_free(q->req);
+        }
+        net->fail_out = q->next;
+        free(q);
+    }
+    while (net->fail_in != NULL) {
+        dfccl_net_frec_t *q = net->fail_in;
+        net->fail_in        = q->next;
+        free(q);
     }
     for (int i = 0; i < net->npeers; i++) {
         ucp_request_param_t prm;

@@ -526,7 +526,8 @@ void dfccl_dir_publish_where(struct dfccl_group *g, uint64_t reg, const dfccl_di
 
 /* Write record `f` as number i of its kind (seqlock). */
 static void dfccl_dir_write_fail(dfccl_dir_fail_t *f, uint64_t i, int kind, uint64_t reg,
-                                 uint64_t run, dfccl_status_t status, const char *msg)
+                                 uint64_t run, dfccl_status_t status, int origin,
+                                 const char *msg)
 {
     __atomic_store_n(&f->seq, 2 * i + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -534,6 +535,7 @@ static void dfccl_dir_write_fail(dfccl_dir_fail_t *f, uint64_t i, int kind, uint
     __atomic_store_n(&f->reg, reg, __ATOMIC_RELAXED);
     __atomic_store_n(&f->run, run, __ATOMIC_RELAXED);
     __atomic_store_n(&f->status, (int64_t)status, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->origin, (int64_t)origin, __ATOMIC_RELAXED);
     for (size_t k = 0; k < sizeof(f->msg); k++) {
         char ch = msg != NULL && k + 1 < sizeof(f->msg) ? msg[k] : '\0';
         __atomic_store_n(&f->msg[k], ch, __ATOMIC_RELAXED);
@@ -544,8 +546,8 @@ static void dfccl_dir_write_fail(dfccl_dir_fail_t *f, uint64_t i, int kind, uint
     __atomic_store_n(&f->seq, 2 * i + 2, __ATOMIC_RELEASE);
 }
 
-void dfccl_dir_publish_fail(struct dfccl_group *g, int kind, uint64_t reg, uint64_t run,
-                            dfccl_status_t status, const char *msg)
+static void dfccl_dir_publish(struct dfccl_group *g, int kind, uint64_t reg, uint64_t run,
+                              dfccl_status_t status, int origin, const char *msg)
 {
     dfccl_dir_t *d = g->pool.dir;
     uint64_t i;
@@ -556,13 +558,26 @@ void dfccl_dir_publish_fail(struct dfccl_group *g, int kind, uint64_t reg, uint6
     if (kind != DFCCL_FAIL_RUN) {
         dfccl_dir_fail_t *f = kind == DFCCL_FAIL_FROM ? &d->mismatch : &d->aborted;
         if (__atomic_load_n(&f->seq, __ATOMIC_RELAXED) == 0) {
-            dfccl_dir_write_fail(f, 0, kind, reg, run, status, msg);
+            dfccl_dir_write_fail(f, 0, kind, reg, run, status, origin, msg);
         }
         return;
     }
     i = __atomic_load_n(&d->nfails, __ATOMIC_RELAXED);
-    dfccl_dir_write_fail(&d->fails[i % DFCCL_DIR_FAILS], i, kind, reg, run, status, msg);
+    dfccl_dir_write_fail(&d->fails[i % DFCCL_DIR_FAILS], i, kind, reg, run, status, origin,
+                         msg);
     __atomic_store_n(&d->nfails, i + 1, __ATOMIC_RELEASE);
+}
+
+void dfccl_dir_publish_fail(struct dfccl_group *g, int kind, uint64_t reg, uint64_t run,
+                            dfccl_status_t status, const char *msg)
+{
+    dfccl_dir_publish(g, kind, reg, run, status, g->rank, msg);
+}
+
+void dfccl_dir_publish_relayed(struct dfccl_group *g, const dfccl_dir_fail_t *f)
+{
+    dfccl_dir_publish(g, (int)f->kind, f->reg, f->run, (dfccl_status_t)f->status,
+                      (int)f->origin, f->msg);
 }
 
 /* Read record `f`, number i of its kind: 1 and *out, or 0 (seqlock). */
@@ -575,6 +590,7 @@ static int dfccl_dir_copy_fail(const dfccl_dir_fail_t *f, uint64_t i, dfccl_dir_
     out->reg    = __atomic_load_n(&f->reg, __ATOMIC_RELAXED);
     out->run    = __atomic_load_n(&f->run, __ATOMIC_RELAXED);
     out->status = __atomic_load_n(&f->status, __ATOMIC_RELAXED);
+    out->origin = __atomic_load_n(&f->origin, __ATOMIC_RELAXED);
     for (size_t k = 0; k < sizeof(out->msg); k++) {
         out->msg[k] = __atomic_load_n(&f->msg[k], __ATOMIC_RELAXED);
     }
