@@ -817,10 +817,13 @@ END_TEST
 
 /*
  * Ranks 0..n-2 run an allreduce; rank n-1 runs it once their daemons have
- * been launched 4 times and are off. With a 2 ms quit and a 20 ms relaunch
- * gap, the early daemons quit stuck and are relaunched after 20, 40, 80 ms
- * (launches at about 0, 20, 60 and 140 ms), and the next one is due 160 ms
- * after the fourth: only the late rank's bell can bring it forward.
+ * been launched 6 times and are off. With a 2 ms quit and a 20 ms relaunch
+ * gap, the early daemons quit stuck and are relaunched after 20, 40, 80,
+ * 160 and 320 ms (launches at about 0, 20, 60, 140, 300 and 620 ms), and
+ * the next one is due 640 ms after the sixth: only the late rank's bell
+ * can bring it forward, unless the barrier between them takes longer than
+ * that on a loaded machine. No rank leaves before every rank has its
+ * result: a peer that exited is an error while a collective is in flight.
  * *arg: DFCCL_PEER_BELLS.
  */
 static int bell_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
@@ -849,13 +852,14 @@ static int bell_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
         do {
             usleep(1000);
             dfcclGetStats(ctx, &st);
-        } while (st.launches < 4 || st.running);
+        } while (st.launches < 6 || st.running);
     }
     dfccl_test_barrier(oob);
     if (rank == n - 1) {
         DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
     }
     DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait");
+    dfccl_test_barrier(oob);
     dfccl_test_get(ctx, h, d, sizeof(h));
     if (check_sum(h, 1024, n, 0, 0)) {
         return 1;
@@ -927,7 +931,9 @@ static int replay_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     (void)arg;
     DFCCL_TEST_CHECK(dfcclConfigInit(&cfg) == DFCCL_OK, "config");
     cfg.quit_us     = 2000;
-    cfg.relaunch_us = 1000000;
+    /* rank 1 runs, deregisters and registers within this gap (1 s on an
+     * idle machine, longer on a loaded one) */
+    cfg.relaunch_us = (uint32_t)(1000000 * dfccl_test_scale());
     cfg.peer_bells  = 0;
     dfccl_test_setup(rank, n, oob, &cfg, &ctx, &g);
     DFCCL_TEST_CHECK(dfcclRegisterAllReduce(REPLAY_COUNT, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &x) ==

@@ -215,6 +215,10 @@ END_TEST
 
 /* ---- helpers: a rank's stderr in a file, shared flags --------------------- */
 
+/* The real stderr and the file that takes its place (stderr_capture). */
+static int stderr_saved = -1;
+static char stderr_path[64];
+
 /* Send this process's stderr (fd 2) to a new file, whose path goes into
  * `path`: what dfccl prints can then be read back. */
 static int stderr_capture(char *path, size_t len)
@@ -227,12 +231,35 @@ static int stderr_capture(char *path, size_t len)
         return -1;
     }
     fflush(stderr);
-    if (dup2(fd, 2) < 0) {
+    stderr_saved = dup(2);
+    if (stderr_saved < 0 || dup2(fd, 2) < 0) {
         close(fd);
         return -1;
     }
     close(fd);
+    snprintf(stderr_path, sizeof(stderr_path), "%s", path);
     return 0;
+}
+
+static char *stderr_text(const char *path);
+
+/* The end of a rank that captured its stderr: the real one back and, if
+ * the rank failed, what went into the file (its failed check among it). */
+static int stderr_done(int rc)
+{
+    if (stderr_saved >= 0) {
+        fflush(stderr);
+        dup2(stderr_saved, 2);
+        close(stderr_saved);
+        stderr_saved = -1;
+        if (rc != 0) {
+            char *text = stderr_text(stderr_path);
+            fprintf(stderr, "the failed rank's stderr:\n%s", text);
+            free(text);
+        }
+        unlink(stderr_path);
+    }
+    return rc;
 }
 
 /* Everything written to the captured stderr so far (free it). */
@@ -338,7 +365,7 @@ typedef struct {
  * DFCCL_ERR_MISMATCH at the run or its wait, soon, with no timeout set,
  * and print it once.
  */
-static int mm_extra_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+static int mm_extra_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     const mm_arg_t *a = varg;
     dfccl_rank_ctx_t ctx;
@@ -388,6 +415,11 @@ static int mm_extra_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     return 0;
 }
 
+static int mm_extra_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    return stderr_done(mm_extra_body_inner(rank, n, oob, varg));
+}
+
 START_TEST(test_mismatch_extra_registration)
 {
     mm_arg_t none = {0}, generous = {60};
@@ -408,7 +440,7 @@ END_TEST
  * peers' broadcasts pair with rank 0's allreduce, and ranks 1 to 3 never
  * look at rank 0's connectors: only rank 0's report tells them).
  */
-static int mm_mpi_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+static int mm_mpi_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
@@ -463,6 +495,11 @@ static int mm_mpi_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_test_free(ctx, d);
     DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
     return 0;
+}
+
+static int mm_mpi_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    return stderr_done(mm_mpi_body_inner(rank, n, oob, varg));
 }
 
 START_TEST(test_mismatch_extra_allreduce)
@@ -653,7 +690,7 @@ enum { WD_SEEN = 0, WD_INTS = 1 };
  * not, and where rank 0 waits (for data from rank 2); the second comes at
  * twice the time. Then the allreduce completes, right: slow is not failed.
  */
-static int watchdog_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+static int watchdog_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     int *sh = varg, id;
     const size_t count = 1u << 20; /* 4 MiB: the ring on both backends */
@@ -726,6 +763,11 @@ static int watchdog_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     return 0;
 }
 
+static int watchdog_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    return stderr_done(watchdog_body_inner(rank, n, oob, varg));
+}
+
 START_TEST(test_watchdog)
 {
     int *sh = mmap_shared_ints(WD_INTS);
@@ -739,7 +781,7 @@ END_TEST
  * dfcclDumpState on demand and on SIGUSR1 (DFCCL_SIGUSR1): rank 0 runs an
  * allreduce that rank 1 joins only after both reports were printed.
  */
-static int dump_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+static int dump_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     int *sh = varg, id;
     dfccl_rank_ctx_t ctx;
@@ -798,6 +840,11 @@ static int dump_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_test_free(ctx, d);
     DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
     return 0;
+}
+
+static int dump_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    return stderr_done(dump_body_inner(rank, n, oob, varg));
 }
 
 START_TEST(test_dump_state)

@@ -279,6 +279,62 @@ START_TEST(test_net_mismatch)
 END_TEST
 
 /*
+ * A mismatch between two hosts (issue 55, item 1): ranks 0 and 1 on host a,
+ * 2 and 3 on host b; rank 0 registers an allgather that the others do not,
+ * then all run the same allreduce. Rank 0 finds the mismatch (rank 3's
+ * hello, over the net), and ranks 2 and 3 read no directory of host a: the
+ * record reaches them through the net transport. Every rank must get
+ * DFCCL_ERR_MISMATCH, long before the timeout.
+ */
+static int net_mismatch_hosts_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    float *d;
+    int x, y;
+    struct timespec t0, t1;
+    dfccl_status_t st;
+
+    (void)arg;
+    net_env(rank, n, NET_TWO_HOSTS);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    if (rank == 0) {
+        DFCCL_TEST_CHECK(dfcclRegisterAllGather(8, DFCCL_INT32, g, 0, &x) == DFCCL_OK,
+                         "register the extra collective");
+    }
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(1000, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &y) ==
+                     DFCCL_OK, "register");
+    d = dfccl_test_malloc(ctx, 1000 * sizeof(float));
+    dfccl_test_barrier(oob);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    st = dfcclRunAllReduce(d, d, y, NULL, NULL, ctx);
+    if (st == DFCCL_OK) {
+        st = dfcclWait(y, dfccl_test_wait_ms(60000), ctx);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* nobody leaves before all have their answer */
+    dfccl_test_barrier(oob);
+    DFCCL_TEST_CHECK(st == DFCCL_ERR_MISMATCH, "rank %d: %s (%s)", rank,
+                     dfcclGetErrorString(st), dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK((double)(t1.tv_sec - t0.tv_sec) < 20 * dfccl_test_scale(),
+                     "rank %d: failed after %ld s", rank, (long)(t1.tv_sec - t0.tv_sec));
+    if (rank >= 2) {
+        DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "rank 0 found") != NULL,
+                         "rank %d, on the other host: %s", rank, dfcclGetLastErrorMessage());
+    }
+    if (rank == 2) {
+        printf("net mismatch between hosts, rank 2: %s\n", dfcclGetLastErrorMessage());
+    }
+    return 0; /* aborted contexts are not destroyed: the harness ends them */
+}
+
+START_TEST(test_net_mismatch_hosts)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(4, 120, net_mismatch_hosts_body, NULL), 0);
+}
+END_TEST
+
+/*
  * The next rank dies between two broadcasts of its root. The root's second
  * broadcast completes locally, but its data may never leave the proxy:
  * dfcclDeregister then waits for the flush without the context lock and
@@ -493,6 +549,7 @@ int main(void)
     tcase_add_test(forced, test_net_synchronize);
     tcase_add_test(fail, test_net_mismatch);
     tcase_add_test(fail, test_net_dead_peer);
+    tcase_add_test(fail, test_net_mismatch_hosts);
     tcase_add_test(hosts, test_net_two_hosts_matrix);
     tcase_add_test(hosts, test_net_two_hosts_disorder);
     tcase_add_test(hosts, test_net_two_hosts_late_peer);
