@@ -798,6 +798,7 @@ static int dump_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     DFCCL_TEST_CHECK(dfcclRegisterAllReduce(1000, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
                      DFCCL_OK, "register");
     d = dfccl_test_malloc(ctx, 1000 * sizeof(float));
+    dfccl_test_barrier(oob); /* rank 1 has registered: it has not started the run */
     if (rank == 0) {
         snprintf(dump, sizeof(dump), "/tmp/dfccl-test-dump-XXXXXX");
         close(mkstemp(dump));
