@@ -11,12 +11,15 @@
  * address and coalesced, and allocation is first fit: the result depends
  * only on which collectives are free, not on the order they were freed, so
  * placement stays identical on every rank. A rank publishes each new
- * segment in its directory (shared memory, mapped
- * by its ring predecessor at group creation); the predecessor attaches the
- * segment when it first needs it, marks it attached, and the owner then
- * unlinks the segment's name. Segments are shm (host memory, registered
- * with the GPU on the CUDA backend) or device memory shared through CUDA IPC
- * (p2p).
+ * segment in its directory (shared memory, mapped by the group's ranks on
+ * its host at group creation); the ranks that write into it (its ring
+ * predecessor, or every peer in groups whose collectives may write to
+ * every peer) attach it at their next health check, mark it attached, and
+ * the owner then unlinks the segment's name. Segments are shm (host memory,
+ * registered with the GPU on the CUDA backend) or device memory shared
+ * through CUDA IPC (p2p). The directory also carries what the group's
+ * other ranks need to fail with this one or to report where it waits
+ * (dfccl_dir_t).
  */
 #include "../dfccl_int.h"
 
