@@ -54,6 +54,9 @@ typedef struct dfccl_sim_frame {
     int32_t it;
 } dfccl_sim_frame_t;
 
+/* The state of leap.c, which runs unlimited synchronization rounds. */
+typedef struct dfccl_sim_leap dfccl_sim_leap_t;
+
 struct dfccl_sim_round {
     const dfccl_sim_world_t *world;
     int32_t                  finite;       /* world->limit caps execution */
@@ -84,6 +87,8 @@ struct dfccl_sim_round {
     uint64_t                 sync_cd;      /* events left before a synchronization */
     double                   log1m_disorder;
     double                   log1m_sync;
+    /* the synchronization model without a cap leaps between moments */
+    dfccl_sim_leap_t        *leap;
 };
 
 /* An executing part that is not done yet. */
@@ -128,5 +133,12 @@ int dfccl_sim_cycle_find(dfccl_sim_round_t *round);
 
 /* Look for a cycle anywhere, from every node (slow; for checks). */
 int dfccl_sim_cycle_find_all(dfccl_sim_round_t *round);
+
+dfccl_sim_status_t dfccl_sim_leap_create(const dfccl_sim_world_t *world,
+                                         dfccl_sim_leap_t **leap_p);
+void dfccl_sim_leap_destroy(dfccl_sim_leap_t *leap);
+
+/* Run the round from its start (countdowns drawn), as the step engine would. */
+void dfccl_sim_leap_run(dfccl_sim_round_t *round, dfccl_sim_outcome_t *outcome);
 
 #endif

@@ -154,9 +154,17 @@ typedef struct dfccl_sim_outcome {
     uint64_t steps;
 } dfccl_sim_outcome_t;
 
-/* Flags for dfccl_sim_round_run. */
+/*
+ * Flags for dfccl_sim_round_run.  Rounds of the synchronization model
+ * without a cap can be run event by event or by leaping between the events
+ * that matter; both give the same outcome, and by default the one that is
+ * faster at the configuration's probabilities runs.
+ */
 enum {
-    DFCCL_SIM_RUN_FULL = 1  /* step rounds that drew no disorder skip too */
+    DFCCL_SIM_RUN_FULL     = 1,  /* step rounds that drew no disorder skip too */
+    DFCCL_SIM_RUN_STEPWISE = 2,  /* issue every event one by one */
+    DFCCL_SIM_RUN_LEAP     = 4   /* leap whatever the probabilities (where the
+                                    model allows it) */
 };
 
 dfccl_sim_status_t dfccl_sim_round_create(const dfccl_sim_world_t *world,
