@@ -21,6 +21,7 @@
 #include <unistd.h> /* getpid */
 #endif
 
+#include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
 #include "ompi/mca/coll/base/base.h"
 
@@ -291,6 +292,20 @@ static int dfccl_module_enable(mca_coll_base_module_t *module, struct ompi_commu
     return OMPI_SUCCESS;
 }
 
+/* coll/self's priority: on one-process communicators it takes every
+ * collective (MPI_Reduce_local too, through MPI_COMM_SELF) on host memory. */
+static int dfccl_self_priority(void)
+{
+    const int *value = NULL;
+    int idx          = mca_base_var_find("ompi", "coll", "self", "priority");
+
+    if (idx < 0 || mca_base_var_get_value(idx, &value, NULL, NULL) != OPAL_SUCCESS ||
+        value == NULL) {
+        return 75;
+    }
+    return *value;
+}
+
 mca_coll_base_module_t *mca_coll_dfccl_comm_query(struct ompi_communicator_t *comm,
                                                   int *priority)
 {
@@ -305,7 +320,11 @@ mca_coll_base_module_t *mca_coll_dfccl_comm_query(struct ompi_communicator_t *co
     if (m == NULL) {
         return NULL;
     }
-    *priority                   = cm->priority;
+    *priority = cm->priority;
+    if (ompi_comm_size(comm) == 1 && *priority <= dfccl_self_priority()) {
+        /* above coll/self, so that device buffers are staged for it */
+        *priority = dfccl_self_priority() + 1;
+    }
     m->super.coll_module_enable = dfccl_module_enable;
     for (int c = 0; c < MCA_COLL_DFCCL_NCOLLS; c++) {
         for (int f = 0; f < MCA_COLL_DFCCL_NFORMS; f++) {
