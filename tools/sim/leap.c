@@ -97,6 +97,8 @@ struct dfccl_sim_leap {
     int32_t                 *mate;
     dfccl_sim_leap_wait_t   *wait;       /* per GPU from mate_off: one per mate */
     int32_t                 *wait_of;    /* [gpu_num] scratch: a mate's wait, or -1 */
+    int32_t                 *front_coll; /* [gpu_num] scratch: the collective at a
+                                            mate's front (INT32_MAX: none left) */
     int32_t                 *stack;      /* [gpu_num] cycle search */
     uint32_t                 stamp;      /* release predictions valid since the last
                                             synchronization or skip */
@@ -283,6 +285,7 @@ static int32_t dfccl_sim_leap_pick(dfccl_sim_round_t *round, dfccl_sim_leap_t *l
     int32_t pos                    = gs->front;
     int32_t k                      = gs->left;
 
+    /* marks lie below hi only: most skips read none */
     for (; k > 1; k--) {
         if (round->disorder_cd > 0) {
             round->disorder_cd--;
@@ -293,7 +296,7 @@ static int32_t dfccl_sim_leap_pick(dfccl_sim_round_t *round, dfccl_sim_leap_t *l
                                                round->log1m_disorder);
         do {
             pos++;
-        } while (leap->ahead[(size_t)pos * stride + gpu]);
+        } while ((pos < gs->hi) && leap->ahead[(size_t)pos * stride + gpu]);
     }
     return pos;
 }
@@ -321,24 +324,30 @@ static void dfccl_sim_leap_invoke(dfccl_sim_leap_t *leap, int32_t gpu, int32_t p
 /*
  * If the collective, which gpu has invoked, is live, add it to the GPU's
  * pending list and raise, for each member that has not invoked it, the
- * position that member's wait needs; returns whether it is live.
+ * position that member's wait needs; returns whether it is live.  A member
+ * has invoked the collective if it lies before the collective at its front
+ * (front_coll, filled by the caller for every group-mate), or if it is
+ * marked ahead; the member's position is looked up only then.
  */
 static int dfccl_sim_leap_gather(dfccl_sim_leap_t *leap, int32_t gpu, int32_t coll)
 {
     const dfccl_sim_world_t *world = leap->world;
     dfccl_sim_leap_gpu_t *gs       = &leap->gpu[gpu];
     dfccl_sim_leap_wait_t *wait    = leap->wait + leap->mate_off[gpu];
-    const dfccl_sim_member_t *member;
-    int32_t m, w, pos, live = 0;
+    int32_t k                      = world->coll_group[coll];
+    int32_t first                  = world->group_gpu_off[k];
+    const dfccl_sim_leap_gpu_t *ms;
+    int32_t j, m, w, part, pos, live = 0;
 
-    for (int32_t i = world->coll_part0[coll]; i < world->coll_part0[coll + 1]; i++) {
-        member = &world->coll_members[i];
-        m      = member->gpu;
-        if (m == gpu) {
+    for (j = first; j < world->group_gpu_off[k + 1]; j++) {
+        m = world->group_gpus[j];
+        if ((m == gpu) || (coll < leap->front_coll[m])) {
             continue;
         }
-        dfccl_sim_leap_catch_up(leap, m);
-        if (dfccl_sim_leap_invoked(leap, m, member->part)) {
+        ms   = &leap->gpu[m];
+        part = world->coll_members[world->coll_part0[coll] + (j - first)].part;
+        pos  = (int32_t)((part - m) / leap->gpu_num);
+        if ((pos < ms->hi) && leap->ahead[part]) {
             continue;
         }
         live = 1;
@@ -349,7 +358,6 @@ static int dfccl_sim_leap_gather(dfccl_sim_leap_t *leap, int32_t gpu, int32_t co
             wait[w].gpu      = m;
             wait[w].pos      = -1;
         }
-        pos = (int32_t)((member->part - m) / leap->gpu_num);
         if (pos > wait[w].pos) {
             wait[w].pos = pos;
         }
@@ -373,13 +381,17 @@ static void dfccl_sim_leap_collect(dfccl_sim_leap_t *leap, int32_t gpu)
     size_t stride                  = (size_t)leap->gpu_num;
     int32_t bound = INT32_MAX, low, pos, m, coll;
 
+    /* catch up first, so that the loads of the fronts' collectives overlap */
     for (int32_t i = leap->mate_off[gpu]; i < leap->mate_off[gpu + 1]; i++) {
-        m = leap->mate[i];
-        dfccl_sim_leap_catch_up(leap, m);
-        if (leap->gpu[m].front < world->gpu_len[m]) {
-            coll  = dfccl_sim_leap_coll_at(leap, m, leap->gpu[m].front);
-            bound = (coll < bound) ? coll : bound;
-        }
+        dfccl_sim_leap_catch_up(leap, leap->mate[i]);
+    }
+    for (int32_t i = leap->mate_off[gpu]; i < leap->mate_off[gpu + 1]; i++) {
+        m    = leap->mate[i];
+        coll = (leap->gpu[m].front < world->gpu_len[m]) ?
+                       dfccl_sim_leap_coll_at(leap, m, leap->gpu[m].front) :
+                       INT32_MAX;
+        leap->front_coll[m] = coll;
+        bound               = (coll < bound) ? coll : bound;
     }
     gs->npend = 0;
     gs->nwait = 0;
@@ -707,22 +719,19 @@ void dfccl_sim_leap_run(dfccl_sim_round_t *round, dfccl_sim_outcome_t *outcome)
 {
     const dfccl_sim_world_t *world = round->world;
     dfccl_sim_leap_t *leap         = round->leap;
-    int64_t next, slot, step, last_step = 0;
+    int64_t next, slot, counted, step, last_step = 0;
     dfccl_sim_leap_gpu_t *gs;
-    uint64_t plain;
+    uint64_t plain, due;
     int32_t x, pos, skipped;
 
     dfccl_sim_leap_reset(leap);
     dfccl_sim_leap_new_stamp(leap);
     round->events = 0;
     while (leap->unfinished > 0) {
-        /* the next moment */
-        next = DFCCL_SIM_LEAP_NEVER;
-        if (leap->eligible > 0) {
-            next = dfccl_sim_leap_slot_at(leap, round->sync_cd);
-            slot = dfccl_sim_leap_slot_at(leap, round->disorder_cd);
-            next = (slot < next) ? slot : next;
-        }
+        /* the next moment; both countdowns count the events from here on */
+        due     = (round->sync_cd < round->disorder_cd) ? round->sync_cd : round->disorder_cd;
+        counted = dfccl_sim_leap_slot_at(leap, due);
+        next    = counted;
         if ((leap->heap_len > 0) && (leap->heap_key[0] < next)) {
             next = leap->heap_key[0];
         }
@@ -739,7 +748,7 @@ void dfccl_sim_leap_run(dfccl_sim_round_t *round, dfccl_sim_outcome_t *outcome)
         }
 
         /* the plain events before it */
-        plain               = dfccl_sim_leap_events_to(leap, next);
+        plain               = (next == counted) ? due : dfccl_sim_leap_events_to(leap, next);
         round->sync_cd     -= plain;
         round->disorder_cd -= plain;
         round->events      += plain;
@@ -888,8 +897,9 @@ dfccl_sim_status_t dfccl_sim_leap_create(const dfccl_sim_world_t *world,
     leap->pend     = dfccl_sim_calloc((size_t)world->real_parts, sizeof(int32_t),
                                       "leap waiting lists");
     leap->pend_off = dfccl_sim_calloc(G, sizeof(int32_t), "leap waiting lists");
-    leap->wait_of  = dfccl_sim_calloc(G, sizeof(int32_t), "leap waits");
-    if ((leap->wait_of == NULL) || (leap->gpu == NULL) || (leap->ahead == NULL) || (leap->fen == NULL) ||
+    leap->wait_of    = dfccl_sim_calloc(G, sizeof(int32_t), "leap waits");
+    leap->front_coll = dfccl_sim_calloc(G, sizeof(int32_t), "leap fronts");
+    if ((leap->wait_of == NULL) || (leap->front_coll == NULL) || (leap->gpu == NULL) || (leap->ahead == NULL) || (leap->fen == NULL) ||
         (leap->heap_key == NULL) || (leap->heap_gpu == NULL) || (leap->susp == NULL) ||
         (leap->stack == NULL) || (leap->pend == NULL) || (leap->pend_off == NULL) ||
         (dfccl_sim_leap_mates(leap) != DFCCL_SIM_OK)) {
@@ -932,5 +942,6 @@ void dfccl_sim_leap_destroy(dfccl_sim_leap_t *leap)
     free(leap->mate);
     free(leap->wait);
     free(leap->wait_of);
+    free(leap->front_coll);
     free(leap);
 }
