@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,10 @@ typedef struct dfccl_sim_options {
     uint64_t    rounds;      /* 0: from the configuration */
     uint64_t    seed;
     int         have_seed;
+    double      disorder_prob;  /* < 0: the configuration's */
+    double      sync_prob;
+    double      file_disorder_prob;
+    double      file_sync_prob;
     int         threads;
     int         bench;
     int         full;
@@ -33,6 +38,7 @@ static void dfccl_sim_usage(FILE *out)
 {
     fprintf(out,
             "usage: dfccl-sim -f config.json [-r rounds] [-j threads] [-s seed] [--full]\n"
+            "                 [--disorder-prob P] [--sync-prob P]\n"
             "       dfccl-sim -f config.json --bench [-r rounds] [-j threads] [-s seed]\n"
             "\n"
             "Simulates GPUs invoking collectives and counts the rounds that deadlock.\n"
@@ -40,6 +46,8 @@ static void dfccl_sim_usage(FILE *out)
             "  -r, --rounds N      rounds to run (default: total_rounds of the file)\n"
             "  -j, --threads N     worker threads (default: online CPUs)\n"
             "  -s, --seed N        seed (default: fix_seed of the file, or a fresh one)\n"
+            "      --disorder-prob P  use P instead of the file's disorder_prob\n"
+            "      --sync-prob P   use P instead of the file's sync_prob\n"
             "      --full          step every round, also those that drew no disorder skip\n"
             "      --bench         step about 1e8 events' worth of rounds (or -r) in full\n"
             "                      and print events per second\n"
@@ -64,6 +72,25 @@ static int dfccl_sim_parse_u64(const char *opt, const char *text, uint64_t min,
     return 1;
 }
 
+/* A probability in [0, 1], or [0, 1) when below_one. */
+static int dfccl_sim_parse_prob(const char *opt, const char *text, int below_one,
+                                double *value_p)
+{
+    double value;
+    char *end;
+
+    errno = 0;
+    value = strtod(text, &end);
+    if ((errno != 0) || (end == text) || (*end != '\0') || !isfinite(value) ||
+        (value < 0.0) || (value > 1.0) || (below_one && (value >= 1.0))) {
+        fprintf(stderr, "dfccl-sim: %s: expected a probability in [0, 1%s, got '%s'\n", opt,
+                below_one ? ")" : "]", text);
+        return 0;
+    }
+    *value_p = value;
+    return 1;
+}
+
 static int dfccl_sim_parse_options(int argc, char **argv, dfccl_sim_options_t *opts)
 {
     static const struct option longopts[] = {
@@ -73,6 +100,8 @@ static int dfccl_sim_parse_options(int argc, char **argv, dfccl_sim_options_t *o
         {"seed", required_argument, NULL, 's'},
         {"bench", no_argument, NULL, 'B'},
         {"full", no_argument, NULL, 'F'},
+        {"disorder-prob", required_argument, NULL, 'D'},
+        {"sync-prob", required_argument, NULL, 'Y'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
@@ -106,6 +135,16 @@ static int dfccl_sim_parse_options(int argc, char **argv, dfccl_sim_options_t *o
             break;
         case 'F':
             opts->full = 1;
+            break;
+        case 'D':
+            if (!dfccl_sim_parse_prob("--disorder-prob", optarg, 0, &opts->disorder_prob)) {
+                return 0;
+            }
+            break;
+        case 'Y':
+            if (!dfccl_sim_parse_prob("--sync-prob", optarg, 1, &opts->sync_prob)) {
+                return 0;
+            }
             break;
         case 'h':
             dfccl_sim_usage(stdout);
@@ -156,9 +195,17 @@ static void dfccl_sim_print_config(const dfccl_sim_options_t *opts,
             printf("\n");
         }
     }
-    printf("  disorder_prob          %g\n", config->disorder_prob);
+    printf("  disorder_prob          %g", config->disorder_prob);
+    if (opts->disorder_prob >= 0.0) {
+        printf(" (--disorder-prob; the file has %g)", opts->file_disorder_prob);
+    }
+    printf("\n");
     if (config->model == DFCCL_SIM_MODEL_SYNC) {
-        printf("  sync_prob              %g\n", config->sync_prob);
+        printf("  sync_prob              %g", config->sync_prob);
+        if (opts->sync_prob >= 0.0) {
+            printf(" (--sync-prob; the file has %g)", opts->file_sync_prob);
+        }
+        printf("\n");
         if (world->limit == INT32_MAX) {
             printf("  resource_limit         unlimited\n");
         } else {
@@ -198,6 +245,8 @@ int main(int argc, char **argv)
     long cpus;
     int ret = 1;
 
+    opts.disorder_prob = -1.0;
+    opts.sync_prob     = -1.0;
     if (!dfccl_sim_parse_options(argc, argv, &opts)) {
         return 2;
     }
@@ -205,6 +254,14 @@ int main(int argc, char **argv)
     if (status != DFCCL_SIM_OK) {
         fprintf(stderr, "dfccl-sim: %s: %s\n", opts.file, msg.text);
         return 1;
+    }
+    opts.file_disorder_prob = config->disorder_prob;
+    opts.file_sync_prob     = config->sync_prob;
+    if (opts.disorder_prob >= 0.0) {
+        config->disorder_prob = opts.disorder_prob;
+    }
+    if (opts.sync_prob >= 0.0) {
+        config->sync_prob = opts.sync_prob;
     }
     status = dfccl_sim_world_create(config, &msg, &world);
     if (status != DFCCL_SIM_OK) {
