@@ -358,6 +358,15 @@ DFCCL_API const char *dfcclGetLastErrorMessage(void);
 DFCCL_API dfccl_status_t dfcclConfigInit(dfccl_config_t *config);
 
 /*
+ * Check every field of `config` against its range, as dfcclInit does, but
+ * print nothing: DFCCL_ERR_INVALID_ARG, and dfcclGetLastErrorMessage
+ * names the first field that is not valid and what it takes. For callers
+ * that fill a configuration from their own settings (the MPI component's
+ * MCA variables) and report errors themselves.
+ */
+DFCCL_API dfccl_status_t dfcclConfigCheck(const dfccl_config_t *config);
+
+/*
  * Create a rank context on the caller's current CUDA device (cudaGetDevice),
  * or on the host backend. `config` may be NULL (dfcclConfigInit defaults).
  * [out] ctx_p: set only on success; the caller owns it and frees it with

@@ -182,8 +182,9 @@ static int dfccl_register(void)
     /* Defaults come from dfccl itself, with DFCCL_* environment applied. */
     cm->cfg_ok = dfcclConfigInit(c) == DFCCL_OK;
     if (!cm->cfg_ok) {
-        mca_coll_dfccl_warn("%s; the component is disabled until this is fixed",
-                            dfcclGetLastErrorMessage());
+        /* dfccl printed which variable and why */
+        MCA_COLL_DFCCL_VERBOSE(1, "%s", "the component is off until the DFCCL_* variable is "
+                               "fixed");
     }
     cm->backend       = c->backend;
     cm->progress      = c->progress;
@@ -407,6 +408,13 @@ static int dfccl_open(void)
         dfccl_pair_ring_bytes < 0 ? SIZE_MAX : (size_t)dfccl_pair_ring_bytes;
     c->pair_oneshot_bytes =
         dfccl_pair_oneshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_pair_oneshot_bytes;
+    if (cm->cfg_ok && dfcclConfigCheck(c) != DFCCL_OK) {
+        /* the same rule as a DFCCL_* variable out of range: off, one line */
+        mca_coll_dfccl_warn("an MCA variable coll_dfccl_* (or its DFCCL_* environment "
+                            "variable) is not valid, so the component is off: %s",
+                            dfcclGetLastErrorMessage());
+        cm->cfg_ok = 0;
+    }
     if (cm->instances < 1) {
         mca_coll_dfccl_warn("coll_dfccl_instances=%d is below 1; using 1", cm->instances);
         cm->instances = 1;

@@ -209,6 +209,21 @@ dfccl_status_t dfccl_config_check(const dfccl_config_t *c, const char *fn)
     return DFCCL_OK;
 }
 
+dfccl_status_t dfcclConfigCheck(const dfccl_config_t *config)
+{
+    dfccl_status_t st;
+
+    if (config == NULL) {
+        dfccl_set_last_error("dfcclConfigCheck: config is NULL");
+        return DFCCL_ERR_INVALID_ARG;
+    }
+    /* the caller reports it, in its own words */
+    dfccl_error_quiet(1);
+    st = dfccl_config_check(config, "dfcclConfigCheck");
+    dfccl_error_quiet(0);
+    return st;
+}
+
 /* Read `f`'s environment variable, if set, into `c`. A value that is not
  * a number (a name, for enums) of the field's range is refused, naming the
  * variable, the value and the range. */

@@ -572,7 +572,10 @@ static dfccl_status_t dfccl_boot_finish(dfccl_group_boot_t b, const int32_t *wor
             dfccl_group_free(g);
             b->g = NULL;
         }
-        return dfccl_error(b->err, "%s", b->errmsg);
+        /* a failure of this rank's was printed where it happened; another
+         * rank's is printed by that rank: here it is only the result */
+        dfccl_set_last_error(b->errmsg);
+        return b->err;
     }
     if (n > 1) {
         g->all_local = 1;
