@@ -31,6 +31,9 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversub
 
 failed=0
 tlimit= # a run's own timeout, when set
+# when set: the run must print exactly `lines_n` lines matching `lines_re`
+# (errors are printed once per rank and failure, not twice)
+lines_re= lines_n=
 run() { # name ranks expect-dfccl(0: none, 1: every rank, 2: any) mca-args... -- program args...
     name=$1 np=$2 want=$3
     shift 3
@@ -57,6 +60,8 @@ run() { # name ranks expect-dfccl(0: none, 1: every rank, 2: any) mca-args... --
         status="FAIL (dfccl ran nothing on some rank)"
     elif [ "$want" = 0 ] && [ "$ndfccl" -ne 0 ]; then
         status="FAIL (dfccl ran collectives on the fallback path)"
+    elif [ -n "$lines_re" ] && [ "$(grep -cE "$lines_re" "$log")" -ne "$lines_n" ]; then
+        status="FAIL ($(grep -cE "$lines_re" "$log") lines match '$lines_re', expected $lines_n)"
     fi
     echo "$status: $name, $np ranks (${took}s)"
     if [ "$status" != PASS ]; then
@@ -127,8 +132,18 @@ for np in $nps; do
     # every CUDA memory kind: the default backend (CUDA with a GPU), else skipped
     run "memory kinds (GPU only)" $np 1 "$bin/test_memkinds"
     tlimit=$elimit
+    # two failures (blocking, nonblocking), one error line each on every rank
+    lines_re='^(dfccl\[[0-9]+\]: error|coll_dfccl: (warning|error))' lines_n=$((2 * np))
     run "mismatched count: the same error class everywhere" $np 1 $host "$bin/test_errors"
-    tlimit=
+    lines_re= tlimit=
+    # a setting out of range, as an MCA variable or in the environment:
+    # the component is off, said in one line per rank, and MPI goes on
+    lines_re='^(dfccl\[[0-9]+\]: error|coll_dfccl: (warning|error))' lines_n=$np
+    run "coll_dfccl_timeout -1: off, one line per rank" $np 0 $host \
+        --mca coll_dfccl_timeout -1 "$bin/test_coll" --quick
+    run "DFCCL_TIMEOUT=-1: off, one line per rank" $np 0 $host -x DFCCL_TIMEOUT=-1 \
+        "$bin/test_coll" --quick
+    lines_re=
     run_fatal "mismatched count under MPI_ERRORS_ARE_FATAL aborts the job" $np \
         'starting the mismatched' $host "$bin/test_errors" --fatal
     if [ -n "$py" ]; then
