@@ -132,158 +132,106 @@ typedef enum {
 
 /*
  * Tunables. dfcclConfigInit fills the defaults and then applies the
- * environment variables named beside each field (read once per call).
- * Every rank of a group must use the same values for the fields marked
- * [group]; registration checks this and fails with DFCCL_ERR_MISMATCH.
+ * environment variable beside each field (read once per call); dfcclInit
+ * checks every field (dfcclConfigCheck) and gives the fields still at
+ * dfcclConfigInit's values their backend's defaults. What each does, its
+ * valid values and its defaults are in one table: dfcclGetTunables, and the
+ * README's configuration table, which is made from it. Every rank of a
+ * group must use the same values for the fields marked [group];
+ * registration checks this and fails with DFCCL_ERR_MISMATCH.
  */
 typedef struct {
-    dfccl_backend_t   backend;      /* DFCCL_BACKEND */
-    dfccl_progress_t  progress;     /* DFCCL_PROGRESS: thread|explicit */
-    dfccl_transport_t transport;    /* DFCCL_TRANSPORT: auto|shm|p2p */
-    int      max_blocks;            /* DFCCL_MAX_BLOCKS: daemon blocks: the most channels
-                                     * of any collective (host 2, cuda 32) */
-    int      threads_per_block;     /* DFCCL_THREADS: CUDA threads per daemon block */
-    int      team_threads;          /* DFCCL_TEAM_THREADS: a one-shot collective runs on
-                                     * the first threads of each block, one per LL line
-                                     * of its channel in multiples of this many (rounded
-                                     * up to whole warps), when that is fewer than the
-                                     * block's (0: on the whole block; -1
-                                     * (dfcclConfigInit): backend default, host 0, cuda
-                                     * 128) */
-    int      max_channels;          /* DFCCL_CHANNELS: [group] channels per collective
-                                     * (host max_blocks, cuda 16; at most max_blocks) */
-    size_t   wide_bytes;            /* DFCCL_WIDE_BYTES: [group] allreduces, allgathers
-                                     * and reduce-scatters of at least this many
-                                     * bytes may use wide_channels channels (0: never;
-                                     * default 256 MiB) */
-    int      wide_channels;         /* DFCCL_WIDE_CHANNELS: [group] their channels (host
-                                     * max_blocks, cuda 20; at least max_channels, at
-                                     * most max_blocks) */
-    size_t   pair_bytes;            /* DFCCL_PAIR_BYTES: [group] on groups of two ranks
-                                     * that write to each other, on two GPUs (or on the
-                                     * host backend), allreduces of at least this many
-                                     * bytes use max_blocks channels (0: never; default
-                                     * host never, cuda 64 MiB) */
-    size_t   pair_ring_bytes;       /* DFCCL_PAIR_RING_BYTES: [group] on the same groups,
-                                     * ring reduce-scatters and allgathers of at most
-                                     * this many bytes (all ranks' data) take one
-                                     * channel (0: never; SIZE_MAX (dfcclConfigInit):
-                                     * backend default, host never, cuda 128 KiB) */
-    size_t   pair_oneshot_bytes;    /* DFCCL_PAIR_ONESHOT_BYTES: [group] on the same
-                                     * groups, one-shot collectives of at most this many
-                                     * bytes (allgather, reduce-scatter: per rank) take
-                                     * one channel, up to 64 KiB (0: never; SIZE_MAX
-                                     * (dfcclConfigInit): backend default, host never,
-                                     * cuda 16 KiB) */
-    size_t   min_channel_bytes;     /* DFCCL_CHANNEL_BYTES: [group] bytes per extra channel */
-    size_t   slot_bytes;            /* DFCCL_SLOT_BYTES: [group] connector slot size */
-    int      nslots;                /* DFCCL_SLOTS: [group] slots per connector */
-    dfccl_proto_t proto;            /* DFCCL_PROTO: [group] default|auto|simple|ll */
-    size_t   ll_max_bytes;          /* DFCCL_LL_BYTES: [group] largest slot that auto
-                                     * carries in LL (256 B to 64 KiB; 0: default) */
-    size_t   oneshot_bytes;         /* DFCCL_ONESHOT_BYTES: [group] allreduces of at most
-                                     * this many bytes on groups whose ranks all reach
-                                     * each other take the one-shot algorithm (every
-                                     * rank writes to every peer: one hop instead of
-                                     * the ring's 2(n-1)); 0: never; up to 2 MiB,
-                                     * on as many channels as
-                                     * DFCCL_ONESHOT_CHANNEL_BYTES gives, each share
-                                     * at most 64 KiB; SIZE_MAX (dfcclConfigInit):
-                                     * backend default, host 16 KiB, cuda 256 KiB */
-    size_t   oneshot_channel_bytes; /* DFCCL_ONESHOT_CHANNEL_BYTES: [group] bytes per
-                                     * channel of a one-shot allreduce, allgather
-                                     * or reduce-scatter (up to 64 KiB; 0: backend
-                                     * default, host 64 KiB, cuda 8 KiB) */
-    size_t   oneshot_gather_bytes;  /* DFCCL_ONESHOT_GATHER_BYTES: [group] allgathers
-                                     * and reduce-scatters whose per-rank share is at
-                                     * most this many bytes, on the groups of
-                                     * oneshot_bytes, take one shot (every rank writes
-                                     * to every peer what it needs: one hop instead of
-                                     * the ring's n-1); 0: never; up to 2 MiB, on the
-                                     * channels DFCCL_ONESHOT_CHANNEL_BYTES gives;
-                                     * SIZE_MAX (dfcclConfigInit): backend default,
-                                     * host 16 KiB, cuda 256 KiB */
-    size_t   twoshot_bytes;         /* DFCCL_TWOSHOT_BYTES: [group] allreduces larger
-                                     * than oneshot_bytes and of at most this many
-                                     * bytes, on the same groups, take the two-shot
-                                     * algorithm (a reduce-scatter and an allgather
-                                     * of one hop each); 0: never; up to 16 MiB, on
-                                     * as many channels as DFCCL_TWOSHOT_CHANNEL_BYTES
-                                     * gives, each rank's part of a share at most
-                                     * 64 KiB; SIZE_MAX (dfcclConfigInit): backend
-                                     * default, host 0, cuda 2 MiB */
-    size_t   twoshot_channel_bytes; /* DFCCL_TWOSHOT_CHANNEL_BYTES: [group] bytes per
-                                     * channel of a two-shot allreduce (up to
-                                     * 512 KiB; 0: backend default, host 512 KiB,
-                                     * cuda 32 KiB) */
-    int      ll_slots;              /* DFCCL_LL_SLOTS: [group] most slots of an LL
-                                     * connector: it gets as many as hold 64 KiB of
-                                     * data, at least nslots, at most this (2 to 64;
-                                     * 0: default 16) */
-    size_t   conn_budget;           /* DFCCL_CONN_BUDGET: [group] connector bytes a group's
-                                     * collectives hold at full size; a registration
-                                     * that would pass it gets lean connectors
-                                     * (at most 16 channels of 2 slots of 32 KiB,
-                                     * 1 MiB). 0: no limit. Default 768 MiB */
-    int      step_slices;           /* DFCCL_STEP_SLICES: [group] slices a ring step is
-                                     * cut into, to pipeline it (1 to 16; 0: backend
-                                     * default, host 4, cuda 1) */
-    uint32_t spin_head;             /* DFCCL_SPIN_HEAD: initial threshold, queue head */
-    uint32_t spin_min;              /* DFCCL_SPIN_MIN: smallest initial threshold */
-    uint32_t spin_sticky;           /* DFCCL_SPIN_STICKY: threshold after progress */
-    uint32_t spin_fresh;            /* DFCCL_SPIN_FRESH: threshold of a collective's first
-                                     * run while collectives of its priority that have
-                                     * not run yet are queued behind it (it sends what
-                                     * it can and gives way); 0: default 1 */
-    uint32_t spin_crowd;            /* DFCCL_SPIN_CROWD: most polls any collective spins
-                                     * while other collectives are queued on its block
-                                     * (a lone one spins its full threshold); 0:
-                                     * backend default */
-    uint32_t quit_us;               /* DFCCL_QUIT_US: idle time before voluntary quit */
-    uint32_t relaunch_us;           /* DFCCL_RELAUNCH_US: min gap between stuck relaunches */
-    int      peer_bells;            /* DFCCL_PEER_BELLS: 1 = a stuck daemon is relaunched
-                                     * as soon as a rank of its group on this host
-                                     * submits (shared page per group) or the net
-                                     * proxy receives from a peer; 0 = on its
-                                     * backoff only */
-    uint32_t wait_spin_us;          /* DFCCL_WAIT_SPIN_US: dfcclWait polls the completion
-                                     * queue itself this long before it sleeps */
-    int      max_colls;             /* DFCCL_MAX_COLLS: registered collectives per context */
-    int      sq_entries;            /* DFCCL_SQ_ENTRIES: submission queue size */
-    int      sq_window;             /* DFCCL_SQ_WINDOW: SQ entries the daemon's leader reads
-                                     * in one poll, four lanes of its warp each, so that
-                                     * a burst of submissions costs a round trip across
-                                     * PCIe, not one per entry (1 to 16, of which a GPU
-                                     * reads at most 8; 0: backend default, cuda 8; the
-                                     * host backend reads 1) */
-    double   timeout_s;             /* DFCCL_TIMEOUT: per-collective timeout in seconds
-                                     * (fractions allowed; 0 = none): past it the
-                                     * context aborts and the collective fails with
-                                     * DFCCL_ERR_TIMEOUT */
-    int      priority_order;        /* DFCCL_PRIORITY: 1 = order task queue by priority */
-    dfccl_arrivals_t arrivals;      /* DFCCL_ARRIVALS: default|off|stuck|always
-                                     * (default: always) */
-    int      verbose;               /* DFCCL_VERBOSE: -1 silent, 0 errors (each printed
-                                     * once), 1 info, 2 debug */
-    int      net;                   /* DFCCL_NET: 1 = net (UCX) transport between every
-                                     * pair of ranks, even on one host (testing) */
-    double   warn_s;                /* DFCCL_WARN_S: the hang watchdog. A collective
-                                     * in flight longer than this many seconds makes
-                                     * the rank print one line saying which ranks
-                                     * joined it, which did not, and where the others
-                                     * wait; the line repeats after 2x, 4x, ... this
-                                     * time and the collective keeps waiting (0: off;
-                                     * default 60). Printed at DFCCL_VERBOSE >= 0 */
-    int      sigusr1;               /* DFCCL_SIGUSR1: 1 = SIGUSR1 makes every context
-                                     * of the process print dfcclDumpState to stderr
-                                     * (the handler only sets a flag, which the
-                                     * poller thread or dfcclProgress reads); 0 = the
-                                     * signal is left alone (default) */
+    dfccl_backend_t   backend;       /* DFCCL_BACKEND */
+    dfccl_progress_t  progress;      /* DFCCL_PROGRESS */
+    dfccl_transport_t transport;     /* DFCCL_TRANSPORT */
+    int               max_blocks;    /* DFCCL_MAX_BLOCKS */
+    int               threads_per_block; /* DFCCL_THREADS */
+    int               team_threads;  /* DFCCL_TEAM_THREADS */
+    int               max_channels;  /* DFCCL_CHANNELS [group] */
+    size_t            wide_bytes;    /* DFCCL_WIDE_BYTES [group] */
+    int               wide_channels; /* DFCCL_WIDE_CHANNELS [group] */
+    size_t            pair_bytes;    /* DFCCL_PAIR_BYTES [group] */
+    size_t            pair_ring_bytes; /* DFCCL_PAIR_RING_BYTES [group] */
+    size_t            pair_oneshot_bytes; /* DFCCL_PAIR_ONESHOT_BYTES [group] */
+    size_t            min_channel_bytes; /* DFCCL_CHANNEL_BYTES [group] */
+    size_t            slot_bytes;    /* DFCCL_SLOT_BYTES [group] */
+    int               nslots;        /* DFCCL_SLOTS [group] */
+    dfccl_proto_t     proto;         /* DFCCL_PROTO [group] */
+    size_t            ll_max_bytes;  /* DFCCL_LL_BYTES [group] */
+    size_t            oneshot_bytes; /* DFCCL_ONESHOT_BYTES [group] */
+    size_t            oneshot_channel_bytes; /* DFCCL_ONESHOT_CHANNEL_BYTES [group] */
+    size_t            oneshot_gather_bytes; /* DFCCL_ONESHOT_GATHER_BYTES [group] */
+    size_t            twoshot_bytes; /* DFCCL_TWOSHOT_BYTES [group] */
+    size_t            twoshot_channel_bytes; /* DFCCL_TWOSHOT_CHANNEL_BYTES [group] */
+    int               ll_slots;      /* DFCCL_LL_SLOTS [group] */
+    size_t            conn_budget;   /* DFCCL_CONN_BUDGET [group] */
+    int               step_slices;   /* DFCCL_STEP_SLICES [group] */
+    uint32_t          spin_head;     /* DFCCL_SPIN_HEAD */
+    uint32_t          spin_min;      /* DFCCL_SPIN_MIN */
+    uint32_t          spin_sticky;   /* DFCCL_SPIN_STICKY */
+    uint32_t          spin_fresh;    /* DFCCL_SPIN_FRESH */
+    uint32_t          spin_crowd;    /* DFCCL_SPIN_CROWD */
+    uint32_t          quit_us;       /* DFCCL_QUIT_US */
+    uint32_t          relaunch_us;   /* DFCCL_RELAUNCH_US */
+    int               peer_bells;    /* DFCCL_PEER_BELLS */
+    uint32_t          wait_spin_us;  /* DFCCL_WAIT_SPIN_US */
+    int               max_colls;     /* DFCCL_MAX_COLLS */
+    int               sq_entries;    /* DFCCL_SQ_ENTRIES */
+    int               sq_window;     /* DFCCL_SQ_WINDOW */
+    double            timeout_s;     /* DFCCL_TIMEOUT */
+    int               priority_order; /* DFCCL_PRIORITY */
+    dfccl_arrivals_t  arrivals;      /* DFCCL_ARRIVALS */
+    int               verbose;       /* DFCCL_VERBOSE */
+    int               net;           /* DFCCL_NET */
+    double            warn_s;        /* DFCCL_WARN_S */
+    int               sigusr1;       /* DFCCL_SIGUSR1 */
 } dfccl_config_t;
 
 typedef struct dfccl_rank_ctx *dfccl_rank_ctx_t;
 typedef struct dfccl_group    *dfccl_group_t;
 typedef struct dfccl_group_boot *dfccl_group_boot_t;
+
+/*
+ * The tunables: every field of dfccl_config_t, its environment variable and
+ * (in the MPI component) its MCA variable coll_dfccl_<mca>, in one table
+ * (dfcclGetTunables). README.md's configuration table is its env, doc and
+ * def_doc columns.
+ */
+typedef enum {
+    DFCCL_TUNABLE_INT = 0, /* int */
+    DFCCL_TUNABLE_U32,     /* uint32_t */
+    DFCCL_TUNABLE_SIZE,    /* size_t */
+    DFCCL_TUNABLE_SECONDS, /* double, finite, >= 0 */
+    DFCCL_TUNABLE_ENUM,    /* an enum stored as int, set by name in the environment */
+    DFCCL_TUNABLE_ENV      /* an environment variable only (no field, no MCA variable) */
+} dfccl_tunable_type_t;
+
+/* def_host/def_cuda: the value stays dfcclConfigInit's; or: the max_blocks
+ * the context ends up with */
+#define DFCCL_TUNABLE_KEEP   UINT64_MAX
+#define DFCCL_TUNABLE_BLOCKS (UINT64_MAX - 1)
+
+typedef struct {
+    const char          *env;       /* DFCCL_SPIN_HEAD */
+    const char          *field;     /* spin_head */
+    const char          *mca;       /* the component's coll_dfccl_<mca>; NULL: none */
+    dfccl_tunable_type_t type;
+    size_t               offset;    /* of the field in dfccl_config_t */
+    int64_t              lo;        /* valid: lo to hi, */
+    uint64_t             hi;
+    int                  has_unset; /* or `unset`, where has_unset */
+    uint64_t             unset;
+    uint64_t             init;      /* dfcclConfigInit's value (SECONDS: whole seconds) */
+    uint64_t             def_host;  /* what `init` becomes at dfcclInit, per backend */
+    uint64_t             def_cuda;
+    const char *const   *names;     /* ENUM: the names of 0, 1, ..., NULL-terminated */
+    const char          *valid;     /* the valid values in words */
+    const char          *doc;       /* what it does */
+    const char          *def_doc;   /* the defaults in words: "host / cuda", or one value */
+} dfccl_tunable_t;
+
+/* The table, in the order the README lists it. [out] count_p: its rows. */
+DFCCL_API const dfccl_tunable_t *dfcclGetTunables(int *count_p);
 
 /* The collectives, for dfcclRegister. */
 typedef enum {

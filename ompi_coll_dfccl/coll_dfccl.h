@@ -102,16 +102,12 @@ typedef struct {
     /* MCA variables */
     int    priority;
     int    verbose;
-    int    backend;    /* dfccl_backend_t */
-    int    progress;   /* dfccl_progress_t */
-    int    transport;  /* dfccl_transport_t */
-    int    proto;      /* dfccl_proto_t */
-    int    arrivals;   /* dfccl_arrivals_t */
     int    instances;  /* registrations per signature and communicator */
     int    sync_default_stream; /* settle the legacy default stream before a
                                  * device collective starts: 1 always, 0 never,
                                  * -1 when a buffer's copies may be in flight */
-    dfccl_config_t cfg; /* dfcclConfigInit defaults (env applied), then MCA values */
+    dfccl_config_t cfg; /* dfcclConfigInit defaults (env applied), then MCA values:
+                         * every tunable of dfccl is an MCA variable */
     int    cfg_ok;     /* dfcclConfigInit succeeded */
 
     /* the process's dfccl state */

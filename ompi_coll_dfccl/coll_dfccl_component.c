@@ -131,53 +131,139 @@ static int dfccl_reg(const char *name, const char *help, mca_base_var_type_t typ
                                            MCA_BASE_VAR_SCOPE_READONLY, storage);
 }
 
-static int dfccl_reg_enum(const char *name, const char *help,
-                          const mca_base_var_enum_value_t *values, int *storage)
-{
-    mca_base_var_enum_t *en = NULL;
-    char ename[64];
-    int rc;
+/*
+ * dfccl's tunables, one MCA variable each (coll_dfccl_<mca>), from its
+ * table (dfcclGetTunables): defaults from dfcclConfigInit, so the DFCCL_*
+ * environment variables keep working and an MCA value overrides them. A
+ * field whose "backend default" is the largest value of its type is shown
+ * as -1 (that is what a user types).
+ */
+#define DFCCL_MAX_TUNABLES 96
 
-    snprintf(ename, sizeof(ename), "coll_dfccl_%s", name);
-    rc = mca_base_var_enum_create(ename, values, &en);
-    if (rc != OPAL_SUCCESS) {
-        return rc;
-    }
-    rc = dfccl_reg(name, help, MCA_BASE_VAR_TYPE_INT, en, storage);
-    OBJ_RELEASE(en);
-    return rc;
+typedef union {
+    int          i;
+    unsigned int u;
+    size_t       z;
+    long         l;
+    double       d;
+} dfccl_shadow_t;
+
+static dfccl_shadow_t dfccl_shadow[DFCCL_MAX_TUNABLES];
+
+static int dfccl_tunable_as_long(const dfccl_tunable_t *t)
+{
+    return (t->type == DFCCL_TUNABLE_U32 && t->init == UINT32_MAX) ||
+           (t->type == DFCCL_TUNABLE_SIZE && t->init == SIZE_MAX);
 }
 
-/* dfccl_config_t fields of type uint32_t are registered through these. */
-static unsigned int dfccl_spin_head, dfccl_spin_min, dfccl_spin_sticky, dfccl_spin_fresh,
-    dfccl_spin_crowd;
-static unsigned int dfccl_quit_us, dfccl_relaunch_us;
-static int dfccl_wait_spin_us; /* -1: backend default */
-static long dfccl_oneshot_bytes; /* -1: backend default */
-static long dfccl_oneshot_gather_bytes; /* -1: backend default */
-static long dfccl_twoshot_bytes; /* -1: backend default */
-static long dfccl_pair_bytes;    /* -1: backend default */
-static long dfccl_pair_ring_bytes; /* -1: backend default */
-static long dfccl_pair_oneshot_bytes; /* -1: backend default */
+static int dfccl_register_tunable(const dfccl_tunable_t *t, dfccl_shadow_t *v,
+                                  const dfccl_config_t *c)
+{
+    const char *p = (const char *)c + t->offset;
+    mca_base_var_type_t type;
+    mca_base_var_enum_t *en = NULL;
+    char help[1536], name[64];
+    int len, rc;
+
+    len = snprintf(help, sizeof(help), "%s (%s; default %s%s; valid: %s%s)", t->doc, t->env,
+                   t->def_doc, strstr(t->def_doc, " / ") != NULL ? " on host / cuda" : "",
+                   t->valid, dfccl_tunable_as_long(t) ? "; -1 = the backend default" : "");
+    /* the README's markup does not belong in ompi_info */
+    for (int i = 0, j = 0; i <= len && i < (int)sizeof(help); i++) {
+        if (help[i] != '`') {
+            help[j++] = help[i];
+        }
+    }
+    switch (t->type) {
+    case DFCCL_TUNABLE_ENUM: {
+        mca_base_var_enum_value_t values[16];
+        int n = 0;
+        for (; t->names[n] != NULL && n < 15; n++) {
+            values[n].value  = n;
+            values[n].string = t->names[n];
+        }
+        values[n].value  = 0;
+        values[n].string = NULL;
+        snprintf(name, sizeof(name), "coll_dfccl_%s", t->mca);
+        rc = mca_base_var_enum_create(name, values, &en);
+        if (rc != OPAL_SUCCESS) {
+            return rc;
+        }
+        type = MCA_BASE_VAR_TYPE_INT;
+        v->i = *(const int *)(const void *)p;
+        break;
+    }
+    case DFCCL_TUNABLE_INT:
+        type = MCA_BASE_VAR_TYPE_INT;
+        v->i = *(const int *)(const void *)p;
+        break;
+    case DFCCL_TUNABLE_U32:
+        if (dfccl_tunable_as_long(t)) {
+            uint32_t x = *(const uint32_t *)(const void *)p;
+            type       = MCA_BASE_VAR_TYPE_LONG;
+            v->l       = x == UINT32_MAX ? -1 : (long)x;
+        } else {
+            type = MCA_BASE_VAR_TYPE_UNSIGNED_INT;
+            v->u = *(const uint32_t *)(const void *)p;
+        }
+        break;
+    case DFCCL_TUNABLE_SIZE:
+        if (dfccl_tunable_as_long(t)) {
+            size_t x = *(const size_t *)(const void *)p;
+            type     = MCA_BASE_VAR_TYPE_LONG;
+            v->l     = x == SIZE_MAX ? -1 : (long)x;
+        } else {
+            type = MCA_BASE_VAR_TYPE_SIZE_T;
+            v->z = *(const size_t *)(const void *)p;
+        }
+        break;
+    case DFCCL_TUNABLE_SECONDS:
+        type = MCA_BASE_VAR_TYPE_DOUBLE;
+        v->d = *(const double *)(const void *)p;
+        break;
+    default:
+        return OPAL_SUCCESS;
+    }
+    rc = dfccl_reg(t->mca, help, type, en, v);
+    if (en != NULL) {
+        OBJ_RELEASE(en);
+    }
+    return rc < 0 ? rc : OPAL_SUCCESS;
+}
+
+/* The MCA value back into the configuration. */
+static void dfccl_apply_tunable(const dfccl_tunable_t *t, const dfccl_shadow_t *v,
+                                dfccl_config_t *c)
+{
+    char *p = (char *)c + t->offset;
+
+    switch (t->type) {
+    case DFCCL_TUNABLE_ENUM:
+    case DFCCL_TUNABLE_INT:
+        *(int *)(void *)p = v->i;
+        break;
+    case DFCCL_TUNABLE_U32:
+        *(uint32_t *)(void *)p = dfccl_tunable_as_long(t) ? (v->l < 0 ? UINT32_MAX : (uint32_t)v->l)
+                                                          : (uint32_t)v->u;
+        break;
+    case DFCCL_TUNABLE_SIZE:
+        *(size_t *)(void *)p = dfccl_tunable_as_long(t) ? (v->l < 0 ? SIZE_MAX : (size_t)v->l)
+                                                        : v->z;
+        break;
+    case DFCCL_TUNABLE_SECONDS:
+        *(double *)(void *)p = v->d;
+        break;
+    default:
+        break;
+    }
+}
 
 static int dfccl_register(void)
 {
-    static const mca_base_var_enum_value_t backends[] = {
-        {DFCCL_BACKEND_AUTO, "auto"}, {DFCCL_BACKEND_CUDA, "cuda"},
-        {DFCCL_BACKEND_HOST, "host"}, {0, NULL}};
-    static const mca_base_var_enum_value_t progress[] = {
-        {DFCCL_PROGRESS_THREAD, "thread"}, {DFCCL_PROGRESS_EXPLICIT, "explicit"}, {0, NULL}};
-    static const mca_base_var_enum_value_t transports[] = {
-        {DFCCL_TRANSPORT_AUTO, "auto"}, {DFCCL_TRANSPORT_SHM, "shm"},
-        {DFCCL_TRANSPORT_P2P, "p2p"}, {0, NULL}};
-    static const mca_base_var_enum_value_t protos[] = {
-        {DFCCL_PROTO_DEFAULT, "default"}, {DFCCL_PROTO_AUTO, "auto"},
-        {DFCCL_PROTO_SIMPLE, "simple"}, {DFCCL_PROTO_LL, "ll"}, {0, NULL}};
-    static const mca_base_var_enum_value_t arrivals[] = {
-        {DFCCL_ARRIVALS_DEFAULT, "default"}, {DFCCL_ARRIVALS_OFF, "off"},
-        {DFCCL_ARRIVALS_STUCK, "stuck"}, {DFCCL_ARRIVALS_ALWAYS, "always"}, {0, NULL}};
     mca_coll_dfccl_component_t *cm = &mca_coll_dfccl_component;
     dfccl_config_t *c              = &cm->cfg;
+    const dfccl_tunable_t *t;
+    int n;
 
     /* Defaults come from dfccl itself, with DFCCL_* environment applied. */
     cm->cfg_ok = dfcclConfigInit(c) == DFCCL_OK;
@@ -186,28 +272,7 @@ static int dfccl_register(void)
         MCA_COLL_DFCCL_VERBOSE(1, "%s", "the component is off until the DFCCL_* variable is "
                                "fixed");
     }
-    cm->backend       = c->backend;
-    cm->progress      = c->progress;
-    cm->transport     = c->transport;
-    cm->proto         = c->proto;
-    cm->arrivals      = c->arrivals;
-    cm->verbose       = c->verbose;
-    dfccl_spin_head   = c->spin_head;
-    dfccl_spin_min    = c->spin_min;
-    dfccl_spin_sticky = c->spin_sticky;
-    dfccl_spin_fresh  = c->spin_fresh;
-    dfccl_spin_crowd  = c->spin_crowd;
-    dfccl_quit_us     = c->quit_us;
-    dfccl_relaunch_us = c->relaunch_us;
-    dfccl_wait_spin_us = c->wait_spin_us == UINT32_MAX ? -1 : (int)c->wait_spin_us;
-    dfccl_oneshot_bytes = c->oneshot_bytes == SIZE_MAX ? -1 : (long)c->oneshot_bytes;
-    dfccl_oneshot_gather_bytes =
-        c->oneshot_gather_bytes == SIZE_MAX ? -1 : (long)c->oneshot_gather_bytes;
-    dfccl_twoshot_bytes = c->twoshot_bytes == SIZE_MAX ? -1 : (long)c->twoshot_bytes;
-    dfccl_pair_bytes = c->pair_bytes == SIZE_MAX ? -1 : (long)c->pair_bytes;
-    dfccl_pair_ring_bytes = c->pair_ring_bytes == SIZE_MAX ? -1 : (long)c->pair_ring_bytes;
-    dfccl_pair_oneshot_bytes =
-        c->pair_oneshot_bytes == SIZE_MAX ? -1 : (long)c->pair_oneshot_bytes;
+    cm->verbose = c->verbose;
 
     dfccl_reg("priority", "Priority of the dfccl coll component; it must be above the "
               "components it falls back to (tuned is 30)", MCA_BASE_VAR_TYPE_INT, NULL,
@@ -217,52 +282,6 @@ static int dfccl_register(void)
               "which staged through host memory) and where each rank's GPU and "
               "communicators were set up; 2: dfccl's own information (DFCCL_VERBOSE=1); 3: "
               "every call's route", MCA_BASE_VAR_TYPE_INT, NULL, &cm->verbose);
-    dfccl_reg_enum("backend", "Where dfccl runs collectives: auto (CUDA when a GPU is "
-                   "visible and dfccl was built with CUDA; otherwise dfccl is off and every "
-                   "call takes the previous module), cuda (CUDA memory of every kind "
-                   "goes to dfccl), host (host buffers go to dfccl's host backend: for tests "
-                   "without a GPU) (DFCCL_BACKEND)", backends, &cm->backend);
-    dfccl_reg_enum("progress", "Who runs dfccl completions: thread (a poller thread) or "
-                   "explicit (opal_progress) (DFCCL_PROGRESS)", progress, &cm->progress);
-    dfccl_reg_enum("transport", "Connector transport between ranks: auto, shm or p2p "
-                   "(DFCCL_TRANSPORT)", transports, &cm->transport);
-    dfccl_reg_enum("proto", "How connectors carry slices: auto (LL, data and flags "
-                   "together, for slots of up to ll_bytes; simple otherwise), simple, ll, or "
-                   "default (= auto); same on every rank (DFCCL_PROTO)", protos, &cm->proto);
-    dfccl_reg("ll_bytes", "Largest connector slot that proto=auto carries in LL, 256 to "
-              "65536, 0 = default (16 KiB); same on every rank (DFCCL_LL_BYTES)",
-              MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->ll_max_bytes);
-    dfccl_reg("ll_slots", "Most slots of an LL connector, 2 to 64, 0 = default (16): it "
-              "gets as many as hold 64 KiB of data, and at least slots; same on every rank "
-              "(DFCCL_LL_SLOTS)", MCA_BASE_VAR_TYPE_INT, NULL, &c->ll_slots);
-    dfccl_reg("oneshot_bytes", "Allreduces of at most this many bytes on a communicator "
-              "whose ranks all reach each other take one shot (every rank writes its input "
-              "to every peer: one hop instead of the ring's 2(n-1)), 0 = never, up to 2 MiB, "
-              "-1 = backend default (256 KiB on GPUs); same on every rank "
-              "(DFCCL_ONESHOT_BYTES)", MCA_BASE_VAR_TYPE_LONG, NULL, &dfccl_oneshot_bytes);
-    dfccl_reg("oneshot_channel_bytes", "Bytes per channel of a one-shot allreduce, allgather "
-              "or reduce-scatter, up to 65536, 0 = backend default (8 KiB on GPUs); same on "
-              "every rank (DFCCL_ONESHOT_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
-              &c->oneshot_channel_bytes);
-    dfccl_reg("oneshot_gather_bytes", "Allgathers and reduce-scatters whose per-rank share is "
-              "at most this many bytes, on the communicators of oneshot_bytes, take one shot "
-              "(every rank writes to every peer what it needs: one hop instead of the ring's "
-              "n-1), 0 = never, up to 2 MiB, -1 = backend default (256 KiB on GPUs); same on "
-              "every rank (DFCCL_ONESHOT_GATHER_BYTES)", MCA_BASE_VAR_TYPE_LONG, NULL,
-              &dfccl_oneshot_gather_bytes);
-    dfccl_reg("twoshot_bytes", "Allreduces above oneshot_bytes and of at most this many "
-              "bytes, on the same communicators, take two shot (a reduce-scatter and an "
-              "allgather of one hop each), 0 = never, up to 16 MiB, -1 = backend default "
-              "(2 MiB on GPUs); same on every rank (DFCCL_TWOSHOT_BYTES)",
-              MCA_BASE_VAR_TYPE_LONG, NULL, &dfccl_twoshot_bytes);
-    dfccl_reg("twoshot_channel_bytes", "Bytes per channel of a two-shot allreduce, up to "
-              "524288, 0 = backend default (32 KiB on GPUs); same on every rank "
-              "(DFCCL_TWOSHOT_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
-              &c->twoshot_channel_bytes);
-    dfccl_reg("step_slices", "Slices a ring step is cut into to pipeline it (none below "
-              "16 KiB, fewer than slots), 1 to 16, 0 = default (1 on GPUs); same on every "
-              "rank (DFCCL_STEP_SLICES)",
-              MCA_BASE_VAR_TYPE_INT, NULL, &c->step_slices);
     dfccl_reg("instances", "Registrations per collective signature and communicator: the "
               "k-th call with one signature runs on instance k mod this, so up to this "
               "many identical nonblocking collectives run at once; later ones are chained",
@@ -278,103 +297,12 @@ static int dfccl_register(void)
               "call); 0: never. Kernels and asynchronous copies on any stream must be "
               "synchronized by the application before the MPI call, as with any CUDA-aware "
               "MPI", MCA_BASE_VAR_TYPE_INT, NULL, &cm->sync_default_stream);
-    dfccl_reg("max_blocks", "Daemon blocks, the most channels of any collective, 0 = "
-              "backend default (32 on GPUs) (DFCCL_MAX_BLOCKS)",
-              MCA_BASE_VAR_TYPE_INT, NULL, &c->max_blocks);
-    dfccl_reg("threads", "CUDA threads per daemon block (DFCCL_THREADS)",
-              MCA_BASE_VAR_TYPE_INT, NULL, &c->threads_per_block);
-    dfccl_reg("team_threads", "A one-shot collective runs on the first threads of each "
-              "daemon block, one per 8 bytes of its channel in multiples of this many, when "
-              "that is fewer than the block's; 0 = the whole block, -1 = backend default "
-              "(128 on GPUs) (DFCCL_TEAM_THREADS)", MCA_BASE_VAR_TYPE_INT, NULL,
-              &c->team_threads);
-    dfccl_reg("channels", "Channels per collective, 0 = backend default (16 on GPUs, at "
-              "most max_blocks); same on every rank (DFCCL_CHANNELS)", MCA_BASE_VAR_TYPE_INT,
-              NULL, &c->max_channels);
-    dfccl_reg("wide_bytes", "Allreduces, allgathers and reduce-scatters of at least this "
-              "many bytes may use wide_channels channels instead of channels, 0 = never; "
-              "same on every rank (DFCCL_WIDE_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
-              &c->wide_bytes);
-    dfccl_reg("wide_channels", "Channels of the collectives of wide_bytes and up, 0 = "
-              "backend default (20 on GPUs; between channels and max_blocks); same on every "
-              "rank (DFCCL_WIDE_CHANNELS)", MCA_BASE_VAR_TYPE_INT, NULL, &c->wide_channels);
-    dfccl_reg("pair_bytes", "On communicators of two ranks on two GPUs, allreduces of at "
-              "least this many bytes use max_blocks channels, 0 = never, -1 = backend "
-              "default (64 MiB on GPUs); same on every rank (DFCCL_PAIR_BYTES)",
-              MCA_BASE_VAR_TYPE_LONG, NULL, &dfccl_pair_bytes);
-    dfccl_reg("pair_ring_bytes", "On communicators of two ranks on two GPUs, ring "
-              "reduce-scatters and allgathers of at most this many bytes (all ranks' data) "
-              "take one channel, 0 = never, -1 = backend default (128 KiB on GPUs); same on "
-              "every rank (DFCCL_PAIR_RING_BYTES)", MCA_BASE_VAR_TYPE_LONG, NULL,
-              &dfccl_pair_ring_bytes);
-    dfccl_reg("pair_oneshot_bytes", "On communicators of two ranks on two GPUs, one-shot "
-              "collectives of at most this many bytes (allgather, reduce-scatter: per rank) "
-              "take one channel, up to 65536, 0 = never, -1 = backend default (16 KiB on "
-              "GPUs); same on every rank (DFCCL_PAIR_ONESHOT_BYTES)", MCA_BASE_VAR_TYPE_LONG,
-              NULL, &dfccl_pair_oneshot_bytes);
-    dfccl_reg("conn_budget", "Connector bytes that a communicator's registered collectives "
-              "hold at full size; registrations past it get lean connectors (at most 16 "
-              "channels of 2 slots of 32 KiB), 0 = no limit; same on every rank "
-              "(DFCCL_CONN_BUDGET)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->conn_budget);
-    dfccl_reg("channel_bytes", "Bytes per extra channel, 0 = backend default; same on "
-              "every rank (DFCCL_CHANNEL_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
-              &c->min_channel_bytes);
-    dfccl_reg("slot_bytes", "Connector slot size, 0 = backend default; same on every rank "
-              "(DFCCL_SLOT_BYTES)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, &c->slot_bytes);
-    dfccl_reg("slots", "Slots per connector; same on every rank (DFCCL_SLOTS)",
-              MCA_BASE_VAR_TYPE_INT, NULL, &c->nslots);
-    dfccl_reg("spin_head", "Spin threshold of the collective at the head of the task queue, "
-              "0 = backend default (DFCCL_SPIN_HEAD)", MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL,
-              &dfccl_spin_head);
-    dfccl_reg("spin_min", "Smallest initial spin threshold, 0 = backend default "
-              "(DFCCL_SPIN_MIN)", MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, &dfccl_spin_min);
-    dfccl_reg("spin_sticky", "Spin threshold after a primitive made progress, 0 = backend "
-              "default (DFCCL_SPIN_STICKY)", MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL,
-              &dfccl_spin_sticky);
-    dfccl_reg("spin_fresh", "Spin threshold of a collective's first run while collectives of "
-              "its priority that have not run yet are queued behind it, 0 = default "
-              "(DFCCL_SPIN_FRESH)", MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, &dfccl_spin_fresh);
-    dfccl_reg("spin_crowd", "Most polls a collective spins while other collectives are queued "
-              "on its daemon block, 0 = backend default (DFCCL_SPIN_CROWD)",
-              MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, &dfccl_spin_crowd);
-    dfccl_reg("quit_us", "Idle time in microseconds before a daemon block quits "
-              "voluntarily, 0 = backend default (DFCCL_QUIT_US)",
-              MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, &dfccl_quit_us);
-    dfccl_reg("relaunch_us", "Smallest gap in microseconds between relaunches of a stuck "
-              "daemon, 0 = backend default (DFCCL_RELAUNCH_US)",
-              MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, &dfccl_relaunch_us);
-    dfccl_reg("wait_spin_us", "While dfccl runs are in flight, MPI's progress loop polls "
-              "dfccl's completion queue itself (> 0) instead of leaving it to the poller "
-              "thread; dfcclWait spins this many microseconds before it sleeps; -1 = backend "
-              "default (DFCCL_WAIT_SPIN_US)", MCA_BASE_VAR_TYPE_INT, NULL, &dfccl_wait_spin_us);
-    dfccl_reg("max_colls", "Registered collectives per process (DFCCL_MAX_COLLS)",
-              MCA_BASE_VAR_TYPE_INT, NULL, &c->max_colls);
-    dfccl_reg("sq_entries", "Submission queue entries (DFCCL_SQ_ENTRIES)",
-              MCA_BASE_VAR_TYPE_INT, NULL, &c->sq_entries);
-    dfccl_reg("sq_window", "Submission queue entries the daemon's leader reads in one poll "
-              "(1 to 16; a GPU reads at most 8), 0 = backend default (DFCCL_SQ_WINDOW)",
-              MCA_BASE_VAR_TYPE_INT, NULL, &c->sq_window);
-    dfccl_reg("timeout", "Seconds (fractions allowed) after which a collective fails with a "
-              "timeout, also while its communicator waits for every rank's first dfccl call; "
-              "0 = never (DFCCL_TIMEOUT)", MCA_BASE_VAR_TYPE_DOUBLE, NULL, &c->timeout_s);
-    dfccl_reg("warn_s", "The hang watchdog: a collective (or a communicator's first dfccl "
-              "call) that waits longer than this many seconds makes the rank print one line "
-              "naming the ranks that joined and those that did not, again after twice, four "
-              "times ... as long; it keeps waiting; 0 = off (DFCCL_WARN_S)",
-              MCA_BASE_VAR_TYPE_DOUBLE, NULL, &c->warn_s);
-    dfccl_reg("sigusr1", "1: SIGUSR1 makes the process print dfccl's state (every collective "
-              "in flight, who joined it, where each rank waits) to stderr (DFCCL_SIGUSR1)",
-              MCA_BASE_VAR_TYPE_INT, NULL, &c->sigusr1);
-    dfccl_reg("priority_order", "1: the daemon's task queue runs higher-priority "
-              "collectives first; 0: FIFO (DFCCL_PRIORITY)", MCA_BASE_VAR_TYPE_INT, NULL,
-              &c->priority_order);
-    dfccl_reg_enum("arrivals", "When a daemon block with several collectives queued first "
-                   "runs those whose previous rank has sent data already: off, stuck (after "
-                   "a pass in which one got stuck), always, or default (always) "
-                   "(DFCCL_ARRIVALS)", arrivals, &cm->arrivals);
-    dfccl_reg("net", "1: move connector data over the UCX net transport even between "
-              "ranks on one host, for tests (DFCCL_NET; DFCCL_HOST_ID sets the host "
-              "identity)", MCA_BASE_VAR_TYPE_INT, NULL, &c->net);
+    t = dfcclGetTunables(&n);
+    for (int i = 0; i < n && i < DFCCL_MAX_TUNABLES; i++) {
+        if (t[i].mca != NULL && t[i].type != DFCCL_TUNABLE_ENV) {
+            dfccl_register_tunable(&t[i], &dfccl_shadow[i], c);
+        }
+    }
     return OMPI_SUCCESS;
 }
 
@@ -382,32 +310,18 @@ static int dfccl_open(void)
 {
     mca_coll_dfccl_component_t *cm = &mca_coll_dfccl_component;
     dfccl_config_t *c              = &cm->cfg;
+    const dfccl_tunable_t *t;
+    int n;
 
-    c->backend     = (dfccl_backend_t)cm->backend;
-    c->progress    = (dfccl_progress_t)cm->progress;
-    c->transport   = (dfccl_transport_t)cm->transport;
-    c->proto       = (dfccl_proto_t)cm->proto;
-    c->arrivals    = (dfccl_arrivals_t)cm->arrivals;
+    t = dfcclGetTunables(&n);
+    for (int i = 0; i < n && i < DFCCL_MAX_TUNABLES; i++) {
+        if (t[i].mca != NULL && t[i].type != DFCCL_TUNABLE_ENV) {
+            dfccl_apply_tunable(&t[i], &dfccl_shadow[i], c);
+        }
+    }
     /* dfccl prints each of its errors once (naming the communicator, its
      * group's name); the component adds only what dfccl cannot know */
-    c->verbose     = cm->verbose >= 2 ? cm->verbose - 1 : 0;
-    c->spin_head   = dfccl_spin_head;
-    c->spin_min    = dfccl_spin_min;
-    c->spin_sticky = dfccl_spin_sticky;
-    c->spin_fresh  = dfccl_spin_fresh;
-    c->spin_crowd  = dfccl_spin_crowd;
-    c->quit_us     = dfccl_quit_us;
-    c->relaunch_us = dfccl_relaunch_us;
-    c->wait_spin_us = dfccl_wait_spin_us < 0 ? UINT32_MAX : (uint32_t)dfccl_wait_spin_us;
-    c->oneshot_bytes = dfccl_oneshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_oneshot_bytes;
-    c->oneshot_gather_bytes =
-        dfccl_oneshot_gather_bytes < 0 ? SIZE_MAX : (size_t)dfccl_oneshot_gather_bytes;
-    c->twoshot_bytes = dfccl_twoshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_twoshot_bytes;
-    c->pair_bytes = dfccl_pair_bytes < 0 ? SIZE_MAX : (size_t)dfccl_pair_bytes;
-    c->pair_ring_bytes =
-        dfccl_pair_ring_bytes < 0 ? SIZE_MAX : (size_t)dfccl_pair_ring_bytes;
-    c->pair_oneshot_bytes =
-        dfccl_pair_oneshot_bytes < 0 ? SIZE_MAX : (size_t)dfccl_pair_oneshot_bytes;
+    c->verbose = cm->verbose >= 2 ? cm->verbose - 1 : 0;
     if (cm->cfg_ok && dfcclConfigCheck(c) != DFCCL_OK) {
         /* the same rule as a DFCCL_* variable out of range: off, one line */
         mca_coll_dfccl_warn("an MCA variable coll_dfccl_* (or its DFCCL_* environment "

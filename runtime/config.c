@@ -12,132 +12,355 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How a field is stored, for the table below. */
-enum {
-    DFCCL_CF_INT = 0, /* int */
-    DFCCL_CF_U32,     /* uint32_t */
-    DFCCL_CF_SIZE,    /* size_t */
-    DFCCL_CF_SECONDS, /* double, finite */
-    DFCCL_CF_ENUM     /* an enum, stored as int, set by name in the environment */
-};
-
-/*
- * One field of dfccl_config_t: its environment variable, where it is, and
- * the values it may take: [lo, hi], or `unset` (what dfcclConfigInit
- * leaves for "backend default") when has_unset. `valid` says the same in
- * words for messages. Enum names are in value order.
- */
-typedef struct {
-    const char         *field;
-    const char         *env;
-    size_t              off;
-    int                 type;
-    int64_t             lo;
-    uint64_t            hi;
-    int                 has_unset;
-    uint64_t            unset;
-    const char         *valid;
-    const char *const  *names;
-} dfccl_cfg_field_t;
-
 static const char *const dfccl_cfg_backends[]   = {"auto", "cuda", "host", NULL};
 static const char *const dfccl_cfg_progress[]   = {"thread", "explicit", NULL};
 static const char *const dfccl_cfg_transports[] = {"auto", "shm", "p2p", NULL};
 static const char *const dfccl_cfg_protos[]     = {"default", "auto", "simple", "ll", NULL};
 static const char *const dfccl_cfg_arrivals[]   = {"default", "off", "stuck", "always", NULL};
 
-#define DFCCL_CF(_f, _env, _type, _lo, _hi, _has_unset, _unset, _valid, _names)               \
-    {#_f, _env, offsetof(dfccl_config_t, _f), _type, _lo, _hi, _has_unset, _unset, _valid, _names}
+/*
+ * One row: field, environment variable, MCA name, type; the valid values
+ * [lo, hi] or `unset` (has_unset); dfcclConfigInit's value; what that value
+ * becomes at dfcclInit on the host and CUDA backends (KEEP: it stays,
+ * BLOCKS: the context's max_blocks); enum names; the valid values, the
+ * meaning and the defaults in words (README.md's configuration table is
+ * these three columns, and a test holds them equal).
+ */
+#define DFCCL_TUNABLE(_f, _env, _mca, _type, _lo, _hi, _has_unset, _unset, _init, _host,      \
+                      _cuda, _names, _valid, _doc, _def_doc)                                  \
+    {.env = _env, .field = #_f, .mca = _mca, .type = _type,                                   \
+     .offset = offsetof(dfccl_config_t, _f), .lo = _lo, .hi = _hi, .has_unset = _has_unset,  \
+     .unset = _unset, .init = (uint64_t)(_init), .def_host = (uint64_t)(_host),              \
+     .def_cuda = (uint64_t)(_cuda), .names = _names, .valid = _valid, .doc = _doc,           \
+     .def_doc = _def_doc}
 
 /* Upper bounds that only keep arithmetic on sizes from overflowing. */
 #define DFCCL_CF_BIG (1ull << 50)
 
-static const dfccl_cfg_field_t dfccl_cfg_fields[] = {
-    DFCCL_CF(backend, "DFCCL_BACKEND", DFCCL_CF_ENUM, 0, 2, 0, 0, "auto, cuda or host",
-             dfccl_cfg_backends),
-    DFCCL_CF(progress, "DFCCL_PROGRESS", DFCCL_CF_ENUM, 0, 1, 0, 0, "thread or explicit",
-             dfccl_cfg_progress),
-    DFCCL_CF(transport, "DFCCL_TRANSPORT", DFCCL_CF_ENUM, 0, 2, 0, 0, "auto, shm or p2p",
-             dfccl_cfg_transports),
-    DFCCL_CF(max_blocks, "DFCCL_MAX_BLOCKS", DFCCL_CF_INT, 0, DFCCL_MAX_CHANNELS, 0, 0,
-             "0 (backend default) or 1 to 32", NULL),
-    DFCCL_CF(threads_per_block, "DFCCL_THREADS", DFCCL_CF_INT, 32, 1024, 0, 0, "32 to 1024",
-             NULL),
-    DFCCL_CF(team_threads, "DFCCL_TEAM_THREADS", DFCCL_CF_INT, -1, 1024, 0, 0,
-             "-1 (backend default), 0 (the whole block) or 1 to 1024", NULL),
-    DFCCL_CF(max_channels, "DFCCL_CHANNELS", DFCCL_CF_INT, 0, DFCCL_MAX_CHANNELS, 0, 0,
-             "0 (backend default) or 1 to 32", NULL),
-    DFCCL_CF(wide_bytes, "DFCCL_WIDE_BYTES", DFCCL_CF_SIZE, 0, DFCCL_CF_BIG, 0, 0,
-             "0 (never) to 2^50", NULL),
-    DFCCL_CF(wide_channels, "DFCCL_WIDE_CHANNELS", DFCCL_CF_INT, 0, DFCCL_MAX_CHANNELS, 0, 0,
-             "0 (backend default) or 1 to 32", NULL),
-    DFCCL_CF(pair_bytes, "DFCCL_PAIR_BYTES", DFCCL_CF_SIZE, 0, DFCCL_CF_BIG, 1, SIZE_MAX,
-             "0 (never) to 2^50, or SIZE_MAX (backend default)", NULL),
-    DFCCL_CF(pair_ring_bytes, "DFCCL_PAIR_RING_BYTES", DFCCL_CF_SIZE, 0, DFCCL_CF_BIG, 1,
-             SIZE_MAX, "0 (never) to 2^50, or SIZE_MAX (backend default)", NULL),
-    DFCCL_CF(pair_oneshot_bytes, "DFCCL_PAIR_ONESHOT_BYTES", DFCCL_CF_SIZE, 0,
-             DFCCL_LL_MAX_BYTES, 1, SIZE_MAX,
-             "0 (never) to 65536, or SIZE_MAX (backend default)", NULL),
-    DFCCL_CF(min_channel_bytes, "DFCCL_CHANNEL_BYTES", DFCCL_CF_SIZE, 0, 1ull << 40, 0, 0,
-             "0 (backend default) to 2^40", NULL),
-    DFCCL_CF(slot_bytes, "DFCCL_SLOT_BYTES", DFCCL_CF_SIZE, 0, 64u << 20, 0, 0,
-             "0 (backend default) to 64 MiB", NULL),
-    DFCCL_CF(nslots, "DFCCL_SLOTS", DFCCL_CF_INT, 2, 64, 0, 0, "2 to 64", NULL),
-    DFCCL_CF(proto, "DFCCL_PROTO", DFCCL_CF_ENUM, 0, 3, 0, 0, "default, auto, simple or ll",
-             dfccl_cfg_protos),
-    DFCCL_CF(ll_max_bytes, "DFCCL_LL_BYTES", DFCCL_CF_SIZE, 256, DFCCL_LL_MAX_BYTES, 1, 0,
-             "0 (default, 16 KiB) or 256 to 65536", NULL),
-    DFCCL_CF(oneshot_bytes, "DFCCL_ONESHOT_BYTES", DFCCL_CF_SIZE, 0, DFCCL_ONESHOT_MAX_BYTES,
-             1, SIZE_MAX, "0 (never) to 2 MiB, or SIZE_MAX (backend default)", NULL),
-    DFCCL_CF(oneshot_channel_bytes, "DFCCL_ONESHOT_CHANNEL_BYTES", DFCCL_CF_SIZE, 0,
-             DFCCL_LL_MAX_BYTES, 0, 0, "0 (backend default) to 65536", NULL),
-    DFCCL_CF(oneshot_gather_bytes, "DFCCL_ONESHOT_GATHER_BYTES", DFCCL_CF_SIZE, 0,
-             DFCCL_ONESHOT_MAX_BYTES, 1, SIZE_MAX,
-             "0 (never) to 2 MiB, or SIZE_MAX (backend default)", NULL),
-    DFCCL_CF(twoshot_bytes, "DFCCL_TWOSHOT_BYTES", DFCCL_CF_SIZE, 0, DFCCL_TWOSHOT_MAX_BYTES,
-             1, SIZE_MAX, "0 (never) to 16 MiB, or SIZE_MAX (backend default)", NULL),
-    DFCCL_CF(twoshot_channel_bytes, "DFCCL_TWOSHOT_CHANNEL_BYTES", DFCCL_CF_SIZE, 0,
-             DFCCL_TWOSHOT_MAX_CHANNEL_BYTES, 0, 0, "0 (backend default) to 512 KiB", NULL),
-    DFCCL_CF(ll_slots, "DFCCL_LL_SLOTS", DFCCL_CF_INT, 2, 64, 1, 0,
-             "0 (default, 16) or 2 to 64", NULL),
-    DFCCL_CF(conn_budget, "DFCCL_CONN_BUDGET", DFCCL_CF_SIZE, 0, DFCCL_CF_BIG, 0, 0,
-             "0 (no limit) to 2^50", NULL),
-    DFCCL_CF(step_slices, "DFCCL_STEP_SLICES", DFCCL_CF_INT, 0, 16, 0, 0,
-             "0 (backend default) or 1 to 16", NULL),
-    DFCCL_CF(spin_head, "DFCCL_SPIN_HEAD", DFCCL_CF_U32, 0, UINT32_MAX, 0, 0,
-             "0 (backend default) to 2^32 - 1", NULL),
-    DFCCL_CF(spin_min, "DFCCL_SPIN_MIN", DFCCL_CF_U32, 0, UINT32_MAX, 0, 0,
-             "0 (backend default) to 2^32 - 1", NULL),
-    DFCCL_CF(spin_sticky, "DFCCL_SPIN_STICKY", DFCCL_CF_U32, 0, UINT32_MAX, 0, 0,
-             "0 (backend default) to 2^32 - 1", NULL),
-    DFCCL_CF(spin_fresh, "DFCCL_SPIN_FRESH", DFCCL_CF_U32, 0, UINT32_MAX, 0, 0,
-             "0 (default, 1) to 2^32 - 1", NULL),
-    DFCCL_CF(spin_crowd, "DFCCL_SPIN_CROWD", DFCCL_CF_U32, 0, UINT32_MAX, 0, 0,
-             "0 (backend default) to 2^32 - 1", NULL),
-    DFCCL_CF(quit_us, "DFCCL_QUIT_US", DFCCL_CF_U32, 0, UINT32_MAX, 0, 0,
-             "0 (backend default) to 2^32 - 1", NULL),
-    DFCCL_CF(relaunch_us, "DFCCL_RELAUNCH_US", DFCCL_CF_U32, 0, UINT32_MAX, 0, 0,
-             "0 (backend default) to 2^32 - 1", NULL),
-    DFCCL_CF(peer_bells, "DFCCL_PEER_BELLS", DFCCL_CF_INT, 0, 1, 0, 0, "0 or 1", NULL),
-    DFCCL_CF(wait_spin_us, "DFCCL_WAIT_SPIN_US", DFCCL_CF_U32, 0, UINT32_MAX, 0, 0,
-             "0 to 2^32 - 2, or 2^32 - 1 (backend default)", NULL),
-    DFCCL_CF(max_colls, "DFCCL_MAX_COLLS", DFCCL_CF_INT, 1, 1 << 20, 0, 0, "1 to 1048576",
-             NULL),
-    DFCCL_CF(sq_entries, "DFCCL_SQ_ENTRIES", DFCCL_CF_INT, 2, 1 << 20, 0, 0, "2 to 1048576",
-             NULL),
-    DFCCL_CF(sq_window, "DFCCL_SQ_WINDOW", DFCCL_CF_INT, 0, DFCCL_SQ_WINDOW_MAX, 0, 0,
-             "0 (backend default) or 1 to 16", NULL),
-    DFCCL_CF(timeout_s, "DFCCL_TIMEOUT", DFCCL_CF_SECONDS, 0, 1u << 30, 0, 0,
-             "0 (no timeout) or a number of seconds up to 2^30, fractions allowed", NULL),
-    DFCCL_CF(priority_order, "DFCCL_PRIORITY", DFCCL_CF_INT, 0, 1, 0, 0, "0 or 1", NULL),
-    DFCCL_CF(arrivals, "DFCCL_ARRIVALS", DFCCL_CF_ENUM, 0, 3, 0, 0,
-             "default, off, stuck or always", dfccl_cfg_arrivals),
-    DFCCL_CF(verbose, "DFCCL_VERBOSE", DFCCL_CF_INT, -1, 2, 0, 0,
-             "-1 (silent), 0 (errors), 1 (info) or 2 (debug)", NULL),
-    DFCCL_CF(net, "DFCCL_NET", DFCCL_CF_INT, 0, 1, 0, 0, "0 or 1", NULL),
-    DFCCL_CF(warn_s, "DFCCL_WARN_S", DFCCL_CF_SECONDS, 0, 1u << 30, 0, 0,
-             "0 (no watchdog) or a number of seconds up to 2^30, fractions allowed", NULL),
-    DFCCL_CF(sigusr1, "DFCCL_SIGUSR1", DFCCL_CF_INT, 0, 1, 0, 0, "0 or 1", NULL),
+/* Defaults are applied in this order: max_blocks before what derives from it. */
+static const dfccl_tunable_t dfccl_cfg_fields[] = {
+    DFCCL_TUNABLE(backend, "DFCCL_BACKEND", "backend", DFCCL_TUNABLE_ENUM,
+                  0, 2, 0, 0,
+                  DFCCL_BACKEND_AUTO, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, dfccl_cfg_backends,
+                  "auto, cuda or host",
+                  "`auto`, `cuda` or `host`",
+                  "auto"),
+    DFCCL_TUNABLE(progress, "DFCCL_PROGRESS", "progress", DFCCL_TUNABLE_ENUM,
+                  0, 1, 0, 0,
+                  DFCCL_PROGRESS_THREAD, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, dfccl_cfg_progress,
+                  "thread or explicit",
+                  "`thread` (poller runs callbacks) or `explicit` (`dfcclProgress`)",
+                  "thread"),
+    DFCCL_TUNABLE(transport, "DFCCL_TRANSPORT", "transport", DFCCL_TUNABLE_ENUM,
+                  0, 2, 0, 0,
+                  DFCCL_TRANSPORT_AUTO, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, dfccl_cfg_transports,
+                  "auto, shm or p2p",
+                  "`auto`, `shm` or `p2p` (CUDA IPC) between GPUs",
+                  "auto"),
+    DFCCL_TUNABLE(proto, "DFCCL_PROTO", "proto", DFCCL_TUNABLE_ENUM,
+                  0, 3, 0, 0,
+                  DFCCL_PROTO_DEFAULT, DFCCL_PROTO_AUTO, DFCCL_PROTO_AUTO, dfccl_cfg_protos,
+                  "default, auto, simple or ll",
+                  "how connectors carry slices: `simple` (data, then a released counter), `ll` (8 "
+                  "bytes of data with two flags in each 16-byte line: no fence, twice the bytes), "
+                  "`auto` (LL for slots of up to `DFCCL_LL_BYTES`, on groups without net edges)",
+                  "auto"),
+    DFCCL_TUNABLE(ll_max_bytes, "DFCCL_LL_BYTES", "ll_bytes", DFCCL_TUNABLE_SIZE,
+                  256, DFCCL_LL_MAX_BYTES, 1, 0,
+                  0, 16 << 10, 16 << 10, NULL,
+                  "0 (default, 16 KiB) or 256 to 65536",
+                  "largest slot that `auto` carries in LL (256 B to 64 KiB)",
+                  "16 KiB"),
+    DFCCL_TUNABLE(oneshot_bytes, "DFCCL_ONESHOT_BYTES", "oneshot_bytes", DFCCL_TUNABLE_SIZE,
+                  0, DFCCL_ONESHOT_MAX_BYTES, 1, SIZE_MAX,
+                  SIZE_MAX, 16 << 10, 256 << 10, NULL,
+                  "0 (never) to 2 MiB, or SIZE_MAX (backend default)",
+                  "allreduces of at most this many bytes on a group whose ranks all reach each "
+                  "other (one host, no net; p2p to every GPU) take the one-shot algorithm: every "
+                  "rank writes its input to every peer and reduces the n inputs in rank order, "
+                  "one hop instead of the ring's 2(n-1); 0: never; up to 2 MiB, on as many "
+                  "channels as `DFCCL_ONESHOT_CHANNEL_BYTES` gives (each share at most 64 KiB); "
+                  "same on every rank",
+                  "16 KiB / 256 KiB"),
+    DFCCL_TUNABLE(oneshot_channel_bytes, "DFCCL_ONESHOT_CHANNEL_BYTES", "oneshot_channel_bytes", DFCCL_TUNABLE_SIZE,
+                  0, DFCCL_LL_MAX_BYTES, 0, 0,
+                  0, DFCCL_LL_MAX_BYTES, 8 << 10, NULL,
+                  "0 (backend default) to 65536",
+                  "bytes per channel of a one-shot allreduce, allgather or reduce-scatter (up to "
+                  "64 KiB); same on every rank",
+                  "64 KiB / 8 KiB"),
+    DFCCL_TUNABLE(oneshot_gather_bytes, "DFCCL_ONESHOT_GATHER_BYTES", "oneshot_gather_bytes", DFCCL_TUNABLE_SIZE,
+                  0, DFCCL_ONESHOT_MAX_BYTES, 1, SIZE_MAX,
+                  SIZE_MAX, 16 << 10, 256 << 10, NULL,
+                  "0 (never) to 2 MiB, or SIZE_MAX (backend default)",
+                  "allgathers and reduce-scatters whose per-rank share is at most this many "
+                  "bytes, on the groups of `DFCCL_ONESHOT_BYTES`, take one shot: every rank "
+                  "writes to every peer what it needs of its input, one hop instead of the ring's "
+                  "n-1; 0: never; up to 2 MiB; same on every rank",
+                  "16 KiB / 256 KiB"),
+    DFCCL_TUNABLE(twoshot_bytes, "DFCCL_TWOSHOT_BYTES", "twoshot_bytes", DFCCL_TUNABLE_SIZE,
+                  0, DFCCL_TWOSHOT_MAX_BYTES, 1, SIZE_MAX,
+                  SIZE_MAX, 0, 2 << 20, NULL,
+                  "0 (never) to 16 MiB, or SIZE_MAX (backend default)",
+                  "allreduces larger than `DFCCL_ONESHOT_BYTES` and of at most this many bytes, "
+                  "on the same groups, take the two-shot algorithm: a reduce-scatter and an "
+                  "allgather of one hop each, written straight into the peers' connectors (up to "
+                  "16 MiB; 0: never); same on every rank",
+                  "0 / 2 MiB"),
+    DFCCL_TUNABLE(twoshot_channel_bytes, "DFCCL_TWOSHOT_CHANNEL_BYTES", "twoshot_channel_bytes", DFCCL_TUNABLE_SIZE,
+                  0, DFCCL_TWOSHOT_MAX_CHANNEL_BYTES, 0, 0,
+                  0, DFCCL_TWOSHOT_MAX_CHANNEL_BYTES, 32 << 10, NULL,
+                  "0 (backend default) to 512 KiB",
+                  "bytes per channel of a two-shot allreduce (up to 512 KiB; each rank's part of "
+                  "a channel at most 64 KiB, else the ring); same on every rank",
+                  "512 KiB / 32 KiB"),
+    DFCCL_TUNABLE(ll_slots, "DFCCL_LL_SLOTS", "ll_slots", DFCCL_TUNABLE_INT,
+                  2, 64, 1, 0,
+                  0, 16, 16, NULL,
+                  "0 (default, 16) or 2 to 64",
+                  "most slots of an LL connector: it gets as many as hold 64 KiB of data, at "
+                  "least `DFCCL_SLOTS` (2 to 64)",
+                  "16"),
+    DFCCL_TUNABLE(step_slices, "DFCCL_STEP_SLICES", "step_slices", DFCCL_TUNABLE_INT,
+                  0, 16, 0, 0,
+                  0, 4, 1, NULL,
+                  "0 (backend default) or 1 to 16",
+                  "slices a ring step is cut into to pipeline it, none below 16 KiB and fewer "
+                  "than `DFCCL_SLOTS` (1 to 16); same on every rank",
+                  "4 / 1"),
+    DFCCL_TUNABLE(max_blocks, "DFCCL_MAX_BLOCKS", "max_blocks", DFCCL_TUNABLE_INT,
+                  0, DFCCL_MAX_CHANNELS, 0, 0,
+                  0, 2, 32, NULL,
+                  "0 (backend default) or 1 to 32",
+                  "the most daemon blocks (threads on host), and the channels of allreduces from "
+                  "`DFCCL_PAIR_BYTES` up on two ranks; a launch has as many blocks as the "
+                  "registered collective with the most channels",
+                  "2 / 32"),
+    DFCCL_TUNABLE(threads_per_block, "DFCCL_THREADS", "threads", DFCCL_TUNABLE_INT,
+                  32, 1024, 0, 0,
+                  512, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "32 to 1024",
+                  "CUDA threads per daemon block; from 128 up the last warp publishes each SIMPLE "
+                  "slice while the others move the next",
+                  "512"),
+    DFCCL_TUNABLE(team_threads, "DFCCL_TEAM_THREADS", "team_threads", DFCCL_TUNABLE_INT,
+                  -1, 1024, 0, 0,
+                  -1, 0, 128, NULL,
+                  "-1 (backend default), 0 (the whole block) or 1 to 1024",
+                  "a one-shot collective runs on the first threads of each daemon block only, one "
+                  "per LL line (8 bytes) of its channel rounded up to a multiple of this (whole "
+                  "warps), when that is fewer than `DFCCL_THREADS`; the other threads wait; 0: "
+                  "always the whole block",
+                  "0 / 128"),
+    DFCCL_TUNABLE(max_channels, "DFCCL_CHANNELS", "channels", DFCCL_TUNABLE_INT,
+                  0, DFCCL_MAX_CHANNELS, 0, 0,
+                  0, DFCCL_TUNABLE_BLOCKS, 16, NULL,
+                  "0 (backend default) or 1 to 32",
+                  "channels per collective (≤ blocks)",
+                  "= blocks / 16"),
+    DFCCL_TUNABLE(wide_bytes, "DFCCL_WIDE_BYTES", "wide_bytes", DFCCL_TUNABLE_SIZE,
+                  0, DFCCL_CF_BIG, 0, 0,
+                  (uint64_t)256 << 20, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "0 (never) to 2^50",
+                  "allreduces, allgathers and reduce-scatters of at least this many bytes may use "
+                  "`DFCCL_WIDE_CHANNELS` channels; 0: never",
+                  "256 MiB"),
+    DFCCL_TUNABLE(wide_channels, "DFCCL_WIDE_CHANNELS", "wide_channels", DFCCL_TUNABLE_INT,
+                  0, DFCCL_MAX_CHANNELS, 0, 0,
+                  0, DFCCL_TUNABLE_BLOCKS, 20, NULL,
+                  "0 (backend default) or 1 to 32",
+                  "channels of those collectives (at least `DFCCL_CHANNELS`, at most "
+                  "`DFCCL_MAX_BLOCKS`)",
+                  "= blocks / 20"),
+    DFCCL_TUNABLE(pair_bytes, "DFCCL_PAIR_BYTES", "pair_bytes", DFCCL_TUNABLE_SIZE,
+                  0, DFCCL_CF_BIG, 1, SIZE_MAX,
+                  SIZE_MAX, 0, (uint64_t)64 << 20, NULL,
+                  "0 (never) to 2^50, or SIZE_MAX (backend default)",
+                  "on groups of two ranks that write to each other, on two GPUs, allreduces of at "
+                  "least this many bytes use `DFCCL_MAX_BLOCKS` channels; 0: never",
+                  "never / 64 MiB"),
+    DFCCL_TUNABLE(pair_ring_bytes, "DFCCL_PAIR_RING_BYTES", "pair_ring_bytes", DFCCL_TUNABLE_SIZE,
+                  0, DFCCL_CF_BIG, 1, SIZE_MAX,
+                  SIZE_MAX, 0, 128 << 10, NULL,
+                  "0 (never) to 2^50, or SIZE_MAX (backend default)",
+                  "on the same groups, ring reduce-scatters and allgathers of at most this many "
+                  "bytes (all ranks' data) take one channel; 0: never",
+                  "never / 128 KiB"),
+    DFCCL_TUNABLE(pair_oneshot_bytes, "DFCCL_PAIR_ONESHOT_BYTES", "pair_oneshot_bytes", DFCCL_TUNABLE_SIZE,
+                  0, DFCCL_LL_MAX_BYTES, 1, SIZE_MAX,
+                  SIZE_MAX, 0, 16 << 10, NULL,
+                  "0 (never) to 65536, or SIZE_MAX (backend default)",
+                  "on the same groups, one-shot collectives of at most this many bytes "
+                  "(allgather, reduce-scatter: per rank) take one channel, up to 64 KiB; 0: never",
+                  "never / 16 KiB"),
+    DFCCL_TUNABLE(conn_budget, "DFCCL_CONN_BUDGET", "conn_budget", DFCCL_TUNABLE_SIZE,
+                  0, DFCCL_CF_BIG, 0, 0,
+                  (uint64_t)768 << 20, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "0 (no limit) to 2^50",
+                  "connector bytes a group's registered collectives hold at full size; a "
+                  "registration that would pass it gets lean connectors (at most 16 channels of 2 "
+                  "slots of 32 KiB: 1 MiB or less, and slower) and a warning; 0: no limit",
+                  "768 MiB"),
+    DFCCL_TUNABLE(min_channel_bytes, "DFCCL_CHANNEL_BYTES", "channel_bytes", DFCCL_TUNABLE_SIZE,
+                  0, 1ull << 40, 0, 0,
+                  0, 256 << 10, 32 << 10, NULL,
+                  "0 (backend default) to 2^40",
+                  "bytes per additional channel",
+                  "256 KiB / 32 KiB"),
+    DFCCL_TUNABLE(slot_bytes, "DFCCL_SLOT_BYTES", "slot_bytes", DFCCL_TUNABLE_SIZE,
+                  0, 64u << 20, 0, 0,
+                  0, 64 << 10, 1 << 20, NULL,
+                  "0 (backend default) to 64 MiB",
+                  "connector slot size (smaller for small collectives)",
+                  "64 KiB / 1 MiB"),
+    DFCCL_TUNABLE(nslots, "DFCCL_SLOTS", "slots", DFCCL_TUNABLE_INT,
+                  2, 64, 0, 0,
+                  4, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "2 to 64",
+                  "slots per connector, and the least a two-shot sender's ring has (with k, a "
+                  "sender reads its peers' heads once every k - 1 back-to-back calls)",
+                  "4"),
+    DFCCL_TUNABLE(spin_head, "DFCCL_SPIN_HEAD", "spin_head", DFCCL_TUNABLE_U32,
+                  0, UINT32_MAX, 0, 0,
+                  0, 50, 50, NULL,
+                  "0 (backend default) to 2^32 - 1",
+                  "initial spin threshold at the head of the task queue (halved per position)",
+                  "50 / 50"),
+    DFCCL_TUNABLE(spin_min, "DFCCL_SPIN_MIN", "spin_min", DFCCL_TUNABLE_U32,
+                  0, UINT32_MAX, 0, 0,
+                  0, 10, 10, NULL,
+                  "0 (backend default) to 2^32 - 1",
+                  "smallest initial threshold",
+                  "10 / 10"),
+    DFCCL_TUNABLE(spin_sticky, "DFCCL_SPIN_STICKY", "spin_sticky", DFCCL_TUNABLE_U32,
+                  0, UINT32_MAX, 0, 0,
+                  0, 200, 50, NULL,
+                  "0 (backend default) to 2^32 - 1",
+                  "threshold once a collective has progressed (halved per queue position too)",
+                  "200 / 50"),
+    DFCCL_TUNABLE(spin_crowd, "DFCCL_SPIN_CROWD", "spin_crowd", DFCCL_TUNABLE_U32,
+                  0, UINT32_MAX, 0, 0,
+                  0, UINT32_MAX, 10, NULL,
+                  "0 (backend default) to 2^32 - 1",
+                  "most polls a collective spins while other collectives are queued on its block "
+                  "(a lone one spins its full threshold); 0: backend default (none on the host)",
+                  "none / 10"),
+    DFCCL_TUNABLE(spin_fresh, "DFCCL_SPIN_FRESH", "spin_fresh", DFCCL_TUNABLE_U32,
+                  0, UINT32_MAX, 0, 0,
+                  0, 1, 1, NULL,
+                  "0 (default, 1) to 2^32 - 1",
+                  "threshold of a collective's first run while collectives of its priority that "
+                  "have not run yet are queued behind it: it sends what it can without waiting "
+                  "and gives way, so that every queued collective has sent its first data before "
+                  "a block waits on one",
+                  "1 / 1"),
+    DFCCL_TUNABLE(quit_us, "DFCCL_QUIT_US", "quit_us", DFCCL_TUNABLE_U32,
+                  0, UINT32_MAX, 0, 0,
+                  0, 10000, 1000, NULL,
+                  "0 (backend default) to 2^32 - 1",
+                  "idle or stuck time before a voluntary quit",
+                  "10000 / 1000"),
+    DFCCL_TUNABLE(relaunch_us, "DFCCL_RELAUNCH_US", "relaunch_us", DFCCL_TUNABLE_U32,
+                  0, UINT32_MAX, 0, 0,
+                  0, 200, 100, NULL,
+                  "0 (backend default) to 2^32 - 1",
+                  "least gap before relaunching a stuck daemon; the gap doubles with each "
+                  "relaunch that finds nothing new, up to 128 times",
+                  "200 / 100"),
+    DFCCL_TUNABLE(peer_bells, "DFCCL_PEER_BELLS", "peer_bells", DFCCL_TUNABLE_INT,
+                  0, 1, 0, 0,
+                  1, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "0 or 1",
+                  "1: a stuck daemon is relaunched (after `DFCCL_RELAUNCH_US`) as soon as a rank "
+                  "of one of its groups on the same host submits, or data or credits from a peer "
+                  "on another host reach the net proxy, instead of at the end of its doubled gap; "
+                  "0: on the gap only",
+                  "1"),
+    DFCCL_TUNABLE(wait_spin_us, "DFCCL_WAIT_SPIN_US", "wait_spin_us", DFCCL_TUNABLE_U32,
+                  0, UINT32_MAX, 0, 0,
+                  UINT32_MAX, 0, 2000, NULL,
+                  "0 to 2^32 - 2, or 2^32 - 1 (backend default)",
+                  "`dfcclWait` (and MPI's progress loop) polls the completion queue itself this "
+                  "long before it sleeps",
+                  "0 / 2000"),
+    DFCCL_TUNABLE(max_colls, "DFCCL_MAX_COLLS", "max_colls", DFCCL_TUNABLE_INT,
+                  1, 1 << 20, 0, 0,
+                  4096, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "1 to 1048576",
+                  "registered collectives per context",
+                  "4096"),
+    DFCCL_TUNABLE(sq_entries, "DFCCL_SQ_ENTRIES", "sq_entries", DFCCL_TUNABLE_INT,
+                  2, 1 << 20, 0, 0,
+                  1024, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "2 to 1048576",
+                  "submission queue entries (more are queued on the host)",
+                  "1024"),
+    DFCCL_TUNABLE(sq_window, "DFCCL_SQ_WINDOW", "sq_window", DFCCL_TUNABLE_INT,
+                  0, DFCCL_SQ_WINDOW_MAX, 0, 0,
+                  0, 1, 8, NULL,
+                  "0 (backend default) or 1 to 16",
+                  "submission queue entries the daemon's leader reads in one poll, four lanes of "
+                  "its warp each (1 to 16; a GPU reads at most 8)",
+                  "1 / 8"),
+    DFCCL_TUNABLE(priority_order, "DFCCL_PRIORITY", "priority_order", DFCCL_TUNABLE_INT,
+                  0, 1, 0, 0,
+                  1, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "0 or 1",
+                  "1: order the task queue by priority, 0: FIFO",
+                  "1"),
+    DFCCL_TUNABLE(arrivals, "DFCCL_ARRIVALS", "arrivals", DFCCL_TUNABLE_ENUM,
+                  0, 3, 0, 0,
+                  DFCCL_ARRIVALS_DEFAULT, DFCCL_ARRIVALS_ALWAYS, DFCCL_ARRIVALS_ALWAYS, dfccl_cfg_arrivals,
+                  "default, off, stuck or always",
+                  "when a daemon block with several collectives queued first runs those whose "
+                  "previous rank has sent data already: `off`, `stuck` (after a pass in which one "
+                  "got stuck), `always`",
+                  "always / always"),
+    DFCCL_TUNABLE(timeout_s, "DFCCL_TIMEOUT", "timeout", DFCCL_TUNABLE_SECONDS,
+                  0, 1u << 30, 0, 0,
+                  0, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "0 (no timeout) or a number of seconds up to 2^30, fractions allowed",
+                  "per-collective timeout in seconds (fractions allowed; a negative or "
+                  "non-numeric value is refused), 0 = none: past it the context aborts, the "
+                  "collective fails with `DFCCL_ERR_TIMEOUT` and a message naming who joined, who "
+                  "did not, who does not respond and where each rank waits",
+                  "0"),
+    DFCCL_TUNABLE(warn_s, "DFCCL_WARN_S", "warn_s", DFCCL_TUNABLE_SECONDS,
+                  0, 1u << 30, 0, 0,
+                  60, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "0 (no watchdog) or a number of seconds up to 2^30, fractions allowed",
+                  "the hang watchdog: a collective in flight longer than this many seconds makes "
+                  "each rank print one line naming it, its group and the rank's place, who joined "
+                  "and who did not, and where the ranks that joined wait (primitive and the peer "
+                  "waited for); the line repeats after twice, four times ... the time, and the "
+                  "collective keeps waiting; 0: off",
+                  "60"),
+    DFCCL_TUNABLE(sigusr1, "DFCCL_SIGUSR1", "sigusr1", DFCCL_TUNABLE_INT,
+                  0, 1, 0, 0,
+                  0, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "0 or 1",
+                  "1: SIGUSR1 makes every context print the same report for each collective in "
+                  "flight (`dfcclDumpState`); the handler only sets a flag that the poller reads",
+                  "0"),
+    DFCCL_TUNABLE(verbose, "DFCCL_VERBOSE", NULL, DFCCL_TUNABLE_INT,
+                  -1, 2, 0, 0,
+                  0, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "-1 (silent), 0 (errors), 1 (info) or 2 (debug)",
+                  "-1 silent, 0 errors (each printed once per rank) and watchdog reports, 1 info, "
+                  "2 debug",
+                  "0"),
+    DFCCL_TUNABLE(net, "DFCCL_NET", "net", DFCCL_TUNABLE_INT,
+                  0, 1, 0, 0,
+                  0, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "0 or 1",
+                  "1: the net (UCX) transport between every pair of ranks, even on one host "
+                  "(testing); any rank setting it forces it on the whole group",
+                  "0"),
+    {.env = "DFCCL_HOST_ID", .type = DFCCL_TUNABLE_ENV,
+     .valid = "any string",
+     .doc = "host identity (a string; env only) replacing hostname + boot id, so that one "
+            "machine can act as several hosts",
+     .def_doc = "hostname/boot id"},
 };
 
 _Static_assert(sizeof(dfccl_backend_t) == sizeof(int) && sizeof(dfccl_progress_t) == sizeof(int) &&
@@ -147,29 +370,39 @@ _Static_assert(sizeof(dfccl_backend_t) == sizeof(int) && sizeof(dfccl_progress_t
 
 #define DFCCL_CFG_NFIELDS (sizeof(dfccl_cfg_fields) / sizeof(dfccl_cfg_fields[0]))
 
+typedef dfccl_tunable_t dfccl_cfg_field_t;
+
+const dfccl_tunable_t *dfcclGetTunables(int *count_p)
+{
+    if (count_p != NULL) {
+        *count_p = (int)DFCCL_CFG_NFIELDS;
+    }
+    return dfccl_cfg_fields;
+}
+
 /* The field's value, as a signed integer (ints, enums: the compiler
  * stores these enums as int) or an unsigned one. */
 static int64_t dfccl_cfg_get_i(const dfccl_config_t *c, const dfccl_cfg_field_t *f)
 {
-    return *(const int *)(const void *)((const char *)c + f->off);
+    return *(const int *)(const void *)((const char *)c + f->offset);
 }
 
 static uint64_t dfccl_cfg_get_u(const dfccl_config_t *c, const dfccl_cfg_field_t *f)
 {
-    const char *p = (const char *)c + f->off;
+    const char *p = (const char *)c + f->offset;
 
-    return f->type == DFCCL_CF_U32 ? *(const uint32_t *)(const void *)p
+    return f->type == DFCCL_TUNABLE_U32 ? *(const uint32_t *)(const void *)p
                                    : (uint64_t) * (const size_t *)(const void *)p;
 }
 
 /* Whether `f` of `c` holds a valid value. */
 static int dfccl_cfg_valid(const dfccl_config_t *c, const dfccl_cfg_field_t *f)
 {
-    if (f->type == DFCCL_CF_SECONDS) {
-        double v = *(const double *)(const void *)((const char *)c + f->off);
+    if (f->type == DFCCL_TUNABLE_SECONDS) {
+        double v = *(const double *)(const void *)((const char *)c + f->offset);
         return isfinite(v) && v >= 0 && v <= (double)f->hi;
     }
-    if (f->type == DFCCL_CF_INT || f->type == DFCCL_CF_ENUM) {
+    if (f->type == DFCCL_TUNABLE_INT || f->type == DFCCL_TUNABLE_ENUM) {
         int64_t v = dfccl_cfg_get_i(c, f);
         return (v >= f->lo && v <= (int64_t)f->hi) || (f->has_unset && v == (int64_t)f->unset);
     }
@@ -183,9 +416,9 @@ static int dfccl_cfg_valid(const dfccl_config_t *c, const dfccl_cfg_field_t *f)
 static void dfccl_cfg_format(const dfccl_config_t *c, const dfccl_cfg_field_t *f, char *buf,
                              size_t len)
 {
-    if (f->type == DFCCL_CF_SECONDS) {
-        snprintf(buf, len, "%g", *(const double *)(const void *)((const char *)c + f->off));
-    } else if (f->type == DFCCL_CF_INT || f->type == DFCCL_CF_ENUM) {
+    if (f->type == DFCCL_TUNABLE_SECONDS) {
+        snprintf(buf, len, "%g", *(const double *)(const void *)((const char *)c + f->offset));
+    } else if (f->type == DFCCL_TUNABLE_INT || f->type == DFCCL_TUNABLE_ENUM) {
         snprintf(buf, len, "%lld", (long long)dfccl_cfg_get_i(c, f));
     } else {
         snprintf(buf, len, "%llu", (unsigned long long)dfccl_cfg_get_u(c, f));
@@ -198,7 +431,7 @@ dfccl_status_t dfccl_config_check(const dfccl_config_t *c, const char *fn)
         const dfccl_cfg_field_t *f = &dfccl_cfg_fields[i];
         char val[48];
 
-        if (dfccl_cfg_valid(c, f)) {
+        if (f->type == DFCCL_TUNABLE_ENV || dfccl_cfg_valid(c, f)) {
             continue;
         }
         dfccl_cfg_format(c, f, val, sizeof(val));
@@ -230,16 +463,16 @@ dfccl_status_t dfcclConfigCheck(const dfccl_config_t *config)
 static dfccl_status_t dfccl_cfg_env(dfccl_config_t *c, const dfccl_cfg_field_t *f)
 {
     const char *s = getenv(f->env);
-    char *p = (char *)c + f->off, *end = NULL;
+    char *p = (char *)c + f->offset, *end = NULL;
     dfccl_config_t probe = *c;
-    char *q = (char *)&probe + f->off;
+    char *q = (char *)&probe + f->offset;
     int ok = 1;
 
     if (s == NULL || *s == '\0') {
         return DFCCL_OK;
     }
     errno = 0;
-    if (f->type == DFCCL_CF_ENUM) {
+    if (f->type == DFCCL_TUNABLE_ENUM) {
         ok = 0;
         for (int i = 0; f->names[i] != NULL; i++) {
             if (strcmp(s, f->names[i]) == 0) {
@@ -247,11 +480,11 @@ static dfccl_status_t dfccl_cfg_env(dfccl_config_t *c, const dfccl_cfg_field_t *
                 ok = 1;
             }
         }
-    } else if (f->type == DFCCL_CF_SECONDS) {
+    } else if (f->type == DFCCL_TUNABLE_SECONDS) {
         double v = strtod(s, &end);
         *(double *)(void *)q = v;
         ok = end != s && *end == '\0' && errno == 0;
-    } else if (f->type == DFCCL_CF_INT) {
+    } else if (f->type == DFCCL_TUNABLE_INT) {
         long long v = strtoll(s, &end, 0);
         ok = end != s && *end == '\0' && errno == 0 && v >= INT32_MIN && v <= INT32_MAX;
         *(int *)(void *)q = (int)v;
@@ -259,7 +492,7 @@ static dfccl_status_t dfccl_cfg_env(dfccl_config_t *c, const dfccl_cfg_field_t *
         unsigned long long v = strtoull(s, &end, 0);
         /* strtoull takes "-1" as its largest value: a sign is not a size */
         ok = end != s && *end == '\0' && errno == 0 && strchr(s, '-') == NULL;
-        if (f->type == DFCCL_CF_U32) {
+        if (f->type == DFCCL_TUNABLE_U32) {
             ok = ok && v <= UINT32_MAX;
             *(uint32_t *)(void *)q = (uint32_t)v;
         } else {
@@ -271,11 +504,47 @@ static dfccl_status_t dfccl_cfg_env(dfccl_config_t *c, const dfccl_cfg_field_t *
                            "valid: it takes %s (configuration field %s); fix or unset it",
                            f->env, s, f->valid, f->field);
     }
-    memcpy(p, q, f->type == DFCCL_CF_SECONDS ? sizeof(double)
-                 : f->type == DFCCL_CF_SIZE  ? sizeof(size_t)
-                 : f->type == DFCCL_CF_U32   ? sizeof(uint32_t)
+    memcpy(p, q, f->type == DFCCL_TUNABLE_SECONDS ? sizeof(double)
+                 : f->type == DFCCL_TUNABLE_SIZE  ? sizeof(size_t)
+                 : f->type == DFCCL_TUNABLE_U32   ? sizeof(uint32_t)
                                              : sizeof(int));
     return DFCCL_OK;
+}
+
+/* Store `v` (an integer of the field's type; SECONDS: whole seconds) in `f`. */
+static void dfccl_cfg_set(dfccl_config_t *c, const dfccl_cfg_field_t *f, uint64_t v)
+{
+    char *p = (char *)c + f->offset;
+
+    switch (f->type) {
+    case DFCCL_TUNABLE_INT:
+    case DFCCL_TUNABLE_ENUM:
+        *(int *)(void *)p = (int)(int64_t)v;
+        break;
+    case DFCCL_TUNABLE_U32:
+        *(uint32_t *)(void *)p = (uint32_t)v;
+        break;
+    case DFCCL_TUNABLE_SIZE:
+        *(size_t *)(void *)p = (size_t)v;
+        break;
+    case DFCCL_TUNABLE_SECONDS:
+        *(double *)(void *)p = (double)v;
+        break;
+    default:
+        break;
+    }
+}
+
+/* Whether `f` of `c` still holds dfcclConfigInit's value. */
+static int dfccl_cfg_is_init(const dfccl_config_t *c, const dfccl_cfg_field_t *f)
+{
+    if (f->type == DFCCL_TUNABLE_INT || f->type == DFCCL_TUNABLE_ENUM) {
+        return dfccl_cfg_get_i(c, f) == (int64_t)f->init;
+    }
+    if (f->type == DFCCL_TUNABLE_U32) {
+        return dfccl_cfg_get_u(c, f) == (uint32_t)f->init;
+    }
+    return f->type == DFCCL_TUNABLE_SIZE && dfccl_cfg_get_u(c, f) == f->init;
 }
 
 dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
@@ -284,59 +553,46 @@ dfccl_status_t dfcclConfigInit(dfccl_config_t *c)
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclConfigInit: config is NULL");
     }
     memset(c, 0, sizeof(*c));
-    c->backend           = DFCCL_BACKEND_AUTO;
-    c->progress          = DFCCL_PROGRESS_THREAD;
-    c->transport         = DFCCL_TRANSPORT_AUTO;
-    c->proto             = DFCCL_PROTO_DEFAULT; /* auto on both backends */
-    c->max_blocks        = 0;     /* 0: backend default (host 2, cuda 20) */
-    c->threads_per_block = 512;
-    c->team_threads      = -1;    /* backend default (host 0, cuda 128) */
-    c->max_channels      = 0;     /* 0: backend default (host max_blocks, cuda 16) */
-    c->wide_bytes        = (size_t)256 << 20; /* no effect while max_channels = max_blocks */
-    c->wide_channels     = 0;     /* 0: backend default (host max_blocks, cuda 20) */
-    c->pair_bytes        = SIZE_MAX; /* backend default (host never, cuda 64 MiB) */
-    c->pair_ring_bytes   = SIZE_MAX; /* backend default (host never, cuda 128 KiB) */
-    c->pair_oneshot_bytes = SIZE_MAX; /* backend default (host never, cuda 16 KiB) */
-    c->conn_budget       = (size_t)768 << 20;
-    c->min_channel_bytes = 0;     /* 0: backend default (host 256 KiB, cuda 32 KiB) */
-    c->slot_bytes        = 0;     /* 0: backend default (host 64 KiB, cuda 1 MiB) */
-    /* 4 slots: with one slice per ring step a sender runs at most a step
-     * or two ahead of its receiver, and on 4 H200s 4 slots ran allreduce
-     * from 4 MiB to 1 GiB at the speed of 8 with half the connector memory
-     * (docs/performance.md, "Memory and SMs") */
-    c->nslots            = 4;
-    c->ll_max_bytes      = 0;     /* 0: backend default (16 KiB) */
-    c->ll_slots          = 0;     /* 0: default (16) */
-    c->oneshot_bytes     = SIZE_MAX; /* backend default (host 16 KiB, cuda 256 KiB) */
-    c->oneshot_channel_bytes = 0;  /* 0: backend default (host 64 KiB, cuda 8 KiB) */
-    c->oneshot_gather_bytes = SIZE_MAX; /* backend default (host 16 KiB, cuda 256 KiB) */
-    c->twoshot_bytes     = SIZE_MAX; /* backend default */
-    c->twoshot_channel_bytes = 0;  /* 0: backend default */
-    c->step_slices       = 0;     /* 0: backend default (host 4, cuda 1) */
-    c->spin_head         = 0;     /* 0: backend defaults */
-    c->spin_min          = 0;
-    c->spin_sticky       = 0;
-    c->spin_fresh        = 0;     /* 0: default (1) */
-    c->spin_crowd        = 0;     /* 0: backend default */
-    c->quit_us           = 0;
-    c->relaunch_us       = 0;
-    c->peer_bells        = 1;
-    c->wait_spin_us      = UINT32_MAX; /* backend default (host 0, cuda 2000) */
-    c->max_colls         = 4096;
-    c->sq_entries        = 1024;
-    c->sq_window         = 0;     /* 0: backend default (cuda 8) */
-    c->timeout_s         = 0;
-    c->priority_order    = 1;
-    c->arrivals          = DFCCL_ARRIVALS_DEFAULT; /* always */
-    c->verbose           = 0;
-    c->net               = 0;     /* 1: net between ranks on one host too */
-    c->warn_s            = 60;    /* the hang watchdog's first report */
-    c->sigusr1           = 0;
-
+    for (size_t i = 0; i < DFCCL_CFG_NFIELDS; i++) {
+        if (dfccl_cfg_fields[i].type != DFCCL_TUNABLE_ENV) {
+            dfccl_cfg_set(c, &dfccl_cfg_fields[i], dfccl_cfg_fields[i].init);
+        }
+    }
     /* DFCCL_HOST_ID (a string: the host identity, for tests) is read where
      * it is used, by dfccl_net_host_id in transport/net.c */
     for (size_t i = 0; i < DFCCL_CFG_NFIELDS; i++) {
-        DFCCL_CHECK(dfccl_cfg_env(c, &dfccl_cfg_fields[i]));
+        if (dfccl_cfg_fields[i].type != DFCCL_TUNABLE_ENV) {
+            DFCCL_CHECK(dfccl_cfg_env(c, &dfccl_cfg_fields[i]));
+        }
     }
     return DFCCL_OK;
+}
+
+void dfccl_config_defaults(dfccl_config_t *c, int host)
+{
+    for (size_t i = 0; i < DFCCL_CFG_NFIELDS; i++) {
+        const dfccl_cfg_field_t *f = &dfccl_cfg_fields[i];
+        uint64_t def               = host ? f->def_host : f->def_cuda;
+
+        if (f->type == DFCCL_TUNABLE_ENV || def == DFCCL_TUNABLE_KEEP || !dfccl_cfg_is_init(c, f)) {
+            continue;
+        }
+        dfccl_cfg_set(c, f, def == DFCCL_TUNABLE_BLOCKS ? (uint64_t)c->max_blocks : def);
+    }
+    /* what one setting implies for another */
+    if (c->max_channels > c->max_blocks) {
+        c->max_channels = c->max_blocks;
+    }
+    if (c->wide_channels < c->max_channels) {
+        c->wide_channels = c->max_channels;
+    }
+    if (c->wide_channels > c->max_blocks) {
+        c->wide_channels = c->max_blocks;
+    }
+    c->team_threads = (c->team_threads + 31) / 32 * 32;
+    c->ll_max_bytes &= ~(size_t)255;
+    c->slot_bytes &= ~(size_t)15;
+    if (c->slot_bytes < 256) {
+        c->slot_bytes = 256;
+    }
 }

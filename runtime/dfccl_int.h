@@ -66,6 +66,9 @@ void dfccl_error_quiet(int on);
  * DFCCL_ERR_INVALID_ARG with a message naming the field, its value, the
  * valid values and its environment variable (`fn`: the API call). */
 dfccl_status_t dfccl_config_check(const dfccl_config_t *c, const char *fn);
+/* The backend defaults of the fields still at dfcclConfigInit's values, and
+ * what one field implies for another. */
+void dfccl_config_defaults(dfccl_config_t *c, int host);
 
 uint64_t dfccl_time_ns(void);
 /* An application thread that polled within this window is polling still:

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The tunables table (dfcclGetTunables) against what depends on it: the
+ * README's configuration table must be its env, doc and def_doc columns
+ * row for row; every field of dfccl_config_t must have a row; names must be
+ * unique; every environment variable must reach its field. With
+ * --markdown the program prints the README table instead (to regenerate
+ * it after a change to runtime/config.c).
+ */
+#include <check.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfccl.h"
+
+#define BEGIN "<!-- tunables: begin -->"
+#define END   "<!-- tunables: end -->"
+
+/* The README table: header, then a row per tunable. */
+static char *tunables_markdown(void)
+{
+    int n;
+    const dfccl_tunable_t *t = dfcclGetTunables(&n);
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+
+    len += (size_t)snprintf(out + len, cap - len,
+                            "| variable | meaning | default (host / cuda) |\n|---|---|---|\n");
+    for (int i = 0; i < n; i++) {
+        size_t need = strlen(t[i].env) + strlen(t[i].doc) + strlen(t[i].def_doc) + 16;
+        if (len + need >= cap) {
+            cap = 2 * (cap + need);
+            out = realloc(out, cap);
+        }
+        len += (size_t)snprintf(out + len, cap - len, "| `%s` | %s | %s |\n", t[i].env,
+                                t[i].doc, t[i].def_doc);
+    }
+    return out;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long len;
+
+    if (f == NULL) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t)len + 1);
+    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        len = 0;
+    }
+    buf[len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+START_TEST(test_readme_table)
+{
+    const char *path = getenv("DFCCL_README");
+    char *readme, *begin, *end, *want;
+
+    ck_assert_msg(path != NULL, "DFCCL_README (the path of README.md) is not set");
+    readme = read_file(path);
+    ck_assert_msg(readme != NULL, "cannot read %s", path);
+    begin = strstr(readme, BEGIN);
+    end   = strstr(readme, END);
+    ck_assert_msg(begin != NULL && end != NULL && end > begin, "%s has no %s ... %s section",
+                  path, BEGIN, END);
+    begin += strlen(BEGIN);
+    while (*begin == '\n') {
+        begin++;
+    }
+    *end = '\0';
+    want = tunables_markdown();
+    if (strcmp(begin, want) != 0) {
+        /* the first line that differs */
+        const char *a = begin, *b = want;
+        while (*a != '\0' && *a == *b) {
+            a++;
+            b++;
+        }
+        while (a > begin && a[-1] != '\n') {
+            a--;
+            b--;
+        }
+        ck_abort_msg("README.md's configuration table and the tunables table of runtime/"
+                     "config.c differ; README has\n  %.200s\nthe table gives\n  %.200s\n"
+                     "regenerate the README's table with test/unit/test_tunables --markdown",
+                     a, b);
+    }
+    free(want);
+    free(readme);
+}
+END_TEST
+
+static size_t field_size(const dfccl_tunable_t *t)
+{
+    switch (t->type) {
+    case DFCCL_TUNABLE_SIZE:
+    case DFCCL_TUNABLE_SECONDS:
+        return 8;
+    case DFCCL_TUNABLE_ENV:
+        return 0;
+    default:
+        return 4;
+    }
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const dfccl_tunable_t *x = *(const dfccl_tunable_t *const *)a;
+    const dfccl_tunable_t *y = *(const dfccl_tunable_t *const *)b;
+
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Every byte of dfccl_config_t is a row's field or padding before the next
+ * one: a field added without a row leaves a gap at least its own size. */
+START_TEST(test_every_field)
+{
+    int n, m = 0;
+    const dfccl_tunable_t *t = dfcclGetTunables(&n), *rows[128];
+    size_t at = 0;
+
+    for (int i = 0; i < n && m < 128; i++) {
+        if (t[i].type != DFCCL_TUNABLE_ENV) {
+            rows[m++] = &t[i];
+        }
+    }
+    qsort(rows, (size_t)m, sizeof(rows[0]), by_offset);
+    for (int i = 0; i < m; i++) {
+        size_t sz = field_size(rows[i]);
+        ck_assert_msg(rows[i]->offset >= at, "%s overlaps the field before it", rows[i]->field);
+        ck_assert_msg(rows[i]->offset - at < sz, "dfccl_config_t has %zu bytes before %s that "
+                      "no tunable covers: a field without a row in runtime/config.c",
+                      rows[i]->offset - at, rows[i]->field);
+        at = rows[i]->offset + sz;
+    }
+    ck_assert_msg(sizeof(dfccl_config_t) - at < 8, "dfccl_config_t has %zu bytes after %s that "
+                  "no tunable covers", sizeof(dfccl_config_t) - at, rows[m - 1]->field);
+}
+END_TEST
+
+START_TEST(test_unique_names)
+{
+    int n;
+    const dfccl_tunable_t *t = dfcclGetTunables(&n);
+
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(strncmp(t[i].env, "DFCCL_", 6) == 0, "%s is not a DFCCL_ name", t[i].env);
+        ck_assert_msg(t[i].doc != NULL && t[i].doc[0] != '\0' && t[i].def_doc != NULL &&
+                          t[i].valid != NULL,
+                      "%s has no documentation", t[i].env);
+        for (int j = 0; j < i; j++) {
+            ck_assert_msg(strcmp(t[i].env, t[j].env) != 0, "%s twice", t[i].env);
+            ck_assert_msg(t[i].mca == NULL || t[j].mca == NULL || strcmp(t[i].mca, t[j].mca) != 0,
+                          "MCA name %s twice", t[i].mca);
+        }
+    }
+}
+END_TEST
+
+/* A valid value other than dfcclConfigInit's, as the environment spells it. */
+static void other_value(const dfccl_tunable_t *t, char *buf, size_t len, uint64_t *bits)
+{
+    if (t->type == DFCCL_TUNABLE_ENUM) {
+        int k = t->init == 0 ? 1 : 0;
+        snprintf(buf, len, "%s", t->names[k]);
+        *bits = (uint64_t)k;
+    } else if (t->type == DFCCL_TUNABLE_SECONDS) {
+        snprintf(buf, len, "%s", t->init == 3 ? "4.5" : "3");
+        *bits = t->init == 3 ? 45 : 30; /* tenths */
+    } else {
+        int64_t v = t->lo != (int64_t)t->init ? t->lo : t->lo + 1;
+        snprintf(buf, len, "%lld", (long long)v);
+        *bits = (uint64_t)v;
+    }
+}
+
+START_TEST(test_env_reaches_field)
+{
+    int n;
+    const dfccl_tunable_t *t = dfcclGetTunables(&n);
+
+    for (int i = 0; i < n; i++) {
+        dfccl_config_t c;
+        char val[64];
+        uint64_t want, got = 0;
+        const char *p;
+
+        if (t[i].type == DFCCL_TUNABLE_ENV) {
+            continue;
+        }
+        other_value(&t[i], val, sizeof(val), &want);
+        setenv(t[i].env, val, 1);
+        ck_assert_msg(dfcclConfigInit(&c) == DFCCL_OK, "%s=%s: %s", t[i].env, val,
+                      dfcclGetLastErrorMessage());
+        unsetenv(t[i].env);
+        p = (const char *)&c + t[i].offset;
+        switch (t[i].type) {
+        case DFCCL_TUNABLE_SIZE:
+            got = *(const size_t *)(const void *)p;
+            break;
+        case DFCCL_TUNABLE_U32:
+            got = *(const uint32_t *)(const void *)p;
+            break;
+        case DFCCL_TUNABLE_SECONDS:
+            got = (uint64_t)(*(const double *)(const void *)p * 10 + 0.5);
+            break;
+        default:
+            got = (uint64_t)(int64_t) * (const int *)(const void *)p;
+            break;
+        }
+        ck_assert_msg(got == want, "%s=%s gave field %s the value %llu", t[i].env, val,
+                      t[i].field, (unsigned long long)got);
+    }
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    Suite *s  = suite_create("tunables");
+    TCase *tc = tcase_create("table");
+    SRunner *sr;
+    int nf;
+
+    if (argc > 1 && strcmp(argv[1], "--markdown") == 0) {
+        char *md = tunables_markdown();
+        fputs(md, stdout);
+        free(md);
+        return 0;
+    }
+    tcase_add_test(tc, test_readme_table);
+    tcase_add_test(tc, test_every_field);
+    tcase_add_test(tc, test_unique_names);
+    tcase_add_test(tc, test_env_reaches_field);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf == 0 ? 0 : 1;
+}
