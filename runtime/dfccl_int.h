@@ -576,6 +576,15 @@ struct dfccl_rank_ctx {
     pthread_t poller;
     int       poller_started;
     int       poller_stop;
+
+    /* Calls into the files above the queues, set by dfcclInit, so that
+     * queue.c and health.c never call them by name: a collective's
+     * registration after its completion (coll.c), runs waiting for a
+     * peer's registration (coll.c; returns how many it completed with an
+     * error), and the kick of the host backend's daemon threads. */
+    void (*coll_release)(struct dfccl_rank_ctx *ctx, int id);
+    int (*coll_resolve)(struct dfccl_rank_ctx *ctx);
+    void (*kick)(struct dfccl_rank_ctx *ctx);
 };
 
 /* group.c */
@@ -600,26 +609,44 @@ int dfccl_group_failed_run(struct dfccl_group *g, const dfccl_coll_t *c, int fro
  * may leave, what it sent stays in our connectors. ctx->lock held. */
 int dfccl_group_rank_done(struct dfccl_group *g, int r, const dfccl_coll_t *c);
 
-/* context.c */
+/* log.c: what messages call things */
+/* "collective 3 (allreduce of 1000 float32) on group world (rank 1 of 4)" */
+void dfccl_coll_label(struct dfccl_rank_ctx *ctx, int id, char *buf, size_t len);
+/* A registration signature in words. */
+void dfccl_coll_describe_sig(const uint64_t sig[8], char *buf, size_t len);
+
+/* queue.c */
 dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_id,
                                 const void *sendbuff, void *recvbuff);
-int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx);
 void dfccl_ctx_kick(struct dfccl_rank_ctx *ctx);
 /* wait on ctx->cond until `deadline` (CLOCK_REALTIME) unless kicked since
  * kick_gen read `gen` */
 void dfccl_ctx_wait_kick(struct dfccl_rank_ctx *ctx, uint64_t gen, const struct timespec *deadline);
+/* a collective's end: its callback, then coll_release (no lock held) */
+void dfccl_ctx_complete(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t status);
+/* submit what waited on the host, and launch the daemon if it should run
+ * (ctx->lock held) */
+void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx);
+dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int force);
+
+/* health.c */
+/* poll the completion queues, resolve deferred runs, check health, drain
+ * and launch: the number of collectives completed */
+int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx);
 /* complete a collective that never reached the daemon, with an error */
 void dfccl_ctx_fail(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t status);
+/* stop the daemon and fail every collective in flight (`culprit` and its
+ * `status` first) */
+void dfccl_ctx_abort(struct dfccl_rank_ctx *ctx, int culprit, dfccl_status_t status,
+                     const char *why);
+/* DFCCL_SIGUSR1: the handler, once per process; ctx counts from now on */
+dfccl_status_t dfccl_sigusr1_install(struct dfccl_rank_ctx *ctx);
 
 /* coll.c */
 int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx);
 dfccl_status_t dfccl_coll_register(dfccl_group_t group, int kind, size_t count, int dtype,
                                    int op, int root, int priority, int *coll_id_p);
 void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id);
-/* "collective 3 (allreduce of 1000 float32) on group world (rank 1 of 4)" */
-void dfccl_coll_label(struct dfccl_rank_ctx *ctx, int id, char *buf, size_t len);
-/* A registration signature in words. */
-void dfccl_coll_describe_sig(const uint64_t sig[8], char *buf, size_t len);
 
 /* algo/ring.c */
 /* A channel per `per` bytes, at most `most` and one per element, at least one. */

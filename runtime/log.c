@@ -130,3 +130,21 @@ size_t dfccl_dtype_bytes(int dtype)
     static const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
     return (dtype >= 0 && dtype < DFCCL_DATATYPE_COUNT) ? sizes[dtype] : 0;
 }
+
+void dfccl_coll_label(struct dfccl_rank_ctx *ctx, int id, char *buf, size_t len)
+{
+    const dfccl_coll_t *c = &ctx->colls[id];
+
+    snprintf(buf, len, "collective %d (%s of %llu %s) on group %s (rank %d of %d)", id,
+             dfccl_coll_name(c->st.kind), (unsigned long long)c->st.count,
+             dfccl_dtype_name(c->st.dtype), c->group->name, c->group->rank, c->group->nranks);
+}
+
+void dfccl_coll_describe_sig(const uint64_t sig[8], char *buf, size_t len)
+{
+    snprintf(buf, len, "%s of %llu %s (op %s, root %d), registration #%llu, %u channel(s)",
+             dfccl_coll_name((int)(sig[1] & 0xffff)), (unsigned long long)sig[2],
+             dfccl_dtype_name((int)((sig[1] >> 16) & 0xffff)),
+             dfccl_op_name((int)((sig[1] >> 32) & 0xffff)), (int)(uint32_t)sig[3],
+             (unsigned long long)sig[6], (unsigned)(uint32_t)sig[4]);
+}

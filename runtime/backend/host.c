@@ -111,7 +111,7 @@ static void *dfccl_host_block_main(void *arg)
         pthread_cond_broadcast(&h->idle);
     }
     pthread_mutex_unlock(&h->lock);
-    dfccl_ctx_kick(ctx);
+    ctx->kick(ctx); /* a quit may be what a waiting thread waits for */
     return NULL;
 }
 
