@@ -1282,8 +1282,20 @@ static int quitrace_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     DFCCL_TEST_CHECK(dfcclRegisterAllReduce(count, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &a) ==
                      DFCCL_OK, "register");
     d = dfccl_test_malloc(ctx, count * sizeof(float));
-    for (int it = 0; it < iters; it++) {
-        usleep((useconds_t)(rand_r(&seed) % (unsigned)(3 * quit_us)));
+    /* Past the planned runs, a machine so loaded that the daemon's threads
+     * never saw a quiet gap gets longer gaps (up to 100 ms, for at most 200
+     * more runs, the same on every rank) until its daemon has quit and
+     * been relaunched: the race must have been run, not only tried. */
+    for (int it = 0, gap = 3 * quit_us; it < iters + 200; it++) {
+        if (it >= iters) {
+            /* every rank's answer, so that all stop at the same run */
+            dfcclGetStats(ctx, &s);
+            if (dfccl_test_sum_u64(oob, s.quits > 0 && s.launches > 1) == (unsigned)n) {
+                break;
+            }
+            gap = gap < 100000 ? 2 * gap : gap;
+        }
+        usleep((useconds_t)(rand_r(&seed) % (unsigned)gap));
         if (grid_run(ctx, a, 0, d, h, count, rank, it)) {
             return 1;
         }
