@@ -30,10 +30,8 @@
 /*
  * Block 0 reads the abort flag (host memory) with one SQ poll in this many,
  * so at least every few microseconds. A second read of host memory in
- * every poll, though issued with the SQ read, made the poll about a
- * microsecond longer: on 2 H200s an idle pass of block 0 took 4.1 us with
- * it in every poll (3.6 of them in the poll) and 3.0 with it in every 8th
- * (2.5 in the poll).
+ * every poll, though issued with the SQ read, makes the poll about a
+ * microsecond longer.
  */
 #define DFCCL_ABORT_POLLS 8u
 
@@ -41,10 +39,10 @@
  * A block with nothing queued polls (block 0 the SQ, the others the log)
  * again and again, warp 0 alone, until it finds an entry, reads the abort
  * flag set, or this long has passed (at most an eighth of quit_ns); only
- * then does the pass go on to its barrier and its quit bookkeeping. An
- * idle pass was a poll and about 1.2 us of barriers, pause and bookkeeping
- * around it, so an entry waited for the rest of the pass before the next
- * poll began.
+ * then does the pass go on to its barrier and its quit bookkeeping. A pass
+ * is a poll with barriers, a pause and bookkeeping around it, so with one
+ * poll a pass an entry waited for the rest of the pass before the next poll
+ * began.
  */
 #define DFCCL_IDLE_SPIN_NS 16000ull
 
@@ -54,8 +52,7 @@
  * of quit_ns, and nothing if the clock went back. PTX does not promise that
  * %globaltimer is monotonic, and `now - last` of a clock that stepped back
  * wraps around to a huge value: a daemon serving a tight loop of
- * collectives would quit between two of them. (Four H200s read it 23
- * million times each in 3 s without a step back or a gap above 160 ns.)
+ * collectives would quit between two of them.
  */
 DFCCL_F_DEVICE uint64_t dfccl_daemon_idle_step(uint64_t now, uint64_t prev, uint64_t quit_ns)
 {
@@ -249,7 +246,7 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_sqw_decode(const uint64_t *w, uint64_t pos,
  * entries found in order (the lanes' copies in ctl->sqe). One lane alone
  * would pay a round trip per entry, and a host posting a burst (a round of
  * collectives, one per microsecond) would find the leader reading one
- * entry every 1.5 to 3.5 us. The host writes the first entry of a batch
+ * entry per round trip. The host writes the first entry of a batch
  * last and says in it how many follow, so the leader takes a batch whole
  * (entries of the batch that were read early are read again). A poll that
  * finds fewer entries than it read ends the pass (the next entry was not
@@ -595,8 +592,8 @@ DFCCL_F_DEVICE uint32_t dfccl_daemon_team(const dfccl_coll_static_t *st)
  * primitive succeeded. A small collective (st->team) runs on the block's
  * first warps only: the others wait at the closing barrier instead of
  * loading its contexts into their own copies (each thread's copy lives in
- * local memory, and with every warp of the block filling one, a small
- * collective's start took about 1 us longer at 512 threads than at 128).
+ * local memory, so the more warps fill one, the later a small collective
+ * starts).
  */
 DFCCL_F_DEVICE int dfccl_daemon_run_task(const dfccl_daemon_args_t *a, uint32_t b,
                                          dfccl_task_t *task, uint32_t pos,

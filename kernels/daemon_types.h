@@ -133,8 +133,8 @@ typedef struct {
  * unchanged since the block's last fence, and everything else that a
  * collective reads and others write (user buffers, connectors, peers'
  * flags) is read past L1 (dfccl_ld_word, LL and SIMPLE loads, relaxed
- * loads). A fence costs 0.34 to 0.47 us on H100s, on the way of every
- * collective on every block.
+ * loads). A fence costs more than a read of L2, and it would be on the way
+ * of every collective on every block.
  */
 #define DFCCL_SQW_CTX_NEW 0x8000u
 
@@ -155,13 +155,11 @@ typedef struct {
 /*
  * Entries the leader reads in the first poll of a pass while its block has
  * nothing queued: the poll that a single call waits for, and the one that
- * finds the first collectives of a burst. On 2 H200s, with 8 entries per
- * poll otherwise, 1 KiB to 512 KiB allreduce rounds of 8 in a random
- * order per rank kept 0.77 to 0.87 of the throughput of the same rounds
- * in one order reading 1 entry here, 0.97 to 1.03 reading 2, 0.94 to 1.02
- * reading 4 and 0.98 to 1.01 reading 8; single 8 B to 4 KiB allreduces
- * took 14.4, 14.6, 14.7 and 14.9 us on average (docs/performance.md,
- * "Reading the SQ a window at a time").
+ * finds the first collectives of a burst. Reading one entry leaves the
+ * second collective of a burst to the next round trip, so ranks that post
+ * a burst in different orders each start alone on their own first one;
+ * every entry more makes every idle poll, and so every single call, a
+ * little longer. Two catch the second collective of most bursts.
  */
 #define DFCCL_SQ_IDLE_LINES 2
 

@@ -101,9 +101,8 @@ DFCCL_F_DEVICE void dfccl_st_release_gpu(uint64_t *p, uint64_t v)
 }
 
 /* Relaxed load at system scope: each poll reads memory anew. (Not a
- * volatile load: of mapped host memory, a volatile load and a relaxed one
- * issued together took 1 us per pair on H100s, while relaxed ones stayed in
- * flight together, 75 ns apart.) */
+ * volatile load: of mapped host memory, a volatile load does not overlap
+ * the loads issued with it, while relaxed ones stay in flight together.) */
 DFCCL_F_DEVICE uint64_t dfccl_ld_relaxed(const uint64_t *p)
 {
     uint64_t v;
@@ -116,10 +115,10 @@ DFCCL_F_DEVICE uint64_t dfccl_ld_relaxed(const uint64_t *p)
  * parts of 16 bytes, DFCCL_SQW_LANE_PARTS parts by each lane of a group
  * (dfccl_daemon_fetch_sq): on GPUs one part a lane, so that four lanes
  * read a line with one load instruction of the warp. Reads of host memory
- * by one warp do not overlap as they seem to: with each lane reading its
- * line in four 16-byte loads, block 0's idle pass (two lines and the abort
- * flag) took 6.3 us on 2 H200s, and with four lanes a line 4.1 us, a small
- * allreduce 2.2 us less. Each 8-byte word arrives whole.
+ * by one warp do not overlap as they seem to: a lane's loads follow one
+ * another, so a lane that read its line in four 16-byte loads paid several
+ * round trips across PCIe where four lanes reading a part each pay one.
+ * Each 8-byte word arrives whole.
  */
 #define DFCCL_SQW_LANE_PARTS 1
 
@@ -207,10 +206,11 @@ DFCCL_F_DEVICE void dfccl_fence_sc_sys(void)
  * scope: the data a completion announces lives in this GPU's memory and is
  * read after it only by work the host starts afterwards (kernels, copies,
  * peers through P2P), all of which read through this GPU's L2; the host
- * itself reads nothing but the word. A system-scope release waited for
- * every outstanding store of the thread to reach the host (about 2 us on
- * H100s). A release fence, not acq_rel: the block's L1 keeps the contexts
- * that its next collective reads (see DFCCL_FENCE_RELEASE_GPU).
+ * itself reads nothing but the word. A system-scope release would wait for
+ * every outstanding store of the thread to reach the host, microseconds on
+ * the way of every collective. A release fence, not acq_rel: the block's
+ * L1 keeps the contexts that its next collective reads (see
+ * DFCCL_FENCE_RELEASE_GPU).
  */
 DFCCL_F_DEVICE void dfccl_st_to_host(uint64_t *p, uint64_t v)
 {
@@ -245,8 +245,8 @@ DFCCL_F_DEVICE void dfccl_block_sync(void)
  * Threads of a block that move the data of a SIMPLE primitive. In blocks of
  * at least 128 threads the last warp moves nothing: it publishes each slice
  * (a system-scope release, which waits until the block's stores have
- * reached the peer, about 2 us across NVLink) while the others already move
- * the next one.
+ * reached the peer, microseconds across NVLink) while the others already
+ * move the next one.
  */
 #define DFCCL_NMOVERS (DFCCL_NTHREADS >= 128 ? DFCCL_NTHREADS - 32 : DFCCL_NTHREADS)
 

@@ -359,8 +359,8 @@ DFCCL_F_DEVICE void dfccl_prim_move(const dfccl_exec_t *x, uint32_t flags, const
  * before thread `publisher`: every thread advances its copy of the
  * sequence numbers, and the publisher releases the send tail (cumulative:
  * a receiver that acquires it sees the whole slot; a full system fence
- * here cost ~10 us per primitive on H200s) and stores the receive head,
- * which needs no fence (dfccl_st_consumed).
+ * here would cost far more) and stores the receive head, which needs no
+ * fence (dfccl_st_consumed).
  */
 DFCCL_F_DEVICE void dfccl_prim_commit(dfccl_exec_t *x, uint32_t flags, int publisher)
 {

@@ -53,8 +53,8 @@
 #include "oneshot.h"
 
 /* Least group size that takes the one-pass reduction (below it, the
- * reduction and step 1's writes are two passes; on 2 H200s the one pass was
- * the slower). */
+ * reduction and step 1's writes are two passes, which are the faster on
+ * two ranks). */
 #ifndef DFCCL_TWOSHOT_FUSE_RANKS
 #define DFCCL_TWOSHOT_FUSE_RANKS 3
 #endif
