@@ -130,6 +130,15 @@ typedef enum {
     DFCCL_ARRIVALS_ALWAYS
 } dfccl_arrivals_t;
 
+/* DFCCL_ALGO: the algorithm every collective should take, where it can (as
+ * NCCL_ALGO); AUTO: the default policy. */
+typedef enum {
+    DFCCL_ALGO_AUTO = 0,
+    DFCCL_ALGO_RING,
+    DFCCL_ALGO_ONESHOT,
+    DFCCL_ALGO_TWOSHOT
+} dfccl_algo_choice_t;
+
 /*
  * Tunables. dfcclConfigInit fills the defaults and then applies the
  * environment variable beside each field (read once per call); dfcclInit
@@ -185,6 +194,7 @@ typedef struct {
     int               net;           /* DFCCL_NET */
     double            warn_s;        /* DFCCL_WARN_S */
     int               sigusr1;       /* DFCCL_SIGUSR1 */
+    dfccl_algo_choice_t algo;        /* DFCCL_ALGO [group] */
 } dfccl_config_t;
 
 typedef struct dfccl_rank_ctx *dfccl_rank_ctx_t;

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#define DFCCL_MIN_PIPE_SLICE (16u << 10)
 /*
  * Lean connectors, for registrations past DFCCL_CONN_BUDGET: at most 16
  * channels of 2 slots of at most 32 KiB, 1 MiB, so that a thousand fit in
@@ -22,11 +21,6 @@
 #define DFCCL_LEAN_CHANNELS   16
 #define DFCCL_LEAN_SLOTS      2
 #define DFCCL_LEAN_SLOT_BYTES (32u << 10)
-
-/* Data bytes an LL connector's slots hold together (dfccl_coll_ll_slots):
- * 16 slots of up to 4 KiB, 4 of 16 KiB, as many bytes as 4 slots of the
- * largest LL slot by default. */
-#define DFCCL_LL_RING_BYTES   (64u << 10)
 
 /* The settings that must be the same on every rank for registrations to
  * match, named in mismatch errors. */
@@ -94,222 +88,6 @@ static dfccl_status_t dfccl_coll_check_args(dfccl_group_t g, int kind, size_t co
                            dfccl_dtype_name(dtype));
     }
     return DFCCL_OK;
-}
-
-/*
- * Slices per ring step: the setting, but fewer than the slots of a
- * connector. In the first step of a ring every rank sends a whole step
- * before it receives anything, and each later primitive needs a full slot
- * from the previous rank and a free one at the next: with as many slots as
- * slices every slot would be full and no rank could go on. Same on all
- * ranks.
- */
-static uint32_t dfccl_coll_step_slices(const dfccl_config_t *cfg)
-{
-    int s = cfg->step_slices < cfg->nslots ? cfg->step_slices : cfg->nslots - 1;
-
-    return (uint32_t)(s < 1 ? 1 : s);
-}
-
-/*
- * Slot size for a collective: the configured size, or less for small
- * collectives, so that 1000s of small ones stay cheap. A ring step is cut
- * into dfccl_coll_step_slices slices to pipeline it, but not into slices
- * below DFCCL_MIN_PIPE_SLICE: each slice costs a connector round trip, which
- * small steps cannot hide. Same on all ranks.
- */
-static uint32_t dfccl_coll_slot_bytes(const dfccl_config_t *cfg, int kind, size_t count,
-                                      int dtype, int nranks, int nch)
-{
-    size_t bytes = count * dfccl_dtype_bytes(dtype);
-    size_t step, slice, slot = 256, nslices = dfccl_coll_step_slices(cfg);
-
-    step = (bytes + (size_t)nch - 1) / (size_t)nch;
-    if (kind == DFCCL_COLL_ALLREDUCE) {
-        step = (step + (size_t)nranks - 1) / (size_t)nranks;
-    }
-    slice = (step + nslices - 1) / nslices;
-    if (slice < DFCCL_MIN_PIPE_SLICE) {
-        slice = step < DFCCL_MIN_PIPE_SLICE ? step : DFCCL_MIN_PIPE_SLICE;
-    }
-    step = slice;
-    while (slot < step && slot < cfg->slot_bytes) {
-        slot <<= 1;
-    }
-    return (uint32_t)(slot < cfg->slot_bytes ? slot : cfg->slot_bytes);
-}
-
-/*
- * Protocol of a collective (DFCCL_K_PROTO_*): with DFCCL_PROTO=auto, LL when
- * its slots hold at most DFCCL_LL_BYTES; with ll, always (the slots cut
- * down to that); only on groups of more than one rank without net edges
- * (the net proxies ship slots on the SIMPLE counters). The backend default
- * was resolved by dfcclInit. Same on all ranks.
- */
-static uint32_t dfccl_coll_proto(const dfccl_config_t *cfg, const struct dfccl_group *g,
-                                 uint32_t *slot_bytes_p)
-{
-    if (g->nranks < 2 || g->net || cfg->proto == DFCCL_PROTO_SIMPLE) {
-        return DFCCL_K_PROTO_SIMPLE;
-    }
-    if (cfg->proto == DFCCL_PROTO_LL) {
-        if (*slot_bytes_p > cfg->ll_max_bytes) {
-            *slot_bytes_p = (uint32_t)cfg->ll_max_bytes;
-        }
-        return DFCCL_K_PROTO_LL;
-    }
-    return *slot_bytes_p <= cfg->ll_max_bytes ? DFCCL_K_PROTO_LL : DFCCL_K_PROTO_SIMPLE;
-}
-
-/*
- * Slots of an LL connector: as many as hold DFCCL_LL_RING_BYTES of data, so
- * that senders of small slices rarely run out of credit (and read the
- * receiver's head across the link), but no fewer than `least` and no more
- * than cfg->ll_slots (`least` wins). Same on all ranks.
- */
-static uint32_t dfccl_coll_ll_slots(const dfccl_config_t *cfg, uint32_t slot_bytes,
-                                    size_t least)
-{
-    size_t n = DFCCL_LL_RING_BYTES / (slot_bytes > 0 ? slot_bytes : 1);
-
-    if (n > (size_t)cfg->ll_slots) {
-        n = (size_t)cfg->ll_slots;
-    }
-    if (n < least) {
-        n = least;
-    }
-    return (uint32_t)n;
-}
-
-/*
- * Algorithm of a collective (DFCCL_K_ALGO_*) on groups whose ranks all
- * write to each other (dfccl_group.all_local) and can carry LL: one shot
- * for allreduces of at most cfg->oneshot_bytes, and for allgathers and
- * reduce-scatters whose per-rank share is at most cfg->oneshot_gather_bytes,
- * on a channel per cfg->oneshot_channel_bytes of that share, each channel's
- * part one LL slot reduced (or placed) by its block (so at most
- * DFCCL_LL_MAX_BYTES); two shot for larger allreduces of at most
- * cfg->twoshot_bytes, on a channel per cfg->twoshot_channel_bytes, each
- * rank's part of a share at most DFCCL_LL_MAX_BYTES. Both take at most
- * cfg->max_channels channels, one shot of at most cfg->pair_oneshot_bytes
- * one channel on a pair (dfccl_group.pair); a share too large for them
- * goes to the ring, as does everything else. Sets *nch_p for one and two
- * shot. Same on all ranks.
- */
-static uint32_t dfccl_coll_algo(const dfccl_config_t *cfg, const struct dfccl_group *g,
-                                int kind, size_t count, int dtype, int *nch_p)
-{
-    const size_t esz   = dfccl_dtype_bytes(dtype);
-    const size_t bytes = count * esz; /* allgather, reduce-scatter: a rank's share */
-    const int all      = kind == DFCCL_COLL_ALLREDUCE;
-    const int parts    = kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER;
-    const size_t one   = all ? cfg->oneshot_bytes : cfg->oneshot_gather_bytes;
-    const int two      = bytes > one;
-    uint64_t off, cnt;
-    int nch;
-
-    if ((!all && !parts) || (parts && two) || g->nranks < 2 ||
-        g->nranks > DFCCL_ONESHOT_MAX_RANKS || !g->all_local || g->net ||
-        cfg->proto == DFCCL_PROTO_SIMPLE || bytes == 0 ||
-        bytes > (two ? cfg->twoshot_bytes : one)) {
-        return DFCCL_K_ALGO_RING;
-    }
-    nch = dfccl_nchannels_for(bytes, two ? cfg->twoshot_channel_bytes : cfg->oneshot_channel_bytes,
-                              (size_t)cfg->max_channels, count);
-    if (!two && g->pair && bytes <= cfg->pair_oneshot_bytes) {
-        nch = 1; /* a block past the first starts microseconds later */
-    }
-    dfccl_ring_partition(kind, count, nch, 0, &off, &cnt);
-    if (two) {
-        cnt = DFCCL_TWOSHOT_PART_ELEMS(cnt, (uint64_t)g->nranks, esz);
-    }
-    if (cnt * esz > DFCCL_LL_MAX_BYTES) {
-        return DFCCL_K_ALGO_RING;
-    }
-    *nch_p = nch;
-    return two ? DFCCL_K_ALGO_TWOSHOT : DFCCL_K_ALGO_ONESHOT;
-}
-
-/*
- * Threads of a block that run a one-shot collective whose channels hold at
- * most `bytes` (DFCCL_TEAM_THREADS): one per LL line, in multiples of
- * cfg->team_threads; 0 (the whole block) when that is not fewer than the
- * block's threads, or the setting is 0. A local choice: ranks may differ.
- */
-static uint32_t dfccl_coll_team(const dfccl_config_t *cfg, uint64_t bytes)
-{
-    const uint64_t unit  = (uint64_t)cfg->team_threads;
-    const uint64_t lines = bytes == 0 ? 1 : (bytes + 7) / 8;
-    uint64_t team;
-
-    if (unit == 0) {
-        return 0;
-    }
-    team = (lines + unit - 1) / unit * unit;
-    return team >= (uint64_t)cfg->threads_per_block ? 0 : (uint32_t)team;
-}
-
-/*
- * Lay out the connectors of collective `st` (kind, count, dtype and nranks
- * set) on `nch` channels under `cfg`: slots, slices per step, slot size and
- * protocol. Returns the bytes of each channel's connector region. Same on
- * all ranks.
- */
-static size_t dfccl_coll_layout(const dfccl_config_t *cfg, const struct dfccl_group *g,
-                                int nch, dfccl_coll_static_t *st)
-{
-    st->team = 0; /* the whole block, but for one shot (a layout may be redone) */
-    if (st->algo == DFCCL_K_ALGO_TWOSHOT) {
-        /* a slot holds both parts a rank sends a peer (channel 0's parts
-         * are the largest) and a flag per step, each on its own cache
-         * line; a ring of such slots per sender, as many as hold
-         * DFCCL_LL_RING_BYTES but at least cfg->nslots: with k slots a
-         * sender reads its peers' heads across the link once every k - 1
-         * back-to-back calls, not on every call as with two */
-        uint64_t off, cnt, slot;
-
-        dfccl_ring_partition((int)st->kind, st->count, nch, 0, &off, &cnt);
-        slot = 2 * DFCCL_TWOSHOT_PART_ELEMS(cnt, (uint64_t)st->nranks, st->elem_size) *
-                   st->elem_size + 2 * DFCCL_CACHELINE;
-        slot = (slot + 255) / 256 * 256;
-        st->nchannels    = nch;
-        st->chunk_slices = 1;
-        st->slot_bytes   = (uint32_t)slot;
-        st->proto        = DFCCL_K_PROTO_SIMPLE;
-        st->nslots       = dfccl_coll_ll_slots(cfg, st->slot_bytes, (size_t)cfg->nslots);
-        return sizeof(dfccl_conn_ctrl_t) + (size_t)st->nranks * st->nslots * st->slot_bytes;
-    }
-    if (st->algo == DFCCL_K_ALGO_ONESHOT) {
-        /* one slot holds a channel's share (channel 0's is the largest); a
-         * ring of LL slots per sender, as many as hold DFCCL_LL_RING_BYTES
-         * but at least two (a rank may then be one call ahead) */
-        uint64_t off, cnt;
-        size_t slot = 256;
-
-        dfccl_ring_partition((int)st->kind, st->count, nch, 0, &off, &cnt);
-        while (slot < cnt * st->elem_size) {
-            slot <<= 1;
-        }
-        st->nchannels    = nch;
-        st->chunk_slices = 1;
-        st->slot_bytes   = (uint32_t)slot;
-        st->proto        = DFCCL_K_PROTO_LL;
-        st->nslots       = dfccl_coll_ll_slots(cfg, st->slot_bytes, 2);
-        st->team         = dfccl_coll_team(cfg, cnt * st->elem_size);
-        return sizeof(dfccl_conn_ctrl_t) +
-               (size_t)st->nranks * st->nslots * st->slot_bytes * 2;
-    }
-    st->nchannels    = nch;
-    st->nslots       = (uint32_t)cfg->nslots;
-    st->chunk_slices = dfccl_coll_step_slices(cfg);
-    st->slot_bytes   = dfccl_coll_slot_bytes(cfg, (int)st->kind, st->count, (int)st->dtype,
-                                             (int)st->nranks, nch);
-    st->proto        = dfccl_coll_proto(cfg, g, &st->slot_bytes);
-    if (st->proto == DFCCL_K_PROTO_LL) {
-        st->nslots = dfccl_coll_ll_slots(cfg, st->slot_bytes, (size_t)cfg->nslots);
-    }
-    return sizeof(dfccl_conn_ctrl_t) +
-           (size_t)st->nslots * st->slot_bytes * (st->proto == DFCCL_K_PROTO_LL ? 2 : 1);
 }
 
 static int dfccl_coll_find_free(struct dfccl_rank_ctx *ctx)
@@ -565,12 +343,13 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     dfccl_dyn_t zero[DFCCL_MAX_CHANNELS];
     dfccl_status_t rc = DFCCL_OK;
     size_t region, nb;
+    const dfccl_algo_t *algo;
     int id, nch, onch = 1;
 
     DFCCL_CHECK(dfccl_coll_check_args(g, kind, count, dtype, op, root, coll_id_p));
     ctx = g->ctx;
     nb  = (size_t)ctx->cfg.max_blocks;
-    nch = dfccl_ring_nchannels(&ctx->cfg, kind, count, dtype, g->nranks, g->pair);
+    dfccl_algo_ring.plan(&ctx->cfg, g, kind, count, dtype, &nch);
 
     memset(&st, 0, sizeof(st));
     st.kind         = kind;
@@ -589,9 +368,9 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
      * would delay every pass, so it is off there */
     st.recv_poll    = ctx->backend == DFCCL_BACKEND_HOST ||
                       (g->pool.transport == DFCCL_TRANSPORT_P2P && !g->prev_net);
-    st.algo         = dfccl_coll_algo(&ctx->cfg, g, kind, count, dtype, &onch);
-    region          = dfccl_coll_layout(&ctx->cfg, g, st.algo != DFCCL_K_ALGO_RING ? onch : nch,
-                                        &st);
+    algo            = dfccl_algo_select(&ctx->cfg, g, kind, count, dtype, &onch);
+    st.algo         = algo->id;
+    region          = algo->layout(&ctx->cfg, g, onch, &st);
 
     pthread_mutex_lock(&ctx->lock);
     /* One and two shot take n slots per channel where the ring takes one:
@@ -601,7 +380,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
         if (ctx->cfg.conn_budget != 0 &&
             g->conn_bytes + (size_t)onch * region > ctx->cfg.conn_budget) {
             st.algo = DFCCL_K_ALGO_RING;
-            region  = dfccl_coll_layout(&ctx->cfg, g, nch, &st);
+            region  = dfccl_algo_ring.layout(&ctx->cfg, g, nch, &st);
         } else {
             nch = onch;
         }
@@ -621,8 +400,9 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
         if (lcfg.slot_bytes > DFCCL_LEAN_SLOT_BYTES) {
             lcfg.slot_bytes = DFCCL_LEAN_SLOT_BYTES;
         }
-        lregion = dfccl_coll_layout(&lcfg, g, nch < DFCCL_LEAN_CHANNELS ? nch : DFCCL_LEAN_CHANNELS,
-                                    &lean);
+        lregion = dfccl_algo_ring.layout(&lcfg, g,
+                                         nch < DFCCL_LEAN_CHANNELS ? nch : DFCCL_LEAN_CHANNELS,
+                                         &lean);
         if ((size_t)lean.nchannels * lregion < (size_t)nch * region) {
             if (!g->lean_warned) {
                 g->lean_warned = 1;

@@ -17,6 +17,7 @@ static const char *const dfccl_cfg_progress[]   = {"thread", "explicit", NULL};
 static const char *const dfccl_cfg_transports[] = {"auto", "shm", "p2p", NULL};
 static const char *const dfccl_cfg_protos[]     = {"default", "auto", "simple", "ll", NULL};
 static const char *const dfccl_cfg_arrivals[]   = {"default", "off", "stuck", "always", NULL};
+static const char *const dfccl_cfg_algos[]      = {"auto", "ring", "oneshot", "twoshot", NULL};
 
 /*
  * One row: field, environment variable, MCA name, type; the valid values
@@ -64,6 +65,15 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "how connectors carry slices: `simple` (data, then a released counter), `ll` (8 "
                   "bytes of data with two flags in each 16-byte line: no fence, twice the bytes), "
                   "`auto` (LL for slots of up to `DFCCL_LL_BYTES`, on groups without net edges)",
+                  "auto"),
+    DFCCL_TUNABLE(algo, "DFCCL_ALGO", "algo", DFCCL_TUNABLE_ENUM,
+                  0, 3, 0, 0,
+                  DFCCL_ALGO_AUTO, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, dfccl_cfg_algos,
+                  "auto, ring, oneshot or twoshot",
+                  "the algorithm every collective takes where it can (`ring`, `oneshot`, "
+                  "`twoshot`; as `NCCL_ALGO`); a collective it cannot run takes the default, "
+                  "with one warning per group; `auto`: the default policy (the thresholds "
+                  "below); same on every rank",
                   "auto"),
     DFCCL_TUNABLE(ll_max_bytes, "DFCCL_LL_BYTES", "ll_bytes", DFCCL_TUNABLE_SIZE,
                   256, DFCCL_LL_MAX_BYTES, 1, 0,
@@ -364,6 +374,7 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
 };
 
 _Static_assert(sizeof(dfccl_backend_t) == sizeof(int) && sizeof(dfccl_progress_t) == sizeof(int) &&
+                   sizeof(dfccl_algo_choice_t) == sizeof(int) &&
                    sizeof(dfccl_transport_t) == sizeof(int) &&
                    sizeof(dfccl_proto_t) == sizeof(int) && sizeof(dfccl_arrivals_t) == sizeof(int),
                "the configuration's enums are read and written as int");

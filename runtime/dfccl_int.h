@@ -418,6 +418,10 @@ struct dfccl_group {
     size_t                   conn_bytes; /* their receive connectors (pool), same on all
                                           * ranks: what DFCCL_CONN_BUDGET bounds */
     int                      lean_warned; /* a registration went lean: said once */
+    int                      algo_warned; /* DFCCL_ALGO could not be followed: said once */
+    /* the link model of the cost estimates: a hop's latency and a link's
+     * bandwidth (GB/s) */
+    double                   alpha_us, beta_gbps;
     int                     *pids;   /* every member's process id */
     int                     *same_host; /* per rank: 1 if on our host (pids, shm) */
     int                      net;      /* some edge of the ring is net: staging everywhere */
@@ -647,6 +651,51 @@ int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx);
 dfccl_status_t dfccl_coll_register(dfccl_group_t group, int kind, size_t count, int dtype,
                                    int op, int root, int priority, int *coll_id_p);
 void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id);
+
+/* ---- algorithms (runtime/algo/) ------------------------------------------ */
+
+/* Data bytes an LL connector's slots hold together (dfccl_algo_ll_slots):
+ * 16 slots of up to 4 KiB, 4 of 16 KiB, as many bytes as 4 slots of the
+ * largest LL slot by default. */
+#define DFCCL_LL_RING_BYTES (64u << 10)
+
+/*
+ * An algorithm: a host module here and a device program in kernels/ (the
+ * daemon runs the program named by `id`). plan: whether it can run `kind`
+ * of `count` elements of `dtype` on `g`, and on how many channels; layout:
+ * its connectors for `nch` channels (fills st's layout fields; returns a
+ * channel's region bytes); cost_us: its time for `bytes` (a rank's share
+ * for allgather and reduce-scatter) in alpha-beta terms, from the group's
+ * link model. Same answers on every rank.
+ */
+typedef struct dfccl_algo {
+    const char *name;   /* DFCCL_ALGO's value */
+    uint32_t    id;     /* DFCCL_K_ALGO_* */
+    const char *cannot; /* what it cannot run, in words */
+    int (*plan)(const dfccl_config_t *cfg, const struct dfccl_group *g, int kind, size_t count,
+                int dtype, int *nch_p);
+    size_t (*layout)(const dfccl_config_t *cfg, const struct dfccl_group *g, int nch,
+                     dfccl_coll_static_t *st);
+    double (*cost_us)(const struct dfccl_group *g, int kind, size_t bytes);
+} dfccl_algo_t;
+
+extern const dfccl_algo_t dfccl_algo_ring, dfccl_algo_oneshot, dfccl_algo_twoshot;
+
+/* algo/algo.c */
+/* The algorithm of a collective: DFCCL_ALGO's if it can, else the default
+ * policy (the configuration's thresholds); *nch_p its channels. */
+const dfccl_algo_t *dfccl_algo_select(const dfccl_config_t *cfg, struct dfccl_group *g,
+                                      int kind, size_t count, int dtype, int *nch_p);
+const dfccl_algo_t *dfccl_algo_by_id(uint32_t id);
+
+/* algo/common.c */
+uint32_t dfccl_algo_ll_slots(const dfccl_config_t *cfg, uint32_t slot_bytes, size_t least);
+/* every rank writes into every peer's connectors, in LL (one and two shot) */
+int dfccl_algo_all_local(const dfccl_config_t *cfg, const struct dfccl_group *g);
+
+/* algo/oneshot.c */
+/* threads of a block that run a one-shot channel of `bytes` (0: all) */
+uint32_t dfccl_oneshot_team(const dfccl_config_t *cfg, uint64_t bytes);
 
 /* algo/ring.c */
 /* A channel per `per` bytes, at most `most` and one per element, at least one. */

@@ -583,6 +583,10 @@ static dfccl_status_t dfccl_boot_finish(dfccl_group_boot_t b, const int32_t *wor
             g->all_local = g->all_local && words[i] > 0;
         }
         /* both ranks know both devices (exchange 1) */
+        /* a link as the cost estimates see it until it is measured: NVLink
+         * or shared memory within a host, a NIC between hosts */
+        g->alpha_us  = g->net ? 5.0 : 1.0;
+        g->beta_gbps = g->net ? 12.0 : (g->ctx->backend == DFCCL_BACKEND_HOST ? 10.0 : 300.0);
         g->pair = n == 2 && g->all_local &&
                   (g->ctx->backend == DFCCL_BACKEND_HOST || b->all[0].device != b->all[1].device);
         g->pool.attachers = g->all_local ? n - 1 : 1;

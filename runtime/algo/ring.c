@@ -1,10 +1,30 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Host side of the ring algorithms: how many channels a collective uses and
- * which part of the data each channel carries. Every rank computes the same
- * answer from the same registration arguments and configuration.
+ * The ring (kernels/ring.h): every collective on any group. Each channel
+ * carries an equal part of the data around the ring of ranks; a step is
+ * cut into slices that pipeline through connector slots of at most
+ * DFCCL_SLOT_BYTES, carried in LL or SIMPLE. This file says how many
+ * channels a collective uses, which part of the data each carries, how its
+ * connectors are laid out and what it costs:
+ *
+ *   1. channels: a channel per DFCCL_CHANNEL_BYTES of the data, at most
+ *      DFCCL_CHANNELS (DFCCL_WIDE_CHANNELS from DFCCL_WIDE_BYTES up; every
+ *      block for a pair's allreduces from DFCCL_PAIR_BYTES; one for a
+ *      pair's small allgathers and reduce-scatters);
+ *   2. layout: DFCCL_SLOTS slots per connector, a step cut into
+ *      DFCCL_STEP_SLICES slices of at least DFCCL_MIN_PIPE_SLICE bytes, the
+ *      slot as small as a slice, and LL for slots of up to DFCCL_LL_BYTES;
+ *   3. cost: an allreduce takes 2(n-1) hops and moves 2(n-1)/n of the data
+ *      on every link, the others n-1 hops and (n-1)/n of it.
+ *
+ * Every rank computes the same answer from the same registration
+ * arguments and configuration.
  */
 #include "../dfccl_int.h"
+
+/* The smallest slice a ring step is cut into: each slice costs a
+ * connector round trip, which a small slice cannot hide. */
+#define DFCCL_MIN_PIPE_SLICE (16u << 10)
 
 int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int dtype,
                          int nranks, int pair)
@@ -126,3 +146,114 @@ void dfccl_prim_name(uint32_t flags, char *buf, size_t len)
         snprintf(buf, len, "?");
     }
 }
+
+/*
+ * Slices per ring step: the setting, but fewer than the slots of a
+ * connector. In the first step of a ring every rank sends a whole step
+ * before it receives anything, and each later primitive needs a full slot
+ * from the previous rank and a free one at the next: with as many slots as
+ * slices every slot would be full and no rank could go on. Same on all
+ * ranks.
+ */
+static uint32_t dfccl_ring_step_slices(const dfccl_config_t *cfg)
+{
+    int s = cfg->step_slices < cfg->nslots ? cfg->step_slices : cfg->nslots - 1;
+
+    return (uint32_t)(s < 1 ? 1 : s);
+}
+
+/*
+ * Slot size for a collective: the configured size, or less for small
+ * collectives, so that 1000s of small ones stay cheap. A ring step is cut
+ * into dfccl_ring_step_slices slices to pipeline it, but not into slices
+ * below DFCCL_MIN_PIPE_SLICE: each slice costs a connector round trip, which
+ * small steps cannot hide. Same on all ranks.
+ */
+static uint32_t dfccl_ring_slot_bytes(const dfccl_config_t *cfg, int kind, size_t count,
+                                      int dtype, int nranks, int nch)
+{
+    size_t bytes = count * dfccl_dtype_bytes(dtype);
+    size_t step, slice, slot = 256, nslices = dfccl_ring_step_slices(cfg);
+
+    step = (bytes + (size_t)nch - 1) / (size_t)nch;
+    if (kind == DFCCL_COLL_ALLREDUCE) {
+        step = (step + (size_t)nranks - 1) / (size_t)nranks;
+    }
+    slice = (step + nslices - 1) / nslices;
+    if (slice < DFCCL_MIN_PIPE_SLICE) {
+        slice = step < DFCCL_MIN_PIPE_SLICE ? step : DFCCL_MIN_PIPE_SLICE;
+    }
+    step = slice;
+    while (slot < step && slot < cfg->slot_bytes) {
+        slot <<= 1;
+    }
+    return (uint32_t)(slot < cfg->slot_bytes ? slot : cfg->slot_bytes);
+}
+
+/*
+ * Protocol of a collective (DFCCL_K_PROTO_*): with DFCCL_PROTO=auto, LL when
+ * its slots hold at most DFCCL_LL_BYTES; with ll, always (the slots cut
+ * down to that); only on groups of more than one rank without net edges
+ * (the net proxies ship slots on the SIMPLE counters). The backend default
+ * was resolved by dfcclInit. Same on all ranks.
+ */
+static uint32_t dfccl_ring_proto(const dfccl_config_t *cfg, const struct dfccl_group *g,
+                                 uint32_t *slot_bytes_p)
+{
+    if (g->nranks < 2 || g->net || cfg->proto == DFCCL_PROTO_SIMPLE) {
+        return DFCCL_K_PROTO_SIMPLE;
+    }
+    if (cfg->proto == DFCCL_PROTO_LL) {
+        if (*slot_bytes_p > cfg->ll_max_bytes) {
+            *slot_bytes_p = (uint32_t)cfg->ll_max_bytes;
+        }
+        return DFCCL_K_PROTO_LL;
+    }
+    return *slot_bytes_p <= cfg->ll_max_bytes ? DFCCL_K_PROTO_LL : DFCCL_K_PROTO_SIMPLE;
+}
+
+static int dfccl_ring_plan(const dfccl_config_t *cfg, const struct dfccl_group *g, int kind,
+                           size_t count, int dtype, int *nch_p)
+{
+    *nch_p = dfccl_ring_nchannels(cfg, kind, count, dtype, g->nranks, g->pair);
+    return 1;
+}
+
+static size_t dfccl_ring_layout(const dfccl_config_t *cfg, const struct dfccl_group *g, int nch,
+                                dfccl_coll_static_t *st)
+{
+    st->team         = 0; /* the whole block */
+    st->nchannels    = nch;
+    st->nslots       = (uint32_t)cfg->nslots;
+    st->chunk_slices = dfccl_ring_step_slices(cfg);
+    st->slot_bytes   = dfccl_ring_slot_bytes(cfg, (int)st->kind, st->count, (int)st->dtype,
+                                             (int)st->nranks, nch);
+    st->proto        = dfccl_ring_proto(cfg, g, &st->slot_bytes);
+    if (st->proto == DFCCL_K_PROTO_LL) {
+        st->nslots = dfccl_algo_ll_slots(cfg, st->slot_bytes, (size_t)cfg->nslots);
+    }
+    return sizeof(dfccl_conn_ctrl_t) +
+           (size_t)st->nslots * st->slot_bytes * (st->proto == DFCCL_K_PROTO_LL ? 2 : 1);
+}
+
+static double dfccl_ring_cost_us(const struct dfccl_group *g, int kind, size_t bytes)
+{
+    double n = g->nranks, hops = n - 1, moved = (n - 1) / n * (double)bytes;
+
+    if (kind == DFCCL_COLL_ALLREDUCE) {
+        hops *= 2;
+        moved *= 2;
+    } else if (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER) {
+        moved = (n - 1) * (double)bytes; /* bytes: one rank's share */
+    }
+    return hops * g->alpha_us + moved / (g->beta_gbps * 1e3);
+}
+
+const dfccl_algo_t dfccl_algo_ring = {
+    .name    = "ring",
+    .id      = DFCCL_K_ALGO_RING,
+    .cannot  = "the ring runs every collective",
+    .plan    = dfccl_ring_plan,
+    .layout  = dfccl_ring_layout,
+    .cost_us = dfccl_ring_cost_us,
+};

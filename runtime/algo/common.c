@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What the algorithm modules share: the slots of an LL connector, and
+ * whether a group's ranks all write into each other's connectors. Below
+ * every module, so that the modules and the chooser above them never call
+ * each other in a loop.
+ */
+#include "../dfccl_int.h"
+
+/* Slots of an LL connector: as many as hold DFCCL_LL_RING_BYTES of data, so
+ * that senders of small slices rarely run out of credit (and read the
+ * receiver's head across the link), but no fewer than `least` and no more
+ * than cfg->ll_slots (`least` wins). Same on all ranks. */
+uint32_t dfccl_algo_ll_slots(const dfccl_config_t *cfg, uint32_t slot_bytes, size_t least)
+{
+    size_t n = DFCCL_LL_RING_BYTES / (slot_bytes > 0 ? slot_bytes : 1);
+
+    if (n > (size_t)cfg->ll_slots) {
+        n = (size_t)cfg->ll_slots;
+    }
+    if (n < least) {
+        n = least;
+    }
+    return (uint32_t)n;
+}
+
+/* Whether the group's ranks all write into each other's connectors, with
+ * LL allowed: what one and two shot need. Same on all ranks. */
+int dfccl_algo_all_local(const dfccl_config_t *cfg, const struct dfccl_group *g)
+{
+    return g->nranks >= 2 && g->nranks <= DFCCL_ONESHOT_MAX_RANKS && g->all_local && !g->net &&
+           cfg->proto != DFCCL_PROTO_SIMPLE;
+}

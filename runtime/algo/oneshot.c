@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * One shot (kernels/oneshot.h): small allreduces, allgathers and
+ * reduce-scatters on groups whose ranks all write into each other's
+ * connectors (one host, no net, p2p to every GPU), in LL:
+ *
+ *   1. every rank writes what each peer needs of its input (all of it for
+ *      an allreduce, the peer's block for a reduce-scatter, its own block
+ *      for an allgather) into that peer's connector, one LL slot per
+ *      channel and peer;
+ *   2. every rank reads the n slots of each channel and reduces them in
+ *      rank order (or places them), so every rank computes the same bits;
+ *   3. one hop instead of the ring's 2(n-1) (allreduce) or n-1.
+ *
+ * A channel per DFCCL_ONESHOT_CHANNEL_BYTES of a rank's share, at most
+ * DFCCL_CHANNELS (one on a pair up to DFCCL_PAIR_ONESHOT_BYTES), each
+ * channel's share at most one LL slot (DFCCL_LL_MAX_BYTES).
+ */
+#include "../dfccl_int.h"
+
+static int dfccl_oneshot_plan(const dfccl_config_t *cfg, const struct dfccl_group *g, int kind,
+                              size_t count, int dtype, int *nch_p)
+{
+    const size_t esz   = dfccl_dtype_bytes(dtype);
+    const size_t bytes = count * esz; /* allgather, reduce-scatter: a rank's share */
+    uint64_t off, cnt;
+    int nch;
+
+    if ((kind != DFCCL_COLL_ALLREDUCE && kind != DFCCL_COLL_ALLGATHER &&
+         kind != DFCCL_COLL_REDUCESCATTER) ||
+        !dfccl_algo_all_local(cfg, g) || bytes == 0) {
+        return 0;
+    }
+    nch = dfccl_nchannels_for(bytes, cfg->oneshot_channel_bytes, (size_t)cfg->max_channels,
+                              count);
+    if (g->pair && bytes <= cfg->pair_oneshot_bytes) {
+        nch = 1; /* a block past the first starts microseconds later */
+    }
+    dfccl_ring_partition(kind, count, nch, 0, &off, &cnt);
+    if (cnt * esz > DFCCL_LL_MAX_BYTES) {
+        return 0;
+    }
+    *nch_p = nch;
+    return 1;
+}
+
+static size_t dfccl_oneshot_layout(const dfccl_config_t *cfg, const struct dfccl_group *g,
+                                   int nch, dfccl_coll_static_t *st)
+{
+    /* one slot holds a channel's share (channel 0's is the largest); a
+     * ring of LL slots per sender, as many as hold DFCCL_LL_RING_BYTES but
+     * at least two (a rank may then be one call ahead) */
+    uint64_t off, cnt;
+    size_t slot = 256;
+
+    (void)g;
+    dfccl_ring_partition((int)st->kind, st->count, nch, 0, &off, &cnt);
+    while (slot < cnt * st->elem_size) {
+        slot <<= 1;
+    }
+    st->nchannels    = nch;
+    st->chunk_slices = 1;
+    st->slot_bytes   = (uint32_t)slot;
+    st->proto        = DFCCL_K_PROTO_LL;
+    st->nslots       = dfccl_algo_ll_slots(cfg, st->slot_bytes, 2);
+    st->team         = dfccl_oneshot_team(cfg, cnt * st->elem_size);
+    return sizeof(dfccl_conn_ctrl_t) + (size_t)st->nranks * st->nslots * st->slot_bytes * 2;
+}
+
+/* one hop; every rank writes (n-1) times its part, twice in LL */
+static double dfccl_oneshot_cost_us(const struct dfccl_group *g, int kind, size_t bytes)
+{
+    (void)kind;
+    return g->alpha_us + 2.0 * (g->nranks - 1) * (double)bytes / (g->beta_gbps * 1e3);
+}
+
+/*
+ * Threads of a block that run a one-shot collective whose channels hold at
+ * most `bytes` (DFCCL_TEAM_THREADS): one per LL line, in multiples of
+ * cfg->team_threads; 0 (the whole block) when that is not fewer than the
+ * block's threads, or the setting is 0. A local choice: ranks may differ.
+ */
+uint32_t dfccl_oneshot_team(const dfccl_config_t *cfg, uint64_t bytes)
+{
+    const uint64_t unit  = (uint64_t)cfg->team_threads;
+    const uint64_t lines = bytes == 0 ? 1 : (bytes + 7) / 8;
+    uint64_t team;
+
+    if (unit == 0) {
+        return 0;
+    }
+    team = (lines + unit - 1) / unit * unit;
+    return team >= (uint64_t)cfg->threads_per_block ? 0 : (uint32_t)team;
+}
+
+const dfccl_algo_t dfccl_algo_oneshot = {
+    .name    = "oneshot",
+    .id      = DFCCL_K_ALGO_ONESHOT,
+    .cannot  = "it takes allreduces, allgathers and reduce-scatters of up to 64 KiB a channel, "
+               "on groups of 2 to 8 ranks that all write to each other, with LL allowed",
+    .plan    = dfccl_oneshot_plan,
+    .layout  = dfccl_oneshot_layout,
+    .cost_us = dfccl_oneshot_cost_us,
+};
