@@ -423,6 +423,18 @@ DFCCL_API dfccl_status_t dfcclRegisterBroadcast(size_t count, dfccl_datatype_t t
 DFCCL_API dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
                                        int *coll_id_p);
 
+/* What a registered collective runs: its algorithm (DFCCL_ALGO's names:
+ * "ring", "oneshot", "twoshot"), channels and protocol ("simple", "ll"). */
+typedef struct {
+    const char *algo;
+    int         nchannels;
+    const char *proto;
+} dfccl_coll_info_t;
+
+/* [out] info_p. Local. */
+DFCCL_API dfccl_status_t dfcclGetCollInfo(int coll_id, dfccl_rank_ctx_t ctx,
+                                          dfccl_coll_info_t *info_p);
+
 /*
  * Release a registered collective's memory. Local. Fails with DFCCL_ERR_BUSY
  * while it is in flight on this rank.

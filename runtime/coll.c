@@ -629,6 +629,29 @@ dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
                                desc->priority, coll_id_p);
 }
 
+dfccl_status_t dfcclGetCollInfo(int coll_id, dfccl_rank_ctx_t ctx, dfccl_coll_info_t *info_p)
+{
+    dfccl_coll_info_t info;
+
+    if (ctx == NULL || info_p == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGetCollInfo: ctx and info_p must not "
+                           "be NULL");
+    }
+    pthread_mutex_lock(&ctx->lock);
+    if (coll_id < 0 || coll_id >= ctx->cfg.max_colls ||
+        ctx->colls[coll_id].state == DFCCL_COLL_FREE) {
+        pthread_mutex_unlock(&ctx->lock);
+        return dfccl_error(DFCCL_ERR_NOT_FOUND, "dfcclGetCollInfo: collective id %d is not "
+                           "registered on this rank context", coll_id);
+    }
+    info.algo      = dfccl_algo_by_id(ctx->colls[coll_id].st.algo)->name;
+    info.nchannels = (int)ctx->colls[coll_id].st.nchannels;
+    info.proto     = ctx->colls[coll_id].st.proto == DFCCL_K_PROTO_LL ? "ll" : "simple";
+    pthread_mutex_unlock(&ctx->lock);
+    *info_p = info;
+    return DFCCL_OK;
+}
+
 dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
 {
     dfccl_coll_t *c;

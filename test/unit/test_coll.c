@@ -333,6 +333,130 @@ static void run_matrix(int kind)
 START_TEST(test_allreduce) { run_matrix(DFCCL_COLL_ALLREDUCE); }
 END_TEST
 
+/*
+ * DFCCL_ALGO forces an algorithm where it can run the collective, and the
+ * default takes the rest: for each setting, a list of collectives and the
+ * algorithm each must take (dfcclGetCollInfo says which), every result
+ * checked. On the host backend one shot takes allreduces up to 16 KiB and
+ * two shot none by default.
+ */
+typedef struct {
+    int         kind;
+    uint64_t    count; /* floats */
+    const char *algo;  /* what dfcclGetCollInfo must say */
+} forced_case_t;
+
+typedef struct {
+    const char          *algo; /* DFCCL_ALGO */
+    const forced_case_t *cases;
+    int                  ncases;
+} forced_arg_t;
+
+/* Run registered collective `id` of `fc` on float inputs and check it:
+ * allreduce: the sum of 1 + rank + i over ranks; allgather: rank r's block
+ * is r + i; broadcast: the root's i. 1 on a wrong element. */
+static int forced_run(dfccl_rank_ctx_t ctx, int id, const forced_case_t *fc, int rank, int n)
+{
+    const size_t cnt = (size_t)fc->count, out = fc->kind == DFCCL_COLL_ALLGATHER ? cnt * n : cnt;
+    const int root   = (int)(fc->count % (uint64_t)n);
+    float *hs = malloc(cnt * sizeof(float)), *hr = malloc(out * sizeof(float));
+    void *ds = dfccl_test_malloc(ctx, cnt * sizeof(float));
+    void *dr = dfccl_test_malloc(ctx, out * sizeof(float));
+    int bad = 0;
+
+    for (size_t i = 0; i < cnt; i++) {
+        hs[i] = (float)(1 + rank + (int)(i % 1000));
+    }
+    dfccl_test_put(ctx, ds, hs, cnt * sizeof(float));
+    if (fc->kind == DFCCL_COLL_BROADCAST) {
+        dfccl_test_put(ctx, dr, hs, cnt * sizeof(float));
+    }
+    DFCCL_TEST_CHECK(dfcclRun(fc->kind == DFCCL_COLL_BROADCAST ? dr : ds, dr, id, NULL, NULL,
+                              ctx) == DFCCL_OK, "run: %s", dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait: %s",
+                     dfcclGetLastErrorMessage());
+    dfccl_test_get(ctx, hr, dr, out * sizeof(float));
+    for (size_t i = 0; i < out && !bad; i++) {
+        float want;
+        if (fc->kind == DFCCL_COLL_ALLREDUCE) {
+            want = (float)(n * (1 + (int)(i % 1000)) + n * (n - 1) / 2);
+        } else if (fc->kind == DFCCL_COLL_ALLGATHER) {
+            want = (float)(1 + (int)(i / cnt) + (int)((i % cnt) % 1000));
+        } else {
+            want = (float)(1 + root + (int)(i % 1000));
+        }
+        if (hr[i] != want) {
+            fprintf(stderr, "rank %d: %s of %zu floats: element %zu is %g, expected %g\n", rank,
+                    dfccl_coll_name_for_test(fc->kind), cnt, i, (double)hr[i], (double)want);
+            bad = 1;
+        }
+    }
+    dfccl_test_free(ctx, ds);
+    dfccl_test_free(ctx, dr);
+    free(hs);
+    free(hr);
+    return bad;
+}
+
+static int forced_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    const forced_arg_t *a = varg;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int failures = 0;
+
+    dfccl_test_setenv("DFCCL_ALGO", a->algo);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    for (int i = 0; i < a->ncases; i++) {
+        const forced_case_t *fc = &a->cases[i];
+        dfccl_coll_desc_t d = {(dfccl_coll_kind_t)fc->kind, (size_t)fc->count, DFCCL_FLOAT32,
+                               DFCCL_SUM, (int)(fc->count % (uint64_t)n), 0};
+        dfccl_coll_info_t info;
+        int id;
+
+        DFCCL_TEST_CHECK(dfcclRegister(&d, g, &id) == DFCCL_OK, "register: %s",
+                         dfcclGetLastErrorMessage());
+        DFCCL_TEST_CHECK(dfcclGetCollInfo(id, ctx, &info) == DFCCL_OK, "info: %s",
+                         dfcclGetLastErrorMessage());
+        if (strcmp(info.algo, fc->algo) != 0) {
+            fprintf(stderr, "rank %d: DFCCL_ALGO=%s: %s of %llu floats took %s, expected %s\n",
+                    rank, a->algo, dfccl_coll_name_for_test(fc->kind),
+                    (unsigned long long)fc->count, info.algo, fc->algo);
+            failures++;
+        }
+        failures += forced_run(ctx, id, fc, rank, n);
+        DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+    }
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    if (rank == 0) {
+        printf("DFCCL_ALGO=%s on %d ranks: %d collectives, %d failures\n", a->algo, n,
+               a->ncases, failures);
+    }
+    return failures;
+}
+
+START_TEST(test_algo_forced)
+{
+    const int ar = DFCCL_COLL_ALLREDUCE, ag = DFCCL_COLL_ALLGATHER;
+    const int bc = DFCCL_COLL_BROADCAST;
+    static const forced_case_t ring[] = {{ar, 16, "ring"}, {ag, 16, "ring"}, {bc, 16, "ring"}};
+    /* 32 KiB allreduce: one shot only because it is forced; 1 MiB: no
+     * channel fits an LL slot, so the default (the ring) runs it */
+    static const forced_case_t one[] = {
+        {ar, 8192, "oneshot"}, {ag, 2048, "oneshot"}, {ar, 262144, "ring"}, {bc, 100, "ring"}};
+    /* two shot takes allreduces only: an allgather falls back to the default */
+    static const forced_case_t two[] = {
+        {ar, 16384, "twoshot"}, {ar, 10, "twoshot"}, {ag, 10, "oneshot"}};
+    forced_arg_t args[] = {{"ring", ring, 3}, {"oneshot", one, 4}, {"twoshot", two, 3}};
+
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(dfccl_test_mp_run(2, 300, forced_body, &args[i]), 0);
+        ck_assert_int_eq(dfccl_test_mp_run(3, 300, forced_body, &args[i]), 0);
+    }
+}
+END_TEST
+
 /* Allreduce on every algorithm whatever the backend's default, each run
  * checking which algorithm its cases took: the ring for every size; one
  * shot for every size up to 64 KiB (count 1, and 12347 elements of up to 4
@@ -533,6 +657,7 @@ int main(void)
     tcase_set_timeout(tc, 1000 * dfccl_test_scale_max());
     tcase_add_test(tc, test_allreduce);
     tcase_add_test(tc, test_allreduce_algos);
+    tcase_add_test(tc, test_algo_forced);
     tcase_add_test(tc, test_pair_channels);
     tcase_add_test(tc, test_allgather);
     tcase_add_test(tc, test_reducescatter);
