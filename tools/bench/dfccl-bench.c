@@ -740,6 +740,11 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     }
 #endif
     if (b->rank == 0) {
+        dfccl_coll_info_t info;
+        /* the algorithm that ran (NCCL tells only with NCCL_DEBUG=INFO) */
+        if (dfcclGetCollInfo(id, b->ctx, &info) == DFCCL_OK) {
+            printf("  %s/%d/%s", info.algo, info.nchannels, info.proto);
+        }
         printf("\n");
     }
     if (o->stats) {
@@ -1225,7 +1230,7 @@ int main(int argc, char **argv)
             printf("  %10s %8s %8s %7s %7s", "nccl time", "algbw", "busbw", "#wrong",
                    "nccl/dfccl");
         }
-        printf("\n");
+        printf("  algo/channels/proto\n");
     }
     if (o.plot != NULL && b.rank == 0) {
         char title[160];
