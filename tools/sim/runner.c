@@ -29,6 +29,11 @@ typedef struct dfccl_sim_runner {
     atomic_uint_fast64_t          stalled;
     atomic_uint_fast64_t          events;
     atomic_int                    failed;
+    /* the workers still running, so that the reporting thread wakes up at
+     * once when they are done instead of at its next report */
+    pthread_mutex_t               lock;
+    pthread_cond_t                done;
+    int                           running;
 } dfccl_sim_runner_t;
 
 typedef struct dfccl_sim_worker {
@@ -44,6 +49,15 @@ static double dfccl_sim_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static void dfccl_sim_worker_exit(dfccl_sim_runner_t *runner)
+{
+    pthread_mutex_lock(&runner->lock);
+    if (--runner->running == 0) {
+        pthread_cond_signal(&runner->done);
+    }
+    pthread_mutex_unlock(&runner->lock);
+}
+
 static void *dfccl_sim_worker_main(void *arg)
 {
     dfccl_sim_worker_t *worker = arg;
@@ -56,6 +70,7 @@ static void *dfccl_sim_worker_main(void *arg)
     if (dfccl_sim_round_create(runner->world, &round) != DFCCL_SIM_OK) {
         atomic_store(&runner->failed, 1);
         atomic_store(&runner->next, rounds);  /* stop the others too */
+        dfccl_sim_worker_exit(runner);
         return NULL;
     }
     for (;;) {
@@ -78,6 +93,7 @@ static void *dfccl_sim_worker_main(void *arg)
     atomic_fetch_add(&runner->stalled, stalled);
     atomic_fetch_add(&runner->events, events);
     dfccl_sim_round_destroy(round);
+    dfccl_sim_worker_exit(runner);
     return NULL;
 }
 
@@ -94,6 +110,38 @@ static const char *dfccl_sim_duration(double seconds, char *buf, size_t len)
         snprintf(buf, len, "%llu h %02llu min", s / 3600, (s % 3600) / 60);
     }
     return buf;
+}
+
+/* Wait until the workers are done or until the time (dfccl_sim_now) is reached. */
+static void dfccl_sim_wait(dfccl_sim_runner_t *runner, double until)
+{
+    struct timespec ts;
+    double now;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now         = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    until       = (until > now) ? until - now : 0.0;
+    ts.tv_sec  += (time_t)until;
+    ts.tv_nsec += (long)((until - (double)(time_t)until) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&runner->lock);
+    while ((runner->running > 0) &&
+           (pthread_cond_timedwait(&runner->done, &runner->lock, &ts) == 0)) {
+    }
+    pthread_mutex_unlock(&runner->lock);
+}
+
+static int dfccl_sim_running(dfccl_sim_runner_t *runner)
+{
+    int running;
+
+    pthread_mutex_lock(&runner->lock);
+    running = runner->running;
+    pthread_mutex_unlock(&runner->lock);
+    return running;
 }
 
 static void dfccl_sim_progress(dfccl_sim_runner_t *runner, double start, int mode, int last)
@@ -134,10 +182,10 @@ dfccl_sim_status_t dfccl_sim_run(const dfccl_sim_world_t *world,
     dfccl_sim_runner_t runner;
     dfccl_sim_worker_t *workers;
     dfccl_sim_status_t status = DFCCL_SIM_OK;
-    struct timespec nap       = {0, 200 * 1000 * 1000};
     int threads               = params->threads;
+    pthread_condattr_t attr;
     int started, i, rc;
-    double start, logged;
+    double start, next, period;
 
     if ((uint64_t)threads > params->rounds) {
         threads = (params->rounds > 0) ? (int)params->rounds : 1;
@@ -155,10 +203,17 @@ dfccl_sim_status_t dfccl_sim_run(const dfccl_sim_world_t *world,
     atomic_init(&runner.stalled, 0);
     atomic_init(&runner.events, 0);
     atomic_init(&runner.failed, 0);
+    runner.running = threads;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&runner.lock, NULL);
+    pthread_cond_init(&runner.done, &attr);
+    pthread_condattr_destroy(&attr);
 
     workers = dfccl_sim_calloc((size_t)threads, sizeof(*workers), "threads");
     if (workers == NULL) {
-        return DFCCL_SIM_ERR_NO_MEMORY;
+        status = DFCCL_SIM_ERR_NO_MEMORY;
+        goto out_destroy_sync;
     }
 
     start = dfccl_sim_now();
@@ -172,22 +227,25 @@ dfccl_sim_status_t dfccl_sim_run(const dfccl_sim_world_t *world,
             break;
         }
     }
+    pthread_mutex_lock(&runner.lock);
+    runner.running -= threads - started;
+    pthread_mutex_unlock(&runner.lock);
     if (started == 0) {
         goto out_free_workers;
     }
     status = DFCCL_SIM_OK;  /* fewer threads than asked still finish the work */
 
     if (params->progress != DFCCL_SIM_PROGRESS_OFF) {
-        logged = start;
-        while (atomic_load(&runner.finished) < params->rounds &&
-               !atomic_load(&runner.failed)) {
-            nanosleep(&nap, NULL);
-            if (params->progress == DFCCL_SIM_PROGRESS_TERMINAL) {
-                dfccl_sim_progress(&runner, start, params->progress, 0);
-            } else if (dfccl_sim_now() - logged >= DFCCL_SIM_LOG_PERIOD) {
-                logged += DFCCL_SIM_LOG_PERIOD;
-                dfccl_sim_progress(&runner, start, params->progress, 0);
+        period = (params->progress == DFCCL_SIM_PROGRESS_TERMINAL) ? 0.2 : DFCCL_SIM_LOG_PERIOD;
+        next   = start;
+        for (;;) {
+            /* a late report moves the next one, rather than being caught up */
+            next = (next + period > dfccl_sim_now()) ? next + period : dfccl_sim_now() + period;
+            dfccl_sim_wait(&runner, next);
+            if (dfccl_sim_running(&runner) == 0) {
+                break;
             }
+            dfccl_sim_progress(&runner, start, params->progress, 0);
         }
         if (params->progress == DFCCL_SIM_PROGRESS_TERMINAL) {
             dfccl_sim_progress(&runner, start, params->progress, 1);
@@ -211,5 +269,8 @@ dfccl_sim_status_t dfccl_sim_run(const dfccl_sim_world_t *world,
 
 out_free_workers:
     free(workers);
+out_destroy_sync:
+    pthread_cond_destroy(&runner.done);
+    pthread_mutex_destroy(&runner.lock);
     return status;
 }
