@@ -21,7 +21,7 @@
 #ifndef DFCCL_KERNELS_DAEMON_H_
 #define DFCCL_KERNELS_DAEMON_H_
 
-#include "ring.h"
+#include "algo.h"
 
 /* Least time between two reads of the abort flag in host memory by a block
  * other than 0 (only once block 0 has quit: before, they read its copy). */
@@ -547,7 +547,7 @@ DFCCL_F_DEVICE int dfccl_daemon_run_team(const dfccl_daemon_args_t *a, uint32_t 
     }
     DFCCL_STAMP(ctl, DFCCL_STAGE_START);
 
-    rc = dfccl_ring_run(&x);
+    rc = dfccl_algo_run(&x);
 
     if (rc == DFCCL_PRIM_DONE) {
         x.dyn.loop = x.dyn.step = x.dyn.slice = x.dyn.started = 0;

@@ -198,7 +198,7 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
 
 /* The ops of an integer type T, U its unsigned twin (for wrapping
  * arithmetic): LOOP(T, EXPR) for the `op` in scope, EXPR computed from x_
- * and y_. Every integer loop (here and in twoshot.h) takes its ops from
+ * and y_. Every integer loop (here and in algo/twoshot.h) takes its ops from
  * this one table. */
 #define DFCCL_RED_INT_OPS(LOOP, T, U)                                         \
     switch (op) {                                                             \
@@ -220,7 +220,7 @@ DFCCL_F_DEVICE uint32_t dfccl_dtype_size(int dtype)
     }
 
 /* The integer types, as X(NAME, T, U), U the unsigned twin of T: every
- * family of integer loops (here and in twoshot.h) is defined from this one
+ * family of integer loops (here and in algo/twoshot.h) is defined from this one
  * list. */
 #define DFCCL_INT_TYPES(X)                                                    \
     X(i8, int8_t, uint8_t)                                                    \

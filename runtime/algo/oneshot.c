@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * One shot (kernels/oneshot.h): small allreduces, allgathers and
+ * One shot (kernels/algo/oneshot.h): small allreduces, allgathers and
  * reduce-scatters on groups whose ranks all write into each other's
  * connectors (one host, no net, p2p to every GPU), in LL:
  *

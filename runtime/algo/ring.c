@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The ring (kernels/ring.h): every collective on any group. Each channel
+ * The ring (kernels/algo/ring.h): every collective on any group. Each channel
  * carries an equal part of the data around the ring of ranks; a step is
  * cut into slices that pipeline through connector slots of at most
  * DFCCL_SLOT_BYTES, carried in LL or SIMPLE. This file says how many
@@ -92,7 +92,7 @@ void dfccl_ring_partition(int kind, size_t count, int nchannels, int ch, uint64_
 
 /*
  * The primitive a ring collective runs at `step` of a loop on this rank
- * (DFCCL_WHERE_* bits), as kernels/ring.h lists them; broadcast and reduce
+ * (DFCCL_WHERE_* bits), as kernels/algo/ring.h lists them; broadcast and reduce
  * run one primitive per loop, by position from the root. For reports of
  * where a rank waits.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Two shot (kernels/twoshot.h): mid-sized allreduces on the groups of one
+ * Two shot (kernels/algo/twoshot.h): mid-sized allreduces on the groups of one
  * shot, written straight into the peers' connectors:
  *
  *   1. reduce-scatter in one hop: every rank writes each peer's part of

@@ -326,10 +326,10 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
             char keep[DFCCL_LL_LINE];
             memcpy(keep, line, sizeof(keep));
             memset(line, 0, sizeof(keep));
-            rc = dfccl_ring_run(&x);
+            rc = dfccl_algo_run(&x);
             memcpy(line, keep, sizeof(keep));
         } else {
-            rc = dfccl_ring_run(&x);
+            rc = dfccl_algo_run(&x);
         }
         if (rc == DFCCL_PRIM_STUCK) {
             (*preempts_p)++;

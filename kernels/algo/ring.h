@@ -12,12 +12,10 @@
  * Ring order is the group's rank order: rank r receives from r-1 and sends
  * to r+1 (mod n).
  */
-#ifndef DFCCL_KERNELS_RING_H_
-#define DFCCL_KERNELS_RING_H_
+#ifndef DFCCL_KERNELS_ALGO_RING_H_
+#define DFCCL_KERNELS_ALGO_RING_H_
 
-#include "oneshot.h"
-#include "prims.h"
-#include "twoshot.h"
+#include "../prims.h"
 
 DFCCL_F_DEVICE int dfccl_mod(int a, int n)
 {
@@ -260,22 +258,4 @@ DFCCL_F_DEVICE int dfccl_ring_reduce(dfccl_exec_t *x)
     return DFCCL_PRIM_DONE;
 }
 
-DFCCL_F_DEVICE int dfccl_ring_run(dfccl_exec_t *x)
-{
-    if (x->st->algo == DFCCL_K_ALGO_ONESHOT) {
-        return dfccl_oneshot_run(x);
-    }
-    if (x->st->algo == DFCCL_K_ALGO_TWOSHOT) {
-        return dfccl_twoshot_allreduce(x);
-    }
-    switch (x->st->kind) {
-    case DFCCL_COLL_ALLREDUCE:     return dfccl_ring_allreduce(x);
-    case DFCCL_COLL_ALLGATHER:     return dfccl_ring_allgather(x);
-    case DFCCL_COLL_REDUCESCATTER: return dfccl_ring_reducescatter(x);
-    case DFCCL_COLL_REDUCE:        return dfccl_ring_reduce(x);
-    case DFCCL_COLL_BROADCAST:     return dfccl_ring_broadcast(x);
-    default:                       return DFCCL_PRIM_DONE;
-    }
-}
-
-#endif /* DFCCL_KERNELS_RING_H_ */
+#endif /* DFCCL_KERNELS_ALGO_RING_H_ */

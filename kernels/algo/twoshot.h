@@ -47,10 +47,10 @@
  * step 1, so no peer refills a slot we may still read. Credit is taken as
  * in one shot (dfccl_oneshot_credit), before step 0.
  */
-#ifndef DFCCL_KERNELS_TWOSHOT_H_
-#define DFCCL_KERNELS_TWOSHOT_H_
+#ifndef DFCCL_KERNELS_ALGO_TWOSHOT_H_
+#define DFCCL_KERNELS_ALGO_TWOSHOT_H_
 
-#include "oneshot.h"
+#include "shot.h"
 
 /* Least group size that takes the one-pass reduction (below it, the
  * reduction and step 1's writes are two passes, which are the faster on
@@ -459,4 +459,4 @@ DFCCL_F_NOINLINE int dfccl_twoshot_allreduce(dfccl_exec_t *x)
     return dfccl_twoshot_done(x);
 }
 
-#endif /* DFCCL_KERNELS_TWOSHOT_H_ */
+#endif /* DFCCL_KERNELS_ALGO_TWOSHOT_H_ */
