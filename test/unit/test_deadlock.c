@@ -817,14 +817,14 @@ END_TEST
 
 /*
  * Ranks 0..n-2 run an allreduce; rank n-1 runs it once their daemons have
- * been launched 6 times and are off. With a 2 ms quit and a 20 ms relaunch
- * gap, the early daemons quit stuck and are relaunched after 20, 40, 80,
- * 160 and 320 ms (launches at about 0, 20, 60, 140, 300 and 620 ms), and
- * the next one is due 640 ms after the sixth: only the late rank's bell
- * can bring it forward, unless the barrier between them takes longer than
- * that on a loaded machine. No rank leaves before every rank has its
- * result: a peer that exited is an error while a collective is in flight.
- * *arg: DFCCL_PEER_BELLS.
+ * been launched 8 times and are off. With a 2 ms quit and a relaunch gap
+ * of 20 ms times the load factor (dfccl_test_scale, 1 to 4), the early
+ * daemons quit stuck and are relaunched after gaps that double, 20, 40,
+ * ..., 1280 ms, and the next one is due 2.56 s (up to 10 s under load)
+ * after the eighth: only the late rank's bell can bring it forward, well
+ * before, even when a loaded machine slows the barrier between them down.
+ * No rank leaves before every rank has its result: a peer that exited is
+ * an error while a collective is in flight. *arg: DFCCL_PEER_BELLS.
  */
 static int bell_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 {
@@ -838,7 +838,7 @@ static int bell_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
     DFCCL_TEST_CHECK(dfcclConfigInit(&cfg) == DFCCL_OK, "config");
     cfg.quit_us     = 2000;
-    cfg.relaunch_us = 20000;
+    cfg.relaunch_us = (uint32_t)(20000 * dfccl_test_scale());
     cfg.peer_bells  = bells;
     dfccl_test_setup(rank, n, oob, &cfg, &ctx, &g);
     DFCCL_TEST_CHECK(dfcclRegisterAllReduce(1024, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
@@ -852,7 +852,7 @@ static int bell_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
         do {
             usleep(1000);
             dfcclGetStats(ctx, &st);
-        } while (st.launches < 6 || st.running);
+        } while (st.launches < 8 || st.running);
     }
     dfccl_test_barrier(oob);
     if (rank == n - 1) {
