@@ -287,13 +287,10 @@ static int32_t dfccl_sim_leap_pick(dfccl_sim_round_t *round, dfccl_sim_leap_t *l
 
     /* marks lie below hi only: most skips read none */
     for (; k > 1; k--) {
-        if (round->disorder_cd > 0) {
-            round->disorder_cd--;
+        if (dfccl_sim_disorder_take(round)) {
             break;
         }
         /* skip this position */
-        round->disorder_cd = dfccl_sim_rng_gap(&round->rng, round->world->disorder_prob,
-                                               round->log1m_disorder);
         do {
             pos++;
         } while ((pos < gs->hi) && leap->ahead[(size_t)pos * stride + gpu]);

@@ -335,13 +335,10 @@ DFCCL_SIM_HOT int32_t dfccl_sim_pick(dfccl_sim_round_t *round, int32_t gpu)
         return pos;
     }
     for (; k > 1; k--) {
-        if (round->disorder_cd > 0) {
-            round->disorder_cd--;
+        if (dfccl_sim_disorder_take(round)) {
             break;
         }
         /* skip this position */
-        round->disorder_cd = dfccl_sim_rng_gap(&round->rng, round->world->disorder_prob,
-                                               round->log1m_disorder);
         do {
             pos++;
         } while (state[pos * stride] != DFCCL_SIM_PART_UNINVOKED);

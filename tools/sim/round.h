@@ -117,6 +117,22 @@ static inline void dfccl_sim_lo_advance(dfccl_sim_round_t *round, int32_t gpu)
     }
 }
 
+/*
+ * One disorder trial at a position that may be skipped, as both engines pick
+ * a GPU's next invocation: 1 if the position is taken (the countdown runs
+ * down), 0 if it is skipped (the next gap is drawn).
+ */
+static inline int dfccl_sim_disorder_take(dfccl_sim_round_t *round)
+{
+    if (round->disorder_cd > 0) {
+        round->disorder_cd--;
+        return 1;
+    }
+    round->disorder_cd = dfccl_sim_rng_gap(&round->rng, round->world->disorder_prob,
+                                           round->log1m_disorder);
+    return 0;
+}
+
 /* Graph node ids: parts, then R(h), then Z(h). */
 static inline int32_t dfccl_sim_node_r(const dfccl_sim_round_t *round, int32_t gpu)
 {
