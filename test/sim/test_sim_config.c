@@ -6,6 +6,7 @@
  * never with a crash.
  */
 #include "sim.h"
+#include "sim_test.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -227,25 +228,13 @@ START_TEST(test_load_file)
 }
 END_TEST
 
-static Suite *config_suite(void)
+int main(void)
 {
-    Suite *suite = suite_create("sim-config");
-    TCase *tc    = tcase_create("config");
+    TCase *tc;
+    Suite *suite = sim_test_suite("sim-config", "config", 0, &tc);
 
     tcase_add_loop_test(tc, test_bad_input, 0, sizeof(bad_cases) / sizeof(bad_cases[0]));
     tcase_add_test(tc, test_good_input);
     tcase_add_test(tc, test_load_file);
-    suite_add_tcase(suite, tc);
-    return suite;
-}
-
-int main(void)
-{
-    SRunner *runner = srunner_create(config_suite());
-    int failed;
-
-    srunner_run_all(runner, CK_NORMAL);
-    failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return (failed == 0) ? EXIT_SUCCESS : EXIT_FAILURE;
+    return sim_test_run(suite);
 }

@@ -14,6 +14,7 @@
  * The test also checks that a round never stalls without a cycle.
  */
 #include "sim.h"
+#include "sim_test.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -283,26 +284,14 @@ START_TEST(test_random_sync_limit_two)
 }
 END_TEST
 
-static Suite *graph_suite(void)
+int main(void)
 {
-    Suite *suite = suite_create("sim-graph");
-    TCase *tc    = tcase_create("graph");
+    TCase *tc;
+    Suite *suite = sim_test_suite("sim-graph", "graph", 0, &tc);
 
     tcase_add_test(tc, test_random_single);
     tcase_add_test(tc, test_random_sync_unlimited);
     tcase_add_test(tc, test_random_sync_limit_one);
     tcase_add_test(tc, test_random_sync_limit_two);
-    suite_add_tcase(suite, tc);
-    return suite;
-}
-
-int main(void)
-{
-    SRunner *runner = srunner_create(graph_suite());
-    int failed;
-
-    srunner_run_all(runner, CK_NORMAL);
-    failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return (failed == 0) ? EXIT_SUCCESS : EXIT_FAILURE;
+    return sim_test_run(suite);
 }

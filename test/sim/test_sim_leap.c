@@ -9,16 +9,12 @@
  * ones.
  */
 #include "sim.h"
+#include "sim_test.h"
 
 #include <check.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifndef SIM_CONFIG_DIR
-#define SIM_CONFIG_DIR "../../tools/sim/configs"
-#endif
 
 static uint64_t test_rng = 0x2545f4914f6cdd1dULL;
 
@@ -58,16 +54,6 @@ static uint64_t compare(const dfccl_sim_world_t *world, uint64_t seed, uint64_t 
 }
 
 static const double probs[] = {0.0, 1e-3, 0.01, 0.05, 0.2, 0.5, 0.9};
-
-static dfccl_sim_world_t *world_from_config(dfccl_sim_config_t *config)
-{
-    dfccl_sim_world_t *world;
-    dfccl_sim_msg_t msg = {{0}};
-
-    ck_assert_msg(dfccl_sim_world_create(config, &msg, &world) == DFCCL_SIM_OK, "%s",
-                  msg.text);
-    return world;
-}
 
 /* A free grouping of 1 to 10 GPUs, some in no group, some groups of one. */
 static dfccl_sim_config_t *random_free(char *what, size_t len)
@@ -141,7 +127,7 @@ START_TEST(test_random_worlds)
     for (int i = 0; i < 1500; i++) {
         dfccl_sim_config_t *config = (i % 3 == 2) ? random_megatron(what, sizeof(what)) :
                                                     random_free(what, sizeof(what));
-        dfccl_sim_world_t *world   = world_from_config(config);
+        dfccl_sim_world_t *world   = sim_test_world(config);
 
         deadlocks += compare(world, 1000 + (uint64_t)i, 12, what);
         dfccl_sim_world_destroy(world);
@@ -156,35 +142,21 @@ END_TEST
 START_TEST(test_table1_sync_configs)
 {
     static const double raised[][2] = {{0, 0}, {4e-3, 4e-3}, {2e-2, 1e-2}, {1e-3, 5e-2}};
-    char *names[64], path[4096], what[512];
+    char *names[64], what[512];
     dfccl_sim_config_t *config;
     dfccl_sim_world_t *world;
-    dfccl_sim_msg_t msg;
-    struct dirent *entry;
     uint64_t rounds;
-    size_t n = 0;
-    DIR *dir;
+    size_t n = sim_test_config_names("table1-sync-", names, 64);
 
-    dir = opendir(SIM_CONFIG_DIR);
-    ck_assert_msg(dir != NULL, "cannot open %s", SIM_CONFIG_DIR);
-    while (((entry = readdir(dir)) != NULL) && (n < 64)) {
-        if (strncmp(entry->d_name, "table1-sync-", 12) == 0) {
-            names[n++] = strdup(entry->d_name);
-        }
-    }
-    closedir(dir);
     ck_assert_uint_eq(n, 10);
-
     for (size_t i = 0; i < n; i++) {
-        snprintf(path, sizeof(path), "%s/%s", SIM_CONFIG_DIR, names[i]);
-        ck_assert_msg(dfccl_sim_config_load(path, &msg, &config) == DFCCL_SIM_OK, "%s: %s",
-                      path, msg.text);
+        config = sim_test_config_load(names[i]);
         for (size_t r = 0; r < sizeof(raised) / sizeof(raised[0]); r++) {
             if (r > 0) {
                 config->disorder_prob = raised[r][0];
                 config->sync_prob     = raised[r][1];
             }
-            world  = world_from_config(config);
+            world  = sim_test_world(config);
             rounds = (world->real_parts > 1000000) ? 2 : 6;
             snprintf(what, sizeof(what), "%s, disorder %g, sync %g", names[i],
                      config->disorder_prob, config->sync_prob);
@@ -212,7 +184,7 @@ START_TEST(test_run_default_matches_stepwise)
     dfccl_sim_msg_t msg;
 
     ck_assert(dfccl_sim_config_parse(json, &msg, &config) == DFCCL_SIM_OK);
-    world          = world_from_config(config);
+    world          = sim_test_world(config);
     params.rounds  = 400;
     params.seed    = 99;
     params.threads = 2;
@@ -229,26 +201,13 @@ START_TEST(test_run_default_matches_stepwise)
 }
 END_TEST
 
-static Suite *leap_suite(void)
+int main(void)
 {
-    Suite *suite = suite_create("sim-leap");
-    TCase *tc    = tcase_create("leap");
+    TCase *tc;
+    Suite *suite = sim_test_suite("sim-leap", "leap", 300, &tc);
 
-    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_random_worlds);
     tcase_add_test(tc, test_table1_sync_configs);
     tcase_add_test(tc, test_run_default_matches_stepwise);
-    suite_add_tcase(suite, tc);
-    return suite;
-}
-
-int main(void)
-{
-    SRunner *runner = srunner_create(leap_suite());
-    int failed;
-
-    srunner_run_all(runner, CK_NORMAL);
-    failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return (failed == 0) ? EXIT_SUCCESS : EXIT_FAILURE;
+    return sim_test_run(suite);
 }

@@ -10,16 +10,12 @@
  *     stepping them gives the same count as stepping them.
  */
 #include "sim.h"
+#include "sim_test.h"
 
 #include <check.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifndef SIM_CONFIG_DIR
-#define SIM_CONFIG_DIR "../../tools/sim/configs"
-#endif
 
 #define SMALL_MEGATRON(model, disorder, sync)                                      \
     "{\"model\": \"" model "\", \"grouping_policy\": \"Megatron\", "              \
@@ -34,16 +30,6 @@
     "\"gpu_per_group\": [[0, 1, 5], [1, 3, 6], [0, 2, 7], [0, 4, 1], "            \
     "[4, 2, 3, 5, 6, 7]], \"coll_cnt_per_group\": [20, 60, 20, 60, 20]}"
 
-static dfccl_sim_world_t *world_from_config(dfccl_sim_config_t *config)
-{
-    dfccl_sim_world_t *world;
-    dfccl_sim_msg_t msg = {{0}};
-
-    ck_assert_msg(dfccl_sim_world_create(config, &msg, &world) == DFCCL_SIM_OK, "%s",
-                  msg.text);
-    return world;
-}
-
 static dfccl_sim_world_t *world_from_json(const char *json)
 {
     dfccl_sim_config_t *config;
@@ -51,7 +37,7 @@ static dfccl_sim_world_t *world_from_json(const char *json)
     dfccl_sim_msg_t msg = {{0}};
 
     ck_assert_msg(dfccl_sim_config_parse(json, &msg, &config) == DFCCL_SIM_OK, "%s", msg.text);
-    world = world_from_config(config);
+    world = sim_test_world(config);
     dfccl_sim_config_destroy(config);
     return world;
 }
@@ -113,43 +99,21 @@ START_TEST(test_disorder_deadlocks_small)
 }
 END_TEST
 
-static int name_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Every Table 1 configuration, with disorder_prob forced to 0. */
 START_TEST(test_no_disorder_table1_configs)
 {
-    char *names[256], path[4096];
+    char *names[256];
     dfccl_sim_config_t *config;
     dfccl_sim_world_t *world;
     dfccl_sim_run_result_t result;
-    dfccl_sim_msg_t msg;
-    struct dirent *entry;
-    size_t n = 0, len;
+    size_t n = sim_test_config_names("", names, 256);
     uint64_t rounds;
-    DIR *dir;
 
-    dir = opendir(SIM_CONFIG_DIR);
-    ck_assert_msg(dir != NULL, "cannot open %s", SIM_CONFIG_DIR);
-    while (((entry = readdir(dir)) != NULL) && (n < 256)) {
-        len = strlen(entry->d_name);
-        if ((len > 5) && (strcmp(entry->d_name + len - 5, ".json") == 0)) {
-            names[n++] = strdup(entry->d_name);
-        }
-    }
-    closedir(dir);
-    qsort(names, n, sizeof(names[0]), name_cmp);
-    ck_assert_msg(n == 18, "%zu configurations in %s, expected Table 1's 18", n,
-                  SIM_CONFIG_DIR);
-
+    ck_assert_msg(n == 18, "%zu configurations shipped, expected Table 1's 18", n);
     for (size_t i = 0; i < n; i++) {
-        snprintf(path, sizeof(path), "%s/%s", SIM_CONFIG_DIR, names[i]);
-        ck_assert_msg(dfccl_sim_config_load(path, &msg, &config) == DFCCL_SIM_OK, "%s: %s",
-                      path, msg.text);
+        config                = sim_test_config_load(names[i]);
         config->disorder_prob = 0.0;
-        world  = world_from_config(config);
+        world  = sim_test_world(config);
         rounds = (world->real_parts > 1000000) ? 1 : 4;
         result = run(world, rounds, 11, 2, DFCCL_SIM_RUN_FULL);
         ck_assert_msg(result.deadlocks == 0, "%s deadlocks with disorder_prob 0", names[i]);
@@ -256,29 +220,16 @@ START_TEST(test_megatron_layout)
 }
 END_TEST
 
-static Suite *order_suite(void)
+int main(void)
 {
-    Suite *suite = suite_create("sim-order");
-    TCase *tc    = tcase_create("order");
+    TCase *tc;
+    Suite *suite = sim_test_suite("sim-order", "order", 60, &tc);
 
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_no_disorder_small);
     tcase_add_test(tc, test_disorder_deadlocks_small);
     tcase_add_test(tc, test_no_disorder_table1_configs);
     tcase_add_test(tc, test_same_seed_any_threads);
     tcase_add_test(tc, test_unstepped_rounds_match_stepped);
     tcase_add_test(tc, test_megatron_layout);
-    suite_add_tcase(suite, tc);
-    return suite;
-}
-
-int main(void)
-{
-    SRunner *runner = srunner_create(order_suite());
-    int failed;
-
-    srunner_run_all(runner, CK_NORMAL);
-    failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return (failed == 0) ? EXIT_SUCCESS : EXIT_FAILURE;
+    return sim_test_run(suite);
 }

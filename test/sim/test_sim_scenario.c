@@ -8,6 +8,7 @@
  * run to completion.
  */
 #include "sim.h"
+#include "sim_test.h"
 
 #include <check.h>
 #include <stdlib.h>
@@ -378,10 +379,10 @@ START_TEST(test_bad_events)
 }
 END_TEST
 
-static Suite *scenario_suite(void)
+int main(void)
 {
-    Suite *suite = suite_create("sim-scenario");
-    TCase *tc    = tcase_create("scenario");
+    TCase *tc;
+    Suite *suite = sim_test_suite("sim-scenario", "scenario", 0, &tc);
 
     tcase_add_test(tc, test_fig1c_single_queue_opposite_order);
     tcase_add_test(tc, test_single_queue_same_order);
@@ -396,17 +397,5 @@ static Suite *scenario_suite(void)
     tcase_add_test(tc, test_single_queue_cycle_closed_by_completion);
     tcase_add_test(tc, test_ids);
     tcase_add_test(tc, test_bad_events);
-    suite_add_tcase(suite, tc);
-    return suite;
-}
-
-int main(void)
-{
-    SRunner *runner = srunner_create(scenario_suite());
-    int failed;
-
-    srunner_run_all(runner, CK_NORMAL);
-    failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return (failed == 0) ? EXIT_SUCCESS : EXIT_FAILURE;
+    return sim_test_run(suite);
 }
