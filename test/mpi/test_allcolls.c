@@ -21,22 +21,11 @@
  * form, type, count and rank; the exit status is 0 only if every check
  * passed on every rank.
  */
-#include <mpi.h>
-#if defined(OPEN_MPI)
-#include <mpi-ext.h>
-#endif
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef HAVE_CUDART
-#include <cuda_runtime_api.h>
-#endif
 #include "test_util.h"
-
-enum { BLOCKING, NONBLOCKING, PERSISTENT, NFORMS };
-static const char *const form_names[] = {"blocking", "nonblocking", "persistent"};
 
 #define MAX_RANKS 16     /* val() keeps ranks and block tags below 16 */
 #define HOLE 0xa5        /* every byte of a receive buffer that no block covers */
@@ -53,7 +42,7 @@ typedef struct {
 } dtype_t;
 
 static dtype_t types[NTYPES];
-static int rank, size, device, failures, checks, hole_int;
+static int rank, size, checks, hole_int;
 
 /* One call being checked: what a failure message names. */
 typedef struct {
@@ -72,31 +61,24 @@ static run_t run_new(const char *coll, const char *tname, size_t k, int form, in
 
 static void fail(run_t *c, const char *fmt, ...)
 {
-    char msg[256];
+    char what[160];
     va_list ap;
 
     c->bad = 1;
-    failures++;
-    if (failures > 30) {
-        return;
-    }
+    snprintf(what, sizeof(what), "%s %s%s %s count %zu%s", c->coll, form_names[c->form],
+             c->ip ? " in-place" : "", c->tname, c->k, c->round ? " (second start)" : "");
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    test_vfail(what, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "rank %d: FAIL %s %s%s %s count %zu%s: %s\n", rank, c->coll,
-            form_names[c->form], c->ip ? " in-place" : "", c->tname, c->k,
-            c->round ? " (second start)" : "", msg);
 }
 
 static void call_rc(run_t *c, int rc)
 {
     char s[MPI_MAX_ERROR_STRING];
-    int len = 0;
 
     checks++;
     if (rc != MPI_SUCCESS) {
-        MPI_Error_string(rc, s, &len);
-        fail(c, "the call returned an error: %s", s);
+        fail(c, "the call returned an error: %s", test_errstr(rc, s));
     }
 }
 
@@ -159,43 +141,29 @@ static void buf_init(buf_t *b, size_t bytes)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     memset(b->h, HOLE, b->bytes);
-    b->d = b->h;
-#ifdef HAVE_CUDART
-    if (device) {
-        TEST_CUDA(cudaMalloc(&b->d, b->bytes));
-    }
-#endif
+    b->d = test_device ? test_buf_new(b->bytes) : b->h;
 }
 
 /* the host image into the buffer, complete before the MPI call */
 static void buf_push(buf_t *b)
 {
-#ifdef HAVE_CUDART
-    if (device) {
-        TEST_CUDA(cudaMemcpy(b->d, b->h, b->bytes, cudaMemcpyHostToDevice));
-        TEST_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
+    if (b->d != b->h) {
+        test_put(b->d, b->h, b->bytes);
     }
-#endif
-    (void)b;
 }
 
 static void buf_pull(buf_t *b)
 {
-#ifdef HAVE_CUDART
-    if (device) {
-        TEST_CUDA(cudaMemcpy(b->h, b->d, b->bytes, cudaMemcpyDeviceToHost));
+    if (b->d != b->h) {
+        test_get(b->h, b->d, b->bytes);
     }
-#endif
-    (void)b;
 }
 
 static void buf_fini(buf_t *b)
 {
-#ifdef HAVE_CUDART
-    if (device) {
-        cudaFree(b->d);
+    if (b->d != b->h) {
+        test_buf_free(b->d);
     }
-#endif
     free(b->h);
 }
 
@@ -1231,28 +1199,18 @@ static void types_init(void)
 int main(int argc, char **argv)
 {
     size_t counts[] = {1, 37, 2000};
-    int ncounts = 3, all_fail = 0;
+    int ncounts = 3, quick = 0, rc;
     topo_t topos[2];
     MPI_Comm ca, cb;
+    const test_flag_t flags[] = {{"--quick", &quick}, {NULL, NULL}};
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--device") == 0) {
-#ifdef HAVE_CUDART
-            device = 1;
-#else
-            fprintf(stderr, "test_allcolls: --device needs a build with CUDA\n");
-            return 77;
-#endif
-        } else if (strcmp(argv[i], "--quick") == 0) {
-            ncounts = 2;
-        } else {
-            fprintf(stderr, "usage: test_allcolls [--device] [--quick]\n");
-            return 2;
-        }
+    if ((rc = test_args(argc, argv, "test_allcolls", flags)) >= 0 ||
+        (rc = test_init(&argc, &argv, "test_allcolls", 0, &rank, &size)) != 0) {
+        return rc;
     }
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (quick) {
+        ncounts = 2;
+    }
     if (size > MAX_RANKS) {
         if (rank == 0) {
             fprintf(stderr, "test_allcolls: at most %d ranks\n", MAX_RANKS);
@@ -1260,15 +1218,6 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 77;
     }
-#ifdef HAVE_CUDART
-    if (device && test_select_device() < 0) {
-        if (rank == 0) {
-            fprintf(stderr, "test_allcolls: --device but no GPU is visible\n");
-        }
-        MPI_Finalize();
-        return 77;
-    }
-#endif
     /* errors come back as return codes, so that a failure names its call */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     types_init();
@@ -1332,14 +1281,6 @@ int main(int argc, char **argv)
     MPI_Comm_free(&topos[0].comm);
     MPI_Comm_free(&topos[1].comm);
     MPI_Type_free(&types[T_VEC].dt);
-    if (MPI_Allreduce(&failures, &all_fail, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) !=
-        MPI_SUCCESS) {
-        all_fail = failures + 1;
-    }
-    if (rank == 0) {
-        printf("test_allcolls: %d ranks, %s buffers, %d calls on rank 0, %d failures in all\n",
-               size, device ? "device" : "host", checks, all_fail);
-    }
-    MPI_Finalize();
-    return all_fail == 0 ? 0 : 1;
+    return test_finish(test_failures, "test_allcolls: %d ranks, %s buffers, %d calls on rank 0",
+                       size, test_device ? "device" : "host", checks);
 }

@@ -15,21 +15,11 @@
  * from the node-local rank, as MPI programs choose it. Exit status 0 when
  * every check passed.
  */
-#include <mpi.h>
-#if defined(OPEN_MPI)
-#include <mpi-ext.h>
-#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef HAVE_CUDART
-#include <cuda_runtime_api.h>
-#endif
 #include "test_util.h"
-
-enum { BLOCKING, NONBLOCKING, PERSISTENT, NFORMS };
-static const char *const form_names[] = {"blocking", "nonblocking", "persistent"};
 
 typedef struct {
     MPI_Datatype dt;
@@ -49,55 +39,36 @@ static type_t types[] = {
 static MPI_Op ops[4];
 static const char *const op_names[] = {"sum", "prod", "min", "max"};
 
-static int rank, size, failures, checks;
-static int device; /* --device: the collectives run on GPU buffers */
+static int rank, size, checks;
 
-/* With --device, the buffer a collective gets is a device copy of the host
- * buffer `h` (filled on the host); dev_back copies a result back and frees
- * the copy, dev_drop only frees it. Without --device they pass `h` on. */
+/* With --device (test_device), the buffer a collective gets is a device
+ * copy of the host buffer `h` (filled on the host); dev_back copies a
+ * result back and frees the copy, dev_drop only frees it. Without --device
+ * they pass `h` on. */
 static void *dev_in(void *h, size_t bytes)
 {
-#ifdef HAVE_CUDART
-    void *d = NULL;
-    if (device) {
-        if (cudaMalloc(&d, bytes) != cudaSuccess ||
-            cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
-            cudaStreamSynchronize(cudaStreamLegacy) != cudaSuccess) {
-            fprintf(stderr, "rank %d: cudaMalloc/cudaMemcpy of %zu bytes failed\n", rank,
-                    bytes);
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-        return d;
+    void *d = h;
+
+    if (test_device) {
+        d = test_buf_new(bytes);
+        test_put(d, h, bytes);
     }
-#endif
-    (void)bytes;
-    return h;
+    return d;
 }
 
 static void dev_back(void *h, void *d, size_t bytes)
 {
-#ifdef HAVE_CUDART
-    if (device) {
-        if (cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
-            fprintf(stderr, "rank %d: cudaMemcpy back failed\n", rank);
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-        cudaFree(d);
+    if (test_device) {
+        test_get(h, d, bytes);
+        test_buf_free(d);
     }
-#endif
-    (void)h;
-    (void)d;
-    (void)bytes;
 }
 
 static void dev_drop(void *d)
 {
-#ifdef HAVE_CUDART
-    if (device) {
-        cudaFree(d);
+    if (test_device) {
+        test_buf_free(d);
     }
-#endif
-    (void)d;
 }
 
 static void types_init(void)
@@ -158,14 +129,13 @@ static void check(int ok, const char *what, const char *coll, int form, int inpl
                   const char *tname, const char *oname, size_t count, size_t at, double got,
                   double want)
 {
+    char call[160];
+
     checks++;
     if (!ok) {
-        failures++;
-        if (failures <= 20) {
-            fprintf(stderr, "rank %d: FAIL %s %s %s%s %s %s count %zu: element %zu is %g, "
-                    "expected %g\n", rank, what, coll, form_names[form],
-                    inplace ? " in-place" : "", tname, oname ? oname : "", count, at, got, want);
-        }
+        snprintf(call, sizeof(call), "%s %s %s%s %s %s count %zu", what, coll, form_names[form],
+                 inplace ? " in-place" : "", tname, oname ? oname : "", count);
+        test_fail(call, "element %zu is %g, expected %g", at, got, want);
     }
 }
 
@@ -487,7 +457,7 @@ static void test_copies_in_flight(void)
     int *h = malloc((size_t)N * sizeof(int)), *ds = NULL, *dr = NULL;
     unsigned char *h8 = malloc(N), *bs = NULL, *br = NULL;
 
-    if (!device) {
+    if (!test_device) {
         free(h);
         free(h8);
         return;
@@ -538,39 +508,13 @@ int main(int argc, char **argv)
 {
     size_t counts[] = {1, 7, 1000};
     size_t big      = 70000; /* several chunks and channels, one type and op */
-    int quick       = 0;
-    int all_fail;
+    int quick       = 0, rc;
+    const test_flag_t flags[] = {{"--quick", &quick}, {NULL, NULL}};
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) {
-            quick = 1;
-        } else if (strcmp(argv[i], "--device") == 0) {
-#ifdef HAVE_CUDART
-            device = 1;
-#else
-            fprintf(stderr, "test_coll: --device needs a build with CUDA\n");
-            return 77;
-#endif
-        } else {
-            fprintf(stderr, "usage: test_coll [--quick] [--device]\n");
-            return 2;
-        }
+    if ((rc = test_args(argc, argv, "test_coll", flags)) >= 0 ||
+        (rc = test_init(&argc, &argv, "test_coll", 0, &rank, &size)) != 0) {
+        return rc;
     }
-
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-#ifdef HAVE_CUDART
-    /* as MPI programs choose their GPU: after MPI_Init, from the node-local
-     * rank; the component binds to it at the first device buffer */
-    if (device && test_select_device() < 0) {
-        if (rank == 0) {
-            fprintf(stderr, "test_coll: --device but no GPU is visible\n");
-        }
-        MPI_Finalize();
-        return 77;
-    }
-#endif
     types_init();
 
     for (int form = 0; form < NFORMS; form++) {
@@ -612,11 +556,6 @@ int main(int argc, char **argv)
     test_progress();
     test_copies_in_flight();
 
-    MPI_Allreduce(&failures, &all_fail, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0) {
-        printf("test_coll: %d ranks, %s buffers, %d checks on rank 0, %d failures in all\n",
-               size, device ? "device" : "host", checks, all_fail);
-    }
-    MPI_Finalize();
-    return all_fail == 0 ? 0 : 1;
+    return test_finish(test_failures, "test_coll: %d ranks, %s buffers, %d checks on rank 0", size,
+                       test_device ? "device" : "host", checks);
 }

@@ -20,68 +20,14 @@
  * With --device the buffers are device memory on the GPU chosen after
  * MPI_Init from the node-local rank.
  */
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef HAVE_CUDART
-#include <cuda_runtime_api.h>
-#endif
 #include "test_util.h"
 
 #define COUNT 4096
 
-static int rank, size, device, fatal;
-
-static int *buf_new(size_t n)
-{
-    int *p = NULL;
-#ifdef HAVE_CUDART
-    if (device) {
-        TEST_CUDA(cudaMalloc((void **)&p, n * sizeof(int)));
-        return p;
-    }
-#endif
-    p = malloc(n * sizeof(int));
-    if (p == NULL) {
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    return p;
-}
-
-static void buf_del(int *p)
-{
-#ifdef HAVE_CUDART
-    if (device) {
-        cudaFree(p);
-        return;
-    }
-#endif
-    free(p);
-}
-
-static void put(int *d, const int *h, size_t n)
-{
-#ifdef HAVE_CUDART
-    if (device) {
-        TEST_CUDA(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
-        TEST_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
-        return;
-    }
-#endif
-    memcpy(d, h, n * sizeof(int));
-}
-
-static void get(int *h, const int *d, size_t n)
-{
-#ifdef HAVE_CUDART
-    if (device) {
-        TEST_CUDA(cudaMemcpy(h, d, n * sizeof(int), cudaMemcpyDeviceToHost));
-        return;
-    }
-#endif
-    memcpy(h, d, n * sizeof(int));
-}
+static int rank, size, fatal;
 
 /*
  * A correct allreduce on comm, then one whose count is one larger on the
@@ -91,20 +37,20 @@ static void get(int *h, const int *d, size_t n)
  */
 static int mismatch(MPI_Comm comm, int nonblocking, int *bad)
 {
-    int *h = malloc((COUNT + 1) * sizeof(int)), *s = buf_new(COUNT + 1), *r = buf_new(COUNT + 1);
+    int *h = malloc((COUNT + 1) * sizeof(int)), *s = test_buf_new((COUNT + 1) * sizeof(int));
+    int *r = test_buf_new((COUNT + 1) * sizeof(int));
     int n = rank == size - 1 ? COUNT + 1 : COUNT, rc, cls = MPI_SUCCESS;
     const char *how = nonblocking ? "MPI_Iallreduce + MPI_Wait" : "MPI_Allreduce";
     char msg[MPI_MAX_ERROR_STRING];
     MPI_Request req;
     double t0;
-    int len;
 
     for (int i = 0; i <= COUNT; i++) {
         h[i] = rank + i;
     }
-    put(s, h, COUNT + 1);
+    test_put(s, h, (COUNT + 1) * sizeof(int));
     rc = MPI_Allreduce(s, r, COUNT, MPI_INT, MPI_SUM, comm);
-    get(h, r, COUNT + 1);
+    test_get(h, r, (COUNT + 1) * sizeof(int));
     for (int i = 0; rc == MPI_SUCCESS && i < COUNT; i++) {
         if (h[i] != size * i + size * (size - 1) / 2) {
             rc = MPI_ERR_OTHER;
@@ -135,16 +81,13 @@ static int mismatch(MPI_Comm comm, int nonblocking, int *bad)
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
     MPI_Error_class(rc, &cls);
-    msg[0] = '\0';
-    if (rc != MPI_SUCCESS) {
-        MPI_Error_string(rc, msg, &len);
-    }
     printf("rank %d: %s with count %d (%d on the last rank, %d on the others) returned "
            "error class %d after %.2f s%s%s\n", rank, how, n, COUNT + 1, COUNT, cls,
-           MPI_Wtime() - t0, rc != MPI_SUCCESS ? ": " : "", msg);
+           MPI_Wtime() - t0, rc != MPI_SUCCESS ? ": " : "",
+           rc != MPI_SUCCESS ? test_errstr(rc, msg) : "");
     fflush(stdout);
-    buf_del(s);
-    buf_del(r);
+    test_buf_free(s);
+    test_buf_free(r);
     free(h);
     return cls;
 }
@@ -153,34 +96,13 @@ int main(int argc, char **argv)
 {
     int classes[2] = {MPI_SUCCESS, MPI_SUCCESS}, *all = NULL, bad = 0;
     MPI_Comm comm[2];
+    const test_flag_t flags[] = {{"--fatal", &fatal}, {NULL, NULL}};
+    int rc;
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--fatal") == 0) {
-            fatal = 1;
-        } else if (strcmp(argv[i], "--device") == 0) {
-#ifdef HAVE_CUDART
-            device = 1;
-#else
-            fprintf(stderr, "test_errors: --device needs a build with CUDA\n");
-            return 77;
-#endif
-        } else {
-            fprintf(stderr, "usage: test_errors [--fatal] [--device]\n");
-            return 2;
-        }
+    if ((rc = test_args(argc, argv, "test_errors", flags)) >= 0 ||
+        (rc = test_init(&argc, &argv, "test_errors", 0, &rank, &size)) != 0) {
+        return rc;
     }
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-#ifdef HAVE_CUDART
-    if (device && test_select_device() < 0) {
-        if (rank == 0) {
-            fprintf(stderr, "test_errors: --device but no GPU is visible\n");
-        }
-        MPI_Finalize();
-        return 77;
-    }
-#endif
     for (int i = 0; i < 2; i++) {
         MPI_Comm_dup(MPI_COMM_WORLD, &comm[i]);
         MPI_Comm_set_errhandler(comm[i], fatal ? MPI_ERRORS_ARE_FATAL : MPI_ERRORS_RETURN);
@@ -213,10 +135,8 @@ int main(int argc, char **argv)
             }
             if (all[t] != MPI_SUCCESS) {
                 char s[MPI_MAX_ERROR_STRING];
-                int len = 0;
-                MPI_Error_string(all[t], s, &len);
                 printf("test_errors: %s with a mismatched count: error class %d on rank 0 "
-                       "(%s)\n", how, all[t], s);
+                       "(%s)\n", how, all[t], test_errstr(all[t], s));
             }
         }
         free(all);

@@ -21,8 +21,6 @@
  * links only libcudart. Without a GPU (or a CUDA build) it exits 77: the
  * GPU lane runs it.
  */
-#include <mpi.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +63,7 @@ static const char *const kind_names[NKINDS] = {
     "cudaHostRegister", "cuMemCreate (VMM)", "cudaMallocAsync", "cudaMallocFromPoolAsync",
     "malloc (pageable)"};
 
-static int rank, size, failures, checks;
+static int rank, size, checks;
 static int gpu, peer_gpu; /* this process's GPU, and the one K_PEER uses */
 static cudaStream_t stream;
 static cudaMemPool_t pool;
@@ -291,30 +289,24 @@ typedef struct {
 
 static void fail(const call_t *c, const char *fmt, ...)
 {
-    char msg[200];
+    char what[160];
     va_list ap;
 
-    failures++;
-    if (failures > 30) {
-        return;
-    }
+    snprintf(what, sizeof(what), "%s %s%s, send %s, receive %s, count %zu", c->coll,
+             c->nonblocking ? "nonblocking" : "blocking", c->inplace ? " in-place" : "",
+             kind_names[c->sk], kind_names[c->rk], c->n);
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    test_vfail(what, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "rank %d: FAIL %s %s%s, send %s, receive %s, count %zu: %s\n", rank,
-            c->coll, c->nonblocking ? "nonblocking" : "blocking", c->inplace ? " in-place" : "",
-            kind_names[c->sk], kind_names[c->rk], c->n, msg);
 }
 
 static void call_rc(const call_t *c, int rc)
 {
     char s[MPI_MAX_ERROR_STRING];
-    int len = 0;
 
     checks++;
     if (rc != MPI_SUCCESS) {
-        MPI_Error_string(rc, s, &len);
-        fail(c, "the call returned an error: %s", s);
+        fail(c, "the call returned an error: %s", test_errstr(rc, s));
     }
 }
 
@@ -505,12 +497,10 @@ static void run_kinds(int sk, int rk, size_t n, int nb, int root)
 int main(int argc, char **argv)
 {
     size_t counts[] = {7, 70000};
-    int have = 0, all_have = 0, avail = 0, all_fail = 0, ngpu, local, nk = 0;
+    int have = 0, all_have = 0, avail = 0, ngpu, local, nk = 0;
     int kinds[NKINDS];
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    test_init(&argc, &argv, "test_memkinds", 0, &rank, &size);
     /* the GPU, chosen after MPI_Init from the node-local rank */
     local = test_local_rank();
     ngpu  = test_gpu_count();
@@ -595,12 +585,7 @@ int main(int argc, char **argv)
         cudaMemPoolDestroy(pool);
     }
     cudaStreamDestroy(stream);
-    MPI_Allreduce(&failures, &all_fail, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0) {
-        printf("test_memkinds: %d ranks, %d kinds, %d calls on rank 0, %d failures in all\n",
-               size, nk, checks, all_fail);
-    }
-    MPI_Finalize();
-    return all_fail == 0 ? 0 : 1;
+    return test_finish(test_failures, "test_memkinds: %d ranks, %d kinds, %d calls on rank 0",
+                       size, nk, checks);
 }
 #endif
