@@ -358,362 +358,365 @@ static size_t layout_bytes(int n, const int *counts, const dtype_t *const *ts, M
     return at;
 }
 
-/* ---- alltoall(v,w) ------------------------------------------------------ */
+/* ---- the calls that move blocks: one description, one runner ------------ */
 
-static void t_alltoall(const dtype_t *t, size_t k, int form, int ip)
+/* How the blocks of a buffer lie: back to back (the plain collectives),
+ * layout() (the v-collectives: displacements in elements) or
+ * layout_bytes() (the w-collectives: a type per block, displacements in
+ * bytes). */
+enum { PACKED, HOLES, BYTES };
+
+/*
+ * The blocks of one buffer of a call: block j is count[j] elements of
+ * type t[j] at byte off[j] (disp[j] for MPI: in elements, or bytes for the
+ * w-collectives), element i being val(round, src[j], blk[j], i). src[j] < 0
+ * (MPI_PROC_NULL) means no data: nothing to check, and in what a rank
+ * writes before a call, placeholders.
+ */
+typedef struct {
+    int            n;
+    int            count[MAX_RANKS], disp[MAX_RANKS], src[MAX_RANKS], blk[MAX_RANKS];
+    MPI_Aint       off[MAX_RANKS];
+    const dtype_t *t[MAX_RANKS];
+    MPI_Datatype   dt[MAX_RANKS];
+    size_t         bytes;
+} side_t;
+
+static void side_add(side_t *sd, int count, const dtype_t *t, int src, int blk)
 {
-    run_t c  = run_new("alltoall", t->name, k, form, ip);
-    size_t n = k * size;
-    buf_t s, r;
-    char *cv;
-
-    buf_init(&s, n * t->extent);
-    buf_init(&r, n * t->extent);
-    cv = covered_new(&r);
-    ROUNDS(&c)
-    {
-        memset(r.h, HOLE, r.bytes);
-        for (int d = 0; d < size; d++) {
-            for (size_t i = 0; i < k; i++) {
-                el_put(t, ip ? r.h : s.h, d * k + i, val(c.round, rank, d, i));
-            }
-        }
-        buf_push(&s);
-        buf_push(&r);
-        const void *sb = ip ? MPI_IN_PLACE : s.d;
-        int kk = (int)k;
-        COLL(&c, MPI_Alltoall(sb, kk, t->dt, r.d, kk, t->dt, MPI_COMM_WORLD),
-             MPI_Ialltoall(sb, kk, t->dt, r.d, kk, t->dt, MPI_COMM_WORLD, &c.req),
-             MPIX_Alltoall_init(sb, kk, t->dt, r.d, kk, t->dt, MPI_COMM_WORLD, MPI_INFO_NULL,
-                                &c.req));
-        buf_pull(&r);
-        memset(cv, 0, r.bytes);
-        for (int src = 0; src < size; src++) {
-            expect_block(&c, r.h, cv, src * k * t->extent, t, (int)k, src, rank,
-                         "block from rank");
-        }
-        expect_holes(&c, r.h, cv, r.bytes);
-    }
-    run_end(&c);
-    free(cv);
-    buf_fini(&s);
-    buf_fini(&r);
+    sd->count[sd->n] = count;
+    sd->t[sd->n]     = t;
+    sd->dt[sd->n]    = t->dt;
+    sd->src[sd->n]   = src;
+    sd->blk[sd->n]   = blk;
+    sd->n++;
 }
 
-static void t_alltoallv(const dtype_t *t, size_t k, int form, int ip)
+static void side_layout(side_t *sd, int how)
 {
-    run_t c = run_new("alltoallv", t->name, k, form, ip);
-    int *sc = malloc(size * sizeof(int)), *sd = malloc(size * sizeof(int));
-    int *rc = malloc(size * sizeof(int)), *rd = malloc(size * sizeof(int));
-    size_t sn, rn;
-    buf_t s, r;
-    char *cv;
+    size_t at = 0, extent = sd->n > 0 ? sd->t[0]->extent : 0;
 
-    for (int p = 0; p < size; p++) {
-        sc[p] = ip ? cnt_sym(rank, p, k) : cnt(rank, p, k);
-        rc[p] = ip ? cnt_sym(p, rank, k) : cnt(p, rank, k);
+    if (how == BYTES) {
+        sd->bytes = layout_bytes(sd->n, sd->count, sd->t, sd->off);
+        for (int j = 0; j < sd->n; j++) {
+            sd->disp[j] = (int)sd->off[j];
+        }
+        return;
     }
-    sn = layout(size, sc, sd);
-    rn = layout(size, rc, rd);
-    buf_init(&s, sn * t->extent);
-    buf_init(&r, rn * t->extent);
-    cv = covered_new(&r);
-    ROUNDS(&c)
-    {
-        memset(r.h, HOLE, r.bytes);
-        for (size_t e = 0; e < sn; e++) {
-            el_put(t, s.h, e, -99); /* the holes of the send buffer: never sent */
+    if (how == HOLES) {
+        at = layout(sd->n, sd->count, sd->disp);
+    } else {
+        for (int j = 0; j < sd->n; j++) {
+            sd->disp[j] = (int)at;
+            at += (size_t)sd->count[j];
         }
-        for (int d = 0; d < size; d++) {
-            for (int i = 0; i < (ip ? rc[d] : sc[d]); i++) {
-                el_put(t, ip ? r.h : s.h, (size_t)(ip ? rd[d] : sd[d]) + i,
-                       val(c.round, rank, d, i));
-            }
-        }
-        buf_push(&s);
-        buf_push(&r);
-        const void *sb = ip ? MPI_IN_PLACE : s.d;
-        COLL(&c, MPI_Alltoallv(sb, sc, sd, t->dt, r.d, rc, rd, t->dt, MPI_COMM_WORLD),
-             MPI_Ialltoallv(sb, sc, sd, t->dt, r.d, rc, rd, t->dt, MPI_COMM_WORLD, &c.req),
-             MPIX_Alltoallv_init(sb, sc, sd, t->dt, r.d, rc, rd, t->dt, MPI_COMM_WORLD,
-                                 MPI_INFO_NULL, &c.req));
-        buf_pull(&r);
-        memset(cv, 0, r.bytes);
-        for (int src = 0; src < size; src++) {
-            expect_block(&c, r.h, cv, (size_t)rd[src] * t->extent, t, rc[src], src, rank,
-                         "block from rank");
-        }
-        expect_holes(&c, r.h, cv, r.bytes);
     }
-    run_end(&c);
-    free(cv);
-    buf_fini(&s);
-    buf_fini(&r);
-    free(sc);
-    free(sd);
-    free(rc);
-    free(rd);
+    for (int j = 0; j < sd->n; j++) {
+        sd->off[j] = (MPI_Aint)((size_t)sd->disp[j] * extent);
+    }
+    sd->bytes = at * extent;
 }
 
-/* Each pair's block has its own type (int, double or the derived type). */
-static void t_alltoallw(size_t k, int form, int ip)
+/* The blocks of sd for round `round` into a host image. */
+static void side_write(const side_t *sd, char *img, int round)
 {
-    run_t c = run_new("alltoallw", "mixed types", k, form, ip);
-    int *sc = malloc(size * sizeof(int)), *rc = malloc(size * sizeof(int));
-    int *sdi = malloc(size * sizeof(int)), *rdi = malloc(size * sizeof(int));
-    MPI_Aint *sd = malloc(size * sizeof(MPI_Aint)), *rd = malloc(size * sizeof(MPI_Aint));
-    const dtype_t **st = malloc(size * sizeof(*st)), **rt = malloc(size * sizeof(*rt));
-    MPI_Datatype *sdt = malloc(size * sizeof(MPI_Datatype));
-    MPI_Datatype *rdt = malloc(size * sizeof(MPI_Datatype));
-    size_t sbytes, rbytes;
-    buf_t s, r;
-    char *cv;
-
-    for (int p = 0; p < size; p++) {
-        sc[p]  = ip ? cnt_sym(rank, p, k) : cnt(rank, p, k);
-        rc[p]  = ip ? cnt_sym(p, rank, k) : cnt(p, rank, k);
-        st[p]  = type_of(rank, p);
-        rt[p]  = type_of(p, rank);
-        sdt[p] = st[p]->dt;
-        rdt[p] = rt[p]->dt;
-    }
-    sbytes = layout_bytes(size, sc, st, sd);
-    rbytes = layout_bytes(size, rc, rt, rd);
-    for (int p = 0; p < size; p++) {
-        sdi[p] = (int)sd[p];
-        rdi[p] = (int)rd[p];
-    }
-    buf_init(&s, sbytes);
-    buf_init(&r, rbytes);
-    cv = covered_new(&r);
-    ROUNDS(&c)
-    {
-        memset(r.h, HOLE, r.bytes);
-        for (int d = 0; d < size; d++) {
-            char *at = ip ? r.h + rd[d] : s.h + sd[d];
-            for (int i = 0; i < (ip ? rc[d] : sc[d]); i++) {
-                el_put(ip ? rt[d] : st[d], at, i, val(c.round, rank, d, i));
-            }
+    for (int j = 0; j < sd->n; j++) {
+        for (int i = 0; i < sd->count[j]; i++) {
+            el_put(sd->t[j], img + sd->off[j], i,
+                   sd->src[j] >= 0 ? val(round, sd->src[j], sd->blk[j], i) : PLACEHOLDER);
         }
-        buf_push(&s);
-        buf_push(&r);
-        const void *sb = ip ? MPI_IN_PLACE : s.d;
-        COLL(&c, MPI_Alltoallw(sb, sc, sdi, sdt, r.d, rc, rdi, rdt, MPI_COMM_WORLD),
-             MPI_Ialltoallw(sb, sc, sdi, sdt, r.d, rc, rdi, rdt, MPI_COMM_WORLD, &c.req),
-             MPIX_Alltoallw_init(sb, sc, sdi, sdt, r.d, rc, rdi, rdt, MPI_COMM_WORLD,
-                                 MPI_INFO_NULL, &c.req));
-        buf_pull(&r);
-        memset(cv, 0, r.bytes);
-        for (int src = 0; src < size; src++) {
-            expect_block(&c, r.h, cv, (size_t)rd[src], rt[src], rc[src], src, rank,
-                         "block from rank");
-        }
-        expect_holes(&c, r.h, cv, r.bytes);
     }
-    run_end(&c);
-    free(cv);
-    buf_fini(&s);
-    buf_fini(&r);
-    free(sc);
-    free(rc);
-    free(sdi);
-    free(rdi);
-    free(sd);
-    free(rd);
-    free(st);
-    free(rt);
-    free(sdt);
-    free(rdt);
 }
 
-/* ---- allgatherv, gather(v), scatter(v) ---------------------------------- */
+enum { CHECK_RECV, CHECK_SEND, CHECK_NONE };
 
-static void t_allgatherv(const dtype_t *t, size_t k, int form, int ip)
+typedef struct xfer xfer_t;
+struct xfer {
+    run_t          c;
+    MPI_Comm       comm;
+    int            root;
+    const dtype_t *t;     /* the type of every block; NULL for the w-collectives */
+    side_t         snd;   /* what MPI gets as the send ... */
+    side_t         rcv;   /* ... and the receive buffer */
+    side_t         put;   /* what this rank writes before each call, */
+    int            put_r; /* into the receive buffer (in place) or the send buffer */
+    int            reset_s, junk_s; /* the send buffer to HOLE bytes, or -99s, first */
+    int            check; /* CHECK_RECV: rcv; CHECK_SEND: snd, in the send buffer */
+    const char    *what;  /* a block, in messages */
+    void (*call)(xfer_t *x);
+    const void    *forms; /* the forms call uses, if it takes a table */
+    int            ip_recv; /* in place is the receive argument (scatter) */
+    buf_t          s, r;
+    const void    *sb;    /* what MPI gets: s.d, r.d, or MPI_IN_PLACE */
+    void          *rb;
+};
+
+static void xfer_init(xfer_t *x, const char *coll, const dtype_t *t, size_t k, int form, int ip)
 {
-    run_t c = run_new("allgatherv", t->name, k, form, ip);
-    int *rc = malloc(size * sizeof(int)), *rd = malloc(size * sizeof(int));
-    int mine = cnt_of(rank, k);
-    size_t rn;
-    buf_t s, r;
-    char *cv;
-
-    for (int p = 0; p < size; p++) {
-        rc[p] = cnt_of(p, k);
-    }
-    rn = layout(size, rc, rd);
-    buf_init(&s, (size_t)mine * t->extent);
-    buf_init(&r, rn * t->extent);
-    cv = covered_new(&r);
-    ROUNDS(&c)
-    {
-        memset(r.h, HOLE, r.bytes);
-        for (int i = 0; i < mine; i++) {
-            el_put(t, ip ? r.h : s.h, (size_t)(ip ? rd[rank] : 0) + i,
-                   val(c.round, rank, 0, i));
-        }
-        if (ip) { /* the others' blocks arrive over placeholders */
-            for (int p = 0; p < size; p++) {
-                for (int i = 0; p != rank && i < rc[p]; i++) {
-                    el_put(t, r.h, (size_t)rd[p] + i, PLACEHOLDER);
-                }
-            }
-        }
-        buf_push(&s);
-        buf_push(&r);
-        const void *sb = ip ? MPI_IN_PLACE : s.d;
-        COLL(&c, MPI_Allgatherv(sb, mine, t->dt, r.d, rc, rd, t->dt, MPI_COMM_WORLD),
-             MPI_Iallgatherv(sb, mine, t->dt, r.d, rc, rd, t->dt, MPI_COMM_WORLD, &c.req),
-             MPIX_Allgatherv_init(sb, mine, t->dt, r.d, rc, rd, t->dt, MPI_COMM_WORLD,
-                                  MPI_INFO_NULL, &c.req));
-        buf_pull(&r);
-        memset(cv, 0, r.bytes);
-        for (int src = 0; src < size; src++) {
-            expect_block(&c, r.h, cv, (size_t)rd[src] * t->extent, t, rc[src], src, 0,
-                         "block from rank");
-        }
-        expect_holes(&c, r.h, cv, r.bytes);
-    }
-    run_end(&c);
-    free(cv);
-    buf_fini(&s);
-    buf_fini(&r);
-    free(rc);
-    free(rd);
+    memset(x, 0, sizeof(*x));
+    x->c    = run_new(coll, t != NULL ? t->name : "mixed types", k, form, ip);
+    x->comm = MPI_COMM_WORLD;
+    x->t    = t;
+    x->what = "block from rank";
 }
 
-/* gather (v = 0: k elements from every rank) and gatherv (v = 1) */
+/* Every round: write the blocks, run the call, check every block that
+ * arrived and every byte between them. */
+static void xfer_run(xfer_t *x)
+{
+    const side_t *chk = x->check == CHECK_SEND ? &x->snd : &x->rcv;
+    buf_t *cb         = x->check == CHECK_SEND ? &x->s : &x->r;
+    char *cv;
+
+    buf_init(&x->s, x->snd.bytes);
+    buf_init(&x->r, x->rcv.bytes);
+    cv = covered_new(cb);
+    ROUNDS(&x->c)
+    {
+        memset(x->r.h, HOLE, x->r.bytes);
+        if (x->reset_s) {
+            memset(x->s.h, HOLE, x->s.bytes);
+        }
+        for (size_t e = 0; x->junk_s && e < x->snd.bytes / x->t->extent; e++) {
+            el_put(x->t, x->s.h, e, -99); /* the holes of the send buffer: never sent */
+        }
+        side_write(&x->put, x->put_r ? x->r.h : x->s.h, x->c.round);
+        buf_push(&x->s);
+        buf_push(&x->r);
+        x->sb = x->c.ip && !x->ip_recv ? MPI_IN_PLACE : x->s.d;
+        x->rb = x->c.ip && x->ip_recv ? MPI_IN_PLACE : x->r.d;
+        x->call(x);
+        buf_pull(cb);
+        if (x->check == CHECK_NONE) {
+            continue;
+        }
+        memset(cv, 0, cb->bytes);
+        for (int j = 0; j < chk->n; j++) {
+            if (chk->src[j] >= 0) {
+                expect_block(&x->c, cb->h, cv, (size_t)chk->off[j], chk->t[j], chk->count[j],
+                             chk->src[j], chk->blk[j], x->what);
+            }
+        }
+        expect_holes(&x->c, cb->h, cv, cb->bytes);
+    }
+    run_end(&x->c);
+    free(cv);
+    buf_fini(&x->s);
+    buf_fini(&x->r);
+}
+
+/*
+ * The calls, in x->c's form, on x->sb and x->rb. Collectives that take the
+ * same arguments share one caller, given a table of their three forms
+ * (blocking, nonblocking, persistent init).
+ */
+#define FORMS(_name, ...)                                                                  \
+    typedef struct {                                                                       \
+        int (*b)(__VA_ARGS__);                                                             \
+        int (*nb)(__VA_ARGS__, MPI_Request *);                                             \
+        int (*p)(__VA_ARGS__, MPI_Info, MPI_Request *);                                    \
+    } _name
+
+/* k elements to and from every peer */
+FORMS(plain_t, const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
+static const plain_t alltoall = {MPI_Alltoall, MPI_Ialltoall, MPIX_Alltoall_init};
+static const plain_t nbr_allgather = {MPI_Neighbor_allgather, MPI_Ineighbor_allgather,
+                                      MPIX_Neighbor_allgather_init};
+static const plain_t nbr_alltoall = {MPI_Neighbor_alltoall, MPI_Ineighbor_alltoall,
+                                     MPIX_Neighbor_alltoall_init};
+
+static void call_plain(xfer_t *x)
+{
+    const plain_t *f = x->forms;
+    MPI_Datatype t   = x->t->dt;
+    int k            = (int)x->c.k;
+    COLL(&x->c, f->b(x->sb, k, t, x->rb, k, t, x->comm),
+         f->nb(x->sb, k, t, x->rb, k, t, x->comm, &x->c.req),
+         f->p(x->sb, k, t, x->rb, k, t, x->comm, MPI_INFO_NULL, &x->c.req));
+}
+
+/* a count and displacement per peer both ways */
+FORMS(v_t, const void *, const int *, const int *, MPI_Datatype, void *, const int *,
+      const int *, MPI_Datatype, MPI_Comm);
+static const v_t alltoallv     = {MPI_Alltoallv, MPI_Ialltoallv, MPIX_Alltoallv_init};
+static const v_t nbr_alltoallv = {MPI_Neighbor_alltoallv, MPI_Ineighbor_alltoallv,
+                                  MPIX_Neighbor_alltoallv_init};
+
+static void call_v(xfer_t *x)
+{
+    const v_t *f    = x->forms;
+    const side_t *s = &x->snd, *r = &x->rcv;
+    MPI_Datatype t  = x->t->dt;
+    COLL(&x->c, f->b(x->sb, s->count, s->disp, t, x->rb, r->count, r->disp, t, x->comm),
+         f->nb(x->sb, s->count, s->disp, t, x->rb, r->count, r->disp, t, x->comm, &x->c.req),
+         f->p(x->sb, s->count, s->disp, t, x->rb, r->count, r->disp, t, x->comm, MPI_INFO_NULL,
+              &x->c.req));
+}
+
+/* this rank's block to every peer, a count and displacement per peer back */
+FORMS(gatherv_t, const void *, int, MPI_Datatype, void *, const int *, const int *,
+      MPI_Datatype, MPI_Comm);
+static const gatherv_t allgatherv     = {MPI_Allgatherv, MPI_Iallgatherv, MPIX_Allgatherv_init};
+static const gatherv_t nbr_allgatherv = {MPI_Neighbor_allgatherv, MPI_Ineighbor_allgatherv,
+                                         MPIX_Neighbor_allgatherv_init};
+
+static void call_gatherv_all(xfer_t *x)
+{
+    const gatherv_t *f = x->forms;
+    const side_t *r    = &x->rcv;
+    MPI_Datatype t     = x->t->dt;
+    int mine           = x->snd.count[0];
+    COLL(&x->c, f->b(x->sb, mine, t, x->rb, r->count, r->disp, t, x->comm),
+         f->nb(x->sb, mine, t, x->rb, r->count, r->disp, t, x->comm, &x->c.req),
+         f->p(x->sb, mine, t, x->rb, r->count, r->disp, t, x->comm, MPI_INFO_NULL, &x->c.req));
+}
+
+/* k elements to or from the root */
+FORMS(rooted_t, const void *, int, MPI_Datatype, void *, int, MPI_Datatype, int, MPI_Comm);
+static const rooted_t gather  = {MPI_Gather, MPI_Igather, MPIX_Gather_init};
+static const rooted_t scatter = {MPI_Scatter, MPI_Iscatter, MPIX_Scatter_init};
+
+static void call_rooted(xfer_t *x)
+{
+    const rooted_t *f = x->forms;
+    MPI_Datatype t    = x->t->dt;
+    int k             = (int)x->c.k;
+    COLL(&x->c, f->b(x->sb, k, t, x->rb, k, t, x->root, x->comm),
+         f->nb(x->sb, k, t, x->rb, k, t, x->root, x->comm, &x->c.req),
+         f->p(x->sb, k, t, x->rb, k, t, x->root, x->comm, MPI_INFO_NULL, &x->c.req));
+}
+
+static void call_gatherv(xfer_t *x)
+{
+    const side_t *r = &x->rcv;
+    MPI_Datatype t  = x->t->dt;
+    int mine        = x->snd.count[0];
+    COLL(&x->c, MPI_Gatherv(x->sb, mine, t, x->rb, r->count, r->disp, t, x->root, x->comm),
+         MPI_Igatherv(x->sb, mine, t, x->rb, r->count, r->disp, t, x->root, x->comm,
+                      &x->c.req),
+         MPIX_Gatherv_init(x->sb, mine, t, x->rb, r->count, r->disp, t, x->root, x->comm,
+                           MPI_INFO_NULL, &x->c.req));
+}
+
+static void call_scatterv(xfer_t *x)
+{
+    const side_t *s = &x->snd;
+    MPI_Datatype t  = x->t->dt;
+    int mine        = x->rcv.count[0];
+    COLL(&x->c, MPI_Scatterv(x->sb, s->count, s->disp, t, x->rb, mine, t, x->root, x->comm),
+         MPI_Iscatterv(x->sb, s->count, s->disp, t, x->rb, mine, t, x->root, x->comm,
+                       &x->c.req),
+         MPIX_Scatterv_init(x->sb, s->count, s->disp, t, x->rb, mine, t, x->root, x->comm,
+                            MPI_INFO_NULL, &x->c.req));
+}
+
+/* the w-collectives: displacements in bytes, int or MPI_Aint */
+static void call_alltoallw(xfer_t *x)
+{
+    const side_t *s = &x->snd, *r = &x->rcv;
+    COLL(&x->c,
+         MPI_Alltoallw(x->sb, s->count, s->disp, s->dt, x->rb, r->count, r->disp, r->dt, x->comm),
+         MPI_Ialltoallw(x->sb, s->count, s->disp, s->dt, x->rb, r->count, r->disp, r->dt,
+                        x->comm, &x->c.req),
+         MPIX_Alltoallw_init(x->sb, s->count, s->disp, s->dt, x->rb, r->count, r->disp, r->dt,
+                             x->comm, MPI_INFO_NULL, &x->c.req));
+}
+
+static void call_nbr_alltoallw(xfer_t *x)
+{
+    const side_t *s = &x->snd, *r = &x->rcv;
+    COLL(&x->c,
+         MPI_Neighbor_alltoallw(x->sb, s->count, s->off, s->dt, x->rb, r->count, r->off, r->dt,
+                                x->comm),
+         MPI_Ineighbor_alltoallw(x->sb, s->count, s->off, s->dt, x->rb, r->count, r->off,
+                                 r->dt, x->comm, &x->c.req),
+         MPIX_Neighbor_alltoallw_init(x->sb, s->count, s->off, s->dt, x->rb, r->count, r->off,
+                                      r->dt, x->comm, MPI_INFO_NULL, &x->c.req));
+}
+
+/* ---- alltoall(v,w), allgatherv, gather(v), scatter(v) ------------------- */
+
+/* alltoall (how PACKED), alltoallv (HOLES: uneven counts, a third of them
+ * zero) and alltoallw (BYTES, t NULL: each pair's block of its own type).
+ * In place the counts and types are the same both ways, so the blocks a
+ * rank sends lie where the ones it receives will. */
+static void t_alltoall(const dtype_t *t, size_t k, int form, int ip, int how)
+{
+    static const char *const names[] = {"alltoall", "alltoallv", "alltoallw"};
+    static void (*const calls[])(xfer_t *) = {call_plain, call_v, call_alltoallw};
+    static const void *const forms[]       = {&alltoall, &alltoallv, NULL};
+    xfer_t x;
+
+    xfer_init(&x, names[how], t, k, form, ip);
+    for (int p = 0; p < size; p++) {
+        int sc = how == PACKED ? (int)k : ip ? cnt_sym(rank, p, k) : cnt(rank, p, k);
+        int rc = how == PACKED ? (int)k : ip ? cnt_sym(p, rank, k) : cnt(p, rank, k);
+        side_add(&x.snd, sc, how == BYTES ? type_of(rank, p) : t, rank, p);
+        side_add(&x.rcv, rc, how == BYTES ? type_of(p, rank) : t, p, rank);
+    }
+    side_layout(&x.snd, how);
+    side_layout(&x.rcv, how);
+    x.put    = x.snd;
+    x.put_r  = ip;
+    x.junk_s = how == HOLES;
+    x.call   = calls[how];
+    x.forms  = forms[how];
+    xfer_run(&x);
+}
+
+/* gather (v = 0: k elements from every rank) and gatherv (v = 1) to root,
+ * or with root -1 allgatherv (v = 1) */
 static void t_gather(const dtype_t *t, size_t k, int form, int ip, int root, int v)
 {
-    run_t c = run_new(v ? "gatherv" : "gather", t->name, k, form, ip && rank == root);
-    int *rc = malloc(size * sizeof(int)), *rd = malloc(size * sizeof(int));
-    int mine;
-    size_t rn;
-    buf_t s, r;
-    char *cv;
+    int all = root < 0, tag = all ? 0 : root;
+    xfer_t x;
 
+    xfer_init(&x, all ? "allgatherv" : v ? "gatherv" : "gather", t, k, form,
+              ip && (all || rank == root));
+    x.root = root;
     for (int p = 0; p < size; p++) {
-        rc[p] = v ? cnt_of(p, k) : (int)k;
-        rd[p] = (int)(p * k);
+        side_add(&x.rcv, v ? cnt_of(p, k) : (int)k, t, p, tag);
     }
-    rn   = v ? layout(size, rc, rd) : k * size;
-    mine = rc[rank];
-    buf_init(&s, (size_t)mine * t->extent);
-    buf_init(&r, rn * t->extent);
-    cv = covered_new(&r);
-    ROUNDS(&c)
-    {
-        memset(r.h, HOLE, r.bytes);
-        for (int i = 0; i < mine; i++) {
-            el_put(t, c.ip ? r.h : s.h, (size_t)(c.ip ? rd[rank] : 0) + i,
-                   val(c.round, rank, root, i));
-        }
-        if (c.ip) {
-            for (int p = 0; p < size; p++) {
-                for (int i = 0; p != rank && i < rc[p]; i++) {
-                    el_put(t, r.h, (size_t)rd[p] + i, PLACEHOLDER);
-                }
-            }
-        }
-        buf_push(&s);
-        buf_push(&r);
-        const void *sb = c.ip ? MPI_IN_PLACE : s.d;
-        if (v) {
-            COLL(&c, MPI_Gatherv(sb, mine, t->dt, r.d, rc, rd, t->dt, root, MPI_COMM_WORLD),
-                 MPI_Igatherv(sb, mine, t->dt, r.d, rc, rd, t->dt, root, MPI_COMM_WORLD,
-                              &c.req),
-                 MPIX_Gatherv_init(sb, mine, t->dt, r.d, rc, rd, t->dt, root, MPI_COMM_WORLD,
-                                   MPI_INFO_NULL, &c.req));
-        } else {
-            int kk = (int)k;
-            COLL(&c, MPI_Gather(sb, kk, t->dt, r.d, kk, t->dt, root, MPI_COMM_WORLD),
-                 MPI_Igather(sb, kk, t->dt, r.d, kk, t->dt, root, MPI_COMM_WORLD, &c.req),
-                 MPIX_Gather_init(sb, kk, t->dt, r.d, kk, t->dt, root, MPI_COMM_WORLD,
-                                  MPI_INFO_NULL, &c.req));
-        }
-        buf_pull(&r);
-        memset(cv, 0, r.bytes);
-        for (int src = 0; rank == root && src < size; src++) {
-            expect_block(&c, r.h, cv, (size_t)rd[src] * t->extent, t, rc[src], src, root,
-                         "block from rank");
-        }
-        if (rank == root) {
-            expect_holes(&c, r.h, cv, r.bytes);
+    side_add(&x.snd, x.rcv.count[rank], t, rank, tag);
+    side_layout(&x.snd, PACKED);
+    side_layout(&x.rcv, v ? HOLES : PACKED);
+    x.put   = x.c.ip ? x.rcv : x.snd;
+    x.put_r = x.c.ip;
+    for (int p = 0; x.c.ip && p < size; p++) {
+        if (p != rank) { /* the others' blocks arrive over placeholders */
+            x.put.src[p] = -1;
         }
     }
-    run_end(&c);
-    free(cv);
-    buf_fini(&s);
-    buf_fini(&r);
-    free(rc);
-    free(rd);
+    x.check = all || rank == root ? CHECK_RECV : CHECK_NONE;
+    x.call  = all ? call_gatherv_all : v ? call_gatherv : call_rooted;
+    x.forms = all ? (const void *)&allgatherv : &gather;
+    xfer_run(&x);
 }
 
 /* scatter (v = 0) and scatterv (v = 1) from root */
 static void t_scatter(const dtype_t *t, size_t k, int form, int ip, int root, int v)
 {
-    run_t c = run_new(v ? "scatterv" : "scatter", t->name, k, form, ip && rank == root);
-    int *sc = malloc(size * sizeof(int)), *sd = malloc(size * sizeof(int));
-    int mine;
-    size_t sn;
-    buf_t s, r;
-    char *cv;
+    xfer_t x;
 
+    xfer_init(&x, v ? "scatterv" : "scatter", t, k, form, ip && rank == root);
+    x.root = root;
     for (int p = 0; p < size; p++) {
-        sc[p] = v ? cnt_of(p, k) : (int)k;
-        sd[p] = (int)(p * k);
+        side_add(&x.snd, v ? cnt_of(p, k) : (int)k, t, root, p);
     }
-    sn   = v ? layout(size, sc, sd) : k * size;
-    mine = sc[rank];
-    buf_init(&s, sn * t->extent);
-    buf_init(&r, (size_t)mine * t->extent);
-    cv = covered_new(c.ip ? &s : &r);
-    ROUNDS(&c)
-    {
-        memset(s.h, HOLE, s.bytes);
-        memset(r.h, HOLE, r.bytes);
-        for (int d = 0; rank == root && d < size; d++) {
-            for (int i = 0; i < sc[d]; i++) {
-                el_put(t, s.h, (size_t)sd[d] + i, val(c.round, root, d, i));
-            }
-        }
-        buf_push(&s);
-        buf_push(&r);
-        void *rb = c.ip ? MPI_IN_PLACE : r.d;
-        if (v) {
-            COLL(&c, MPI_Scatterv(s.d, sc, sd, t->dt, rb, mine, t->dt, root, MPI_COMM_WORLD),
-                 MPI_Iscatterv(s.d, sc, sd, t->dt, rb, mine, t->dt, root, MPI_COMM_WORLD,
-                               &c.req),
-                 MPIX_Scatterv_init(s.d, sc, sd, t->dt, rb, mine, t->dt, root,
-                                    MPI_COMM_WORLD, MPI_INFO_NULL, &c.req));
-        } else {
-            int kk = (int)k;
-            COLL(&c, MPI_Scatter(s.d, kk, t->dt, rb, kk, t->dt, root, MPI_COMM_WORLD),
-                 MPI_Iscatter(s.d, kk, t->dt, rb, kk, t->dt, root, MPI_COMM_WORLD, &c.req),
-                 MPIX_Scatter_init(s.d, kk, t->dt, rb, kk, t->dt, root, MPI_COMM_WORLD,
-                                   MPI_INFO_NULL, &c.req));
-        }
-        if (c.ip) {
-            /* the root's own block stays where it was, the rest untouched */
-            buf_pull(&s);
-            memset(cv, 0, s.bytes);
-            for (int d = 0; d < size; d++) {
-                expect_block(&c, s.h, cv, (size_t)sd[d] * t->extent, t, sc[d], root, d,
-                             "the root's block for rank");
-            }
-            expect_holes(&c, s.h, cv, s.bytes);
-        } else {
-            buf_pull(&r);
-            memset(cv, 0, r.bytes);
-            expect_block(&c, r.h, cv, 0, t, mine, root, rank, "block from root");
-            expect_holes(&c, r.h, cv, r.bytes);
-        }
+    side_add(&x.rcv, x.snd.count[rank], t, root, rank);
+    side_layout(&x.snd, v ? HOLES : PACKED);
+    side_layout(&x.rcv, PACKED);
+    if (rank == root) {
+        x.put = x.snd;
     }
-    run_end(&c);
-    free(cv);
-    buf_fini(&s);
-    buf_fini(&r);
-    free(sc);
-    free(sd);
+    x.reset_s = 1;
+    /* in place, the root's own block stays where it was, the rest untouched */
+    x.check = x.c.ip ? CHECK_SEND : CHECK_RECV;
+    x.what  = x.c.ip ? "the root's block for rank" : "block from root";
+    x.call    = v ? call_scatterv : call_rooted;
+    x.forms   = &scatter;
+    x.ip_recv = 1;
+    xfer_run(&x);
 }
 
 /* ---- scan, exscan, reduce_local ----------------------------------------- */
@@ -900,178 +903,61 @@ static void topo_graph(topo_t *tp)
     MPI_Comm_set_errhandler(tp->comm, MPI_ERRORS_RETURN);
 }
 
-static run_t run_nbr(const char *coll, const topo_t *tp, const char *tname, size_t k,
+static void xfer_nbr(xfer_t *x, const char *coll, const topo_t *tp, const dtype_t *t, size_t k,
                      int form)
 {
     static char name[64];
+
     snprintf(name, sizeof(name), "%s (%s)", coll, tp->name);
-    return run_new(name, tname, k, form, 0);
+    xfer_init(x, name, t, k, form, 0);
+    x->comm = tp->comm;
+    x->what = "block from neighbor";
 }
 
 static void t_nbr_allgather(const topo_t *tp, const dtype_t *t, size_t k, int form, int v)
 {
-    run_t c = run_nbr(v ? "neighbor_allgatherv" : "neighbor_allgather", tp, t->name, k, form);
-    int rc[MAX_NBRS], rd[MAX_NBRS], mine = v ? cnt_of(rank, k) : (int)k;
-    size_t rn;
-    buf_t s, r;
-    char *cv;
+    xfer_t x;
 
+    xfer_nbr(&x, v ? "neighbor_allgatherv" : "neighbor_allgather", tp, t, k, form);
+    side_add(&x.snd, v ? cnt_of(rank, k) : (int)k, t, rank, 0);
     for (int j = 0; j < tp->indeg; j++) {
-        rc[j] = v ? cnt_of(tp->srcs[j], k) : (int)k;
-        rd[j] = (int)(j * k);
+        side_add(&x.rcv, v ? cnt_of(tp->srcs[j], k) : (int)k, t, tp->srcs[j], 0);
     }
-    rn = v ? layout(tp->indeg, rc, rd) : k * tp->indeg;
-    buf_init(&s, (size_t)mine * t->extent);
-    buf_init(&r, rn * t->extent);
-    cv = covered_new(&r);
-    ROUNDS(&c)
-    {
-        memset(r.h, HOLE, r.bytes);
-        for (int i = 0; i < mine; i++) {
-            el_put(t, s.h, i, val(c.round, rank, 0, i));
-        }
-        buf_push(&s);
-        buf_push(&r);
-        if (v) {
-            COLL(&c, MPI_Neighbor_allgatherv(s.d, mine, t->dt, r.d, rc, rd, t->dt, tp->comm),
-                 MPI_Ineighbor_allgatherv(s.d, mine, t->dt, r.d, rc, rd, t->dt, tp->comm,
-                                          &c.req),
-                 MPIX_Neighbor_allgatherv_init(s.d, mine, t->dt, r.d, rc, rd, t->dt, tp->comm,
-                                               MPI_INFO_NULL, &c.req));
-        } else {
-            int kk = (int)k;
-            COLL(&c, MPI_Neighbor_allgather(s.d, kk, t->dt, r.d, kk, t->dt, tp->comm),
-                 MPI_Ineighbor_allgather(s.d, kk, t->dt, r.d, kk, t->dt, tp->comm, &c.req),
-                 MPIX_Neighbor_allgather_init(s.d, kk, t->dt, r.d, kk, t->dt, tp->comm,
-                                              MPI_INFO_NULL, &c.req));
-        }
-        buf_pull(&r);
-        memset(cv, 0, r.bytes);
-        for (int j = 0; j < tp->indeg; j++) {
-            if (tp->srcs[j] >= 0) { /* MPI_PROC_NULL's block stays untouched */
-                expect_block(&c, r.h, cv, (size_t)rd[j] * t->extent, t, rc[j], tp->srcs[j],
-                             0, "block from neighbor");
-            }
-        }
-        expect_holes(&c, r.h, cv, r.bytes);
-    }
-    run_end(&c);
-    free(cv);
-    buf_fini(&s);
-    buf_fini(&r);
+    side_layout(&x.snd, PACKED);
+    side_layout(&x.rcv, v ? HOLES : PACKED);
+    x.put   = x.snd;
+    x.call  = v ? call_gatherv_all : call_plain;
+    x.forms = v ? (const void *)&nbr_allgatherv : &nbr_allgather;
+    xfer_run(&x);
 }
 
-static void t_nbr_alltoall(const topo_t *tp, const dtype_t *t, size_t k, int form, int v)
+/* neighbor_alltoall (how PACKED), neighbor_alltoallv (HOLES) and
+ * neighbor_alltoallw (BYTES, t NULL) */
+static void t_nbr_alltoall(const topo_t *tp, const dtype_t *t, size_t k, int form, int how)
 {
-    run_t c = run_nbr(v ? "neighbor_alltoallv" : "neighbor_alltoall", tp, t->name, k, form);
-    int sc[MAX_NBRS], sd[MAX_NBRS], rc[MAX_NBRS], rd[MAX_NBRS];
-    size_t sn, rn;
-    buf_t s, r;
-    char *cv;
+    static const char *const names[] = {"neighbor_alltoall", "neighbor_alltoallv",
+                                        "neighbor_alltoallw"};
+    static void (*const calls[])(xfer_t *) = {call_plain, call_v, call_nbr_alltoallw};
+    static const void *const forms[]       = {&nbr_alltoall, &nbr_alltoallv, NULL};
+    xfer_t x;
 
+    xfer_nbr(&x, names[how], tp, t, k, form);
     for (int j = 0; j < tp->outdeg; j++) {
-        sc[j] = v ? cnt(rank, tp->dsts[j], k) : (int)k;
-        sd[j] = (int)(j * k);
+        int d = tp->dsts[j];
+        side_add(&x.snd, how == PACKED ? (int)k : cnt(rank, d, k),
+                 how == BYTES ? type_of(rank, d) : t, rank, j);
     }
     for (int j = 0; j < tp->indeg; j++) {
-        rc[j] = v ? cnt(tp->srcs[j], rank, k) : (int)k;
-        rd[j] = (int)(j * k);
+        int src = tp->srcs[j];
+        side_add(&x.rcv, how == PACKED ? (int)k : cnt(src, rank, k),
+                 how == BYTES ? type_of(src, rank) : t, src, tp->sblk[j]);
     }
-    sn = v ? layout(tp->outdeg, sc, sd) : k * tp->outdeg;
-    rn = v ? layout(tp->indeg, rc, rd) : k * tp->indeg;
-    buf_init(&s, sn * t->extent);
-    buf_init(&r, rn * t->extent);
-    cv = covered_new(&r);
-    ROUNDS(&c)
-    {
-        memset(r.h, HOLE, r.bytes);
-        for (int j = 0; j < tp->outdeg; j++) {
-            for (int i = 0; i < sc[j]; i++) {
-                el_put(t, s.h, (size_t)sd[j] + i, val(c.round, rank, j, i));
-            }
-        }
-        buf_push(&s);
-        buf_push(&r);
-        if (v) {
-            COLL(&c, MPI_Neighbor_alltoallv(s.d, sc, sd, t->dt, r.d, rc, rd, t->dt, tp->comm),
-                 MPI_Ineighbor_alltoallv(s.d, sc, sd, t->dt, r.d, rc, rd, t->dt, tp->comm,
-                                         &c.req),
-                 MPIX_Neighbor_alltoallv_init(s.d, sc, sd, t->dt, r.d, rc, rd, t->dt, tp->comm,
-                                              MPI_INFO_NULL, &c.req));
-        } else {
-            int kk = (int)k;
-            COLL(&c, MPI_Neighbor_alltoall(s.d, kk, t->dt, r.d, kk, t->dt, tp->comm),
-                 MPI_Ineighbor_alltoall(s.d, kk, t->dt, r.d, kk, t->dt, tp->comm, &c.req),
-                 MPIX_Neighbor_alltoall_init(s.d, kk, t->dt, r.d, kk, t->dt, tp->comm,
-                                             MPI_INFO_NULL, &c.req));
-        }
-        buf_pull(&r);
-        memset(cv, 0, r.bytes);
-        for (int j = 0; j < tp->indeg; j++) {
-            if (tp->srcs[j] >= 0) {
-                expect_block(&c, r.h, cv, (size_t)rd[j] * t->extent, t, rc[j], tp->srcs[j],
-                             tp->sblk[j], "block from neighbor");
-            }
-        }
-        expect_holes(&c, r.h, cv, r.bytes);
-    }
-    run_end(&c);
-    free(cv);
-    buf_fini(&s);
-    buf_fini(&r);
-}
-
-static void t_nbr_alltoallw(const topo_t *tp, size_t k, int form)
-{
-    run_t c = run_nbr("neighbor_alltoallw", tp, "mixed types", k, form);
-    int sc[MAX_NBRS], rc[MAX_NBRS];
-    MPI_Aint sd[MAX_NBRS], rd[MAX_NBRS];
-    const dtype_t *st[MAX_NBRS], *rt[MAX_NBRS];
-    MPI_Datatype sdt[MAX_NBRS], rdt[MAX_NBRS];
-    buf_t s, r;
-    char *cv;
-
-    for (int j = 0; j < tp->outdeg; j++) {
-        sc[j]  = cnt(rank, tp->dsts[j], k);
-        st[j]  = type_of(rank, tp->dsts[j]);
-        sdt[j] = st[j]->dt;
-    }
-    for (int j = 0; j < tp->indeg; j++) {
-        rc[j]  = cnt(tp->srcs[j], rank, k);
-        rt[j]  = type_of(tp->srcs[j], rank);
-        rdt[j] = rt[j]->dt;
-    }
-    buf_init(&s, layout_bytes(tp->outdeg, sc, st, sd));
-    buf_init(&r, layout_bytes(tp->indeg, rc, rt, rd));
-    cv = covered_new(&r);
-    ROUNDS(&c)
-    {
-        memset(r.h, HOLE, r.bytes);
-        for (int j = 0; j < tp->outdeg; j++) {
-            for (int i = 0; i < sc[j]; i++) {
-                el_put(st[j], s.h + sd[j], i, val(c.round, rank, j, i));
-            }
-        }
-        buf_push(&s);
-        buf_push(&r);
-        COLL(&c, MPI_Neighbor_alltoallw(s.d, sc, sd, sdt, r.d, rc, rd, rdt, tp->comm),
-             MPI_Ineighbor_alltoallw(s.d, sc, sd, sdt, r.d, rc, rd, rdt, tp->comm, &c.req),
-             MPIX_Neighbor_alltoallw_init(s.d, sc, sd, sdt, r.d, rc, rd, rdt, tp->comm,
-                                          MPI_INFO_NULL, &c.req));
-        buf_pull(&r);
-        memset(cv, 0, r.bytes);
-        for (int j = 0; j < tp->indeg; j++) {
-            if (tp->srcs[j] >= 0) {
-                expect_block(&c, r.h, cv, (size_t)rd[j], rt[j], rc[j], tp->srcs[j],
-                             tp->sblk[j], "block from neighbor");
-            }
-        }
-        expect_holes(&c, r.h, cv, r.bytes);
-    }
-    run_end(&c);
-    free(cv);
-    buf_fini(&s);
-    buf_fini(&r);
+    side_layout(&x.snd, how);
+    side_layout(&x.rcv, how);
+    x.put   = x.snd;
+    x.call  = calls[how];
+    x.forms = forms[how];
+    xfer_run(&x);
 }
 
 /* ---- native and staged collectives in flight together ------------------- */
@@ -1233,11 +1119,11 @@ int main(int argc, char **argv)
             for (int ip = 0; ip < 2; ip++) {
                 for (int ti = 0; ti < NTYPES; ti++) {
                     const dtype_t *t = &types[ti];
-                    t_alltoall(t, k, form, ip);
+                    t_alltoall(t, k, form, ip, PACKED);
                     if (!(ip && form != BLOCKING && k > 37)) {
-                        t_alltoallv(t, k, form, ip);
+                        t_alltoall(t, k, form, ip, HOLES);
                     }
-                    t_allgatherv(t, k, form, ip);
+                    t_gather(t, k, form, ip, -1, 1); /* allgatherv */
                     t_gather(t, k, form, ip, root, 0);
                     t_gather(t, k, form, ip, size - 1 - root, 1);
                     t_scatter(t, k, form, ip, root, 0);
@@ -1250,17 +1136,17 @@ int main(int argc, char **argv)
                     }
                 }
                 if (!(ip && form != BLOCKING && k > 37)) {
-                    t_alltoallw(k, form, ip);
+                    t_alltoall(NULL, k, form, ip, BYTES);
                 }
             }
             for (int tp = 0; tp < 2; tp++) {
                 for (int ti = 0; ti < NTYPES; ti++) {
                     t_nbr_allgather(&topos[tp], &types[ti], k, form, 0);
                     t_nbr_allgather(&topos[tp], &types[ti], k, form, 1);
-                    t_nbr_alltoall(&topos[tp], &types[ti], k, form, 0);
-                    t_nbr_alltoall(&topos[tp], &types[ti], k, form, 1);
+                    t_nbr_alltoall(&topos[tp], &types[ti], k, form, PACKED);
+                    t_nbr_alltoall(&topos[tp], &types[ti], k, form, HOLES);
                 }
-                t_nbr_alltoallw(&topos[tp], k, form);
+                t_nbr_alltoall(&topos[tp], NULL, k, form, BYTES);
             }
             if (form == BLOCKING) {
                 for (int ti = 0; ti < T_VEC; ti++) {
