@@ -300,75 +300,125 @@ static void fail(const call_t *c, const char *fmt, ...)
     va_end(ap);
 }
 
-static void call_rc(const call_t *c, int rc)
-{
-    char s[MPI_MAX_ERROR_STRING];
-
-    checks++;
-    if (rc != MPI_SUCCESS) {
-        fail(c, "the call returned an error: %s", test_errstr(rc, s));
-    }
-}
-
-static void expect(const call_t *c, const int *got, size_t n, int (*want)(size_t, void *),
-                   void *arg)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (got[i] != want(i, arg)) {
-            fail(c, "element %zu is %d, expected %d", i, got[i], want(i, arg));
-            return;
-        }
-    }
-}
-
 /* rank r's element i */
 static int v(int r, size_t i)
 {
     return r * 1000 + (int)(i % 997);
 }
 
-static int want_sum(size_t i, void *arg)
+/* The expected element i of a result, for count n and root. */
+static int want_sum(size_t i, size_t n, int root)
 {
     int s = 0;
-    (void)arg;
+    (void)n;
+    (void)root;
     for (int r = 0; r < size; r++) {
         s += v(r, i);
     }
     return s;
 }
 
-static int want_gathered(size_t i, void *arg)
+static int want_gathered(size_t i, size_t n, int root)
 {
-    size_t n = *(size_t *)arg;
+    (void)root;
     return v((int)(i / n), i % n);
 }
 
-static int want_root(size_t i, void *arg)
+static int want_root(size_t i, size_t n, int root)
 {
-    return v(*(int *)arg, i);
+    (void)n;
+    return v(root, i);
 }
 
-static int want_rs(size_t i, void *arg)
+static int want_rs(size_t i, size_t n, int root)
 {
-    size_t n = *(size_t *)arg;
-    return want_sum(rank * n + i, NULL);
+    return want_sum(rank * n + i, n, root);
 }
 
-/* Run a collective blocking or as the nonblocking call plus MPI_Wait. */
-#define RUN(_c, _blocking, _nonblocking)                                          \
-    do {                                                                          \
-        MPI_Request _req;                                                         \
-        int _rc;                                                                  \
-        if ((_c)->nonblocking) {                                                  \
-            _rc = (_nonblocking);                                                 \
-            if (_rc == MPI_SUCCESS) {                                             \
-                _rc = MPI_Wait(&_req, MPI_STATUS_IGNORE);                         \
-            }                                                                     \
-        } else {                                                                  \
-            _rc = (_blocking);                                                    \
-        }                                                                         \
-        call_rc((_c), _rc);                                                       \
-    } while (0)
+/* The collectives: blocking, or with req the nonblocking call (then
+ * waited for). s is NULL for bcast, MPI_IN_PLACE for an in-place call. */
+static int c_allreduce(void *s, void *r, int n, int root, MPI_Request *req)
+{
+    (void)root;
+    return req ? MPI_Iallreduce(s, r, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, req)
+               : MPI_Allreduce(s, r, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+static int c_allgather(void *s, void *r, int n, int root, MPI_Request *req)
+{
+    (void)root;
+    return req ? MPI_Iallgather(s, n, MPI_INT, r, n, MPI_INT, MPI_COMM_WORLD, req)
+               : MPI_Allgather(s, n, MPI_INT, r, n, MPI_INT, MPI_COMM_WORLD);
+}
+
+static int c_bcast(void *s, void *r, int n, int root, MPI_Request *req)
+{
+    (void)s;
+    return req ? MPI_Ibcast(r, n, MPI_INT, root, MPI_COMM_WORLD, req)
+               : MPI_Bcast(r, n, MPI_INT, root, MPI_COMM_WORLD);
+}
+
+static int c_reduce(void *s, void *r, int n, int root, MPI_Request *req)
+{
+    return req ? MPI_Ireduce(s, r, n, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD, req)
+               : MPI_Reduce(s, r, n, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
+}
+
+static int c_rsb(void *s, void *r, int n, int root, MPI_Request *req)
+{
+    (void)root;
+    return req ? MPI_Ireduce_scatter_block(s, r, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, req)
+               : MPI_Reduce_scatter_block(s, r, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+/* the size of a buffer: none (bcast's send buffer), n or n * size elements */
+enum { NONE, N, BIG };
+
+static const struct coll {
+    const char *name;
+    int         sbuf, rbuf; /* NONE, N or BIG */
+    int         root_only;  /* the result is checked on the root only */
+    int         in_place;   /* then in place on the receive buffer */
+    int (*want)(size_t i, size_t n, int root);
+    int (*call)(void *s, void *r, int n, int root, MPI_Request *req);
+} colls[] = {
+    {"allreduce", N, N, 0, 1, want_sum, c_allreduce},
+    {"allgather", N, BIG, 0, 0, want_gathered, c_allgather},
+    /* bcast: the root's buffer is of the send kind, the others' of the
+     * receive kind */
+    {"bcast", NONE, N, 0, 0, want_root, c_bcast},
+    {"reduce", N, N, 1, 0, want_sum, c_reduce},
+    {"reduce_scatter_block", BIG, N, 0, 0, want_rs, c_rsb},
+};
+
+/* Run the call of k, blocking or as the nonblocking call plus MPI_Wait,
+ * then check the rn elements of r (read into out), but on the root only
+ * for a collective whose result only the root gets. */
+static void run(const call_t *c, const struct coll *k, void *s, mem_t *r, size_t rn, int root,
+                int *out)
+{
+    MPI_Request req;
+    char err[MPI_MAX_ERROR_STRING];
+    int rc = k->call(s, r->p, (int)c->n, root, c->nonblocking ? &req : NULL);
+
+    if (rc == MPI_SUCCESS && c->nonblocking) {
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    checks++;
+    if (rc != MPI_SUCCESS) {
+        fail(c, "the call returned an error: %s", test_errstr(rc, err));
+    }
+    if (k->root_only && rank != root) {
+        return;
+    }
+    mem_read(r, out);
+    for (size_t i = 0; i < rn; i++) {
+        if (out[i] != k->want(i, c->n, root)) {
+            fail(c, "element %zu is %d, expected %d", i, out[i], k->want(i, c->n, root));
+            return;
+        }
+    }
+}
 
 static void fill(int *h, size_t n, int r)
 {
@@ -389,105 +439,41 @@ static void run_kinds(int sk, int rk, size_t n, int nb, int root)
 {
     size_t big = n * size;
     int *h = malloc(big * sizeof(int)), *out = malloc(big * sizeof(int));
-    mem_t s, r;
 
     if (h == NULL || out == NULL) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    for (size_t ci = 0; ci < sizeof(colls) / sizeof(colls[0]); ci++) {
+        const struct coll *k = &colls[ci];
+        call_t c  = {k->name, nb, 0, sk, rk, n};
+        size_t sn = k->sbuf == BIG ? big : n, rn = k->rbuf == BIG ? big : n;
+        mem_t s, r;
 
-    /* allreduce, out of place and in place */
-    {
-        call_t c = {"allreduce", nb, 0, sk, rk, n};
-        mem_alloc(&s, sk, n * sizeof(int));
-        mem_alloc(&r, rk, n * sizeof(int));
-        fill(h, n, rank);
-        mem_write(&s, h);
-        poison(h, n);
-        mem_write(&r, h);
-        RUN(&c, MPI_Allreduce(s.p, r.p, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
-            MPI_Iallreduce(s.p, r.p, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &_req));
-        mem_read(&r, out);
-        expect(&c, out, n, want_sum, NULL);
-
-        c.inplace = 1;
-        c.sk      = rk;
-        fill(h, n, rank);
-        mem_write(&r, h);
-        RUN(&c, MPI_Allreduce(MPI_IN_PLACE, r.p, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
-            MPI_Iallreduce(MPI_IN_PLACE, r.p, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
-                           &_req));
-        mem_read(&r, out);
-        expect(&c, out, n, want_sum, NULL);
-        mem_free(&s);
-        mem_free(&r);
-    }
-    /* allgather */
-    {
-        call_t c = {"allgather", nb, 0, sk, rk, n};
-        mem_alloc(&s, sk, n * sizeof(int));
-        mem_alloc(&r, rk, big * sizeof(int));
-        fill(h, n, rank);
-        mem_write(&s, h);
-        poison(h, big);
-        mem_write(&r, h);
-        RUN(&c, MPI_Allgather(s.p, (int)n, MPI_INT, r.p, (int)n, MPI_INT, MPI_COMM_WORLD),
-            MPI_Iallgather(s.p, (int)n, MPI_INT, r.p, (int)n, MPI_INT, MPI_COMM_WORLD, &_req));
-        mem_read(&r, out);
-        expect(&c, out, big, want_gathered, &n);
-        mem_free(&s);
-        mem_free(&r);
-    }
-    /* bcast: the root's buffer is of the send kind, the others' of the
-     * receive kind */
-    {
-        int mine = rank == root ? sk : rk;
-        call_t c = {"bcast", nb, 0, sk, rk, n};
-        mem_alloc(&s, mine, n * sizeof(int));
-        if (rank == root) {
-            fill(h, n, root);
+        if (k->sbuf != NONE) {
+            mem_alloc(&s, sk, sn * sizeof(int));
+        }
+        mem_alloc(&r, k->sbuf == NONE && rank == root ? sk : rk, rn * sizeof(int));
+        if (k->sbuf != NONE) {
+            fill(h, sn, rank);
+            mem_write(&s, h);
+        }
+        if (k->sbuf == NONE && rank == root) {
+            fill(h, rn, root);
         } else {
-            poison(h, n);
+            poison(h, rn);
         }
-        mem_write(&s, h);
-        RUN(&c, MPI_Bcast(s.p, (int)n, MPI_INT, root, MPI_COMM_WORLD),
-            MPI_Ibcast(s.p, (int)n, MPI_INT, root, MPI_COMM_WORLD, &_req));
-        mem_read(&s, out);
-        expect(&c, out, n, want_root, &root);
-        mem_free(&s);
-    }
-    /* reduce */
-    {
-        call_t c = {"reduce", nb, 0, sk, rk, n};
-        mem_alloc(&s, sk, n * sizeof(int));
-        mem_alloc(&r, rk, n * sizeof(int));
-        fill(h, n, rank);
-        mem_write(&s, h);
-        poison(h, n);
         mem_write(&r, h);
-        RUN(&c, MPI_Reduce(s.p, r.p, (int)n, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD),
-            MPI_Ireduce(s.p, r.p, (int)n, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD, &_req));
-        if (rank == root) {
-            mem_read(&r, out);
-            expect(&c, out, n, want_sum, NULL);
+        run(&c, k, k->sbuf == NONE ? NULL : s.p, &r, rn, root, out);
+        if (k->in_place) {
+            c.inplace = 1;
+            c.sk      = rk;
+            fill(h, n, rank);
+            mem_write(&r, h);
+            run(&c, k, MPI_IN_PLACE, &r, rn, root, out);
         }
-        mem_free(&s);
-        mem_free(&r);
-    }
-    /* reduce_scatter_block */
-    {
-        call_t c = {"reduce_scatter_block", nb, 0, sk, rk, n};
-        mem_alloc(&s, sk, big * sizeof(int));
-        mem_alloc(&r, rk, n * sizeof(int));
-        fill(h, big, rank);
-        mem_write(&s, h);
-        poison(h, n);
-        mem_write(&r, h);
-        RUN(&c, MPI_Reduce_scatter_block(s.p, r.p, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
-            MPI_Ireduce_scatter_block(s.p, r.p, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
-                                      &_req));
-        mem_read(&r, out);
-        expect(&c, out, n, want_rs, &n);
-        mem_free(&s);
+        if (k->sbuf != NONE) {
+            mem_free(&s);
+        }
         mem_free(&r);
     }
     free(h);
