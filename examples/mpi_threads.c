@@ -15,6 +15,7 @@
 #ifdef HAVE_CUDART
 #include <cuda_runtime_api.h>
 #endif
+#include "example_util.h" /* select_device() */
 
 /* elements per collective; the first argument overrides it */
 static int COUNT = 32 * 1024;
@@ -71,29 +72,6 @@ static void *worker(void *arg)
 #endif
     free(host);
     return NULL;
-}
-
-/* One GPU per rank of this node, chosen after MPI_Init as MPI programs
- * usually choose it: the ranks that share the node are numbered by a
- * communicator of type MPI_COMM_TYPE_SHARED. The dfccl component binds to
- * the GPU of the first device buffer a collective gets. Returns 1 when a
- * GPU was selected (device buffers), 0 without one (host buffers). */
-static int select_device(void)
-{
-#ifdef HAVE_CUDART
-    MPI_Comm node;
-    int local = 0, n = 0;
-
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &local);
-    MPI_Comm_free(&node);
-    if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0 &&
-        cudaSetDevice(local % n) == cudaSuccess) {
-        return 1;
-    }
-    cudaGetLastError();
-#endif
-    return 0;
 }
 
 int main(int argc, char **argv)
