@@ -21,6 +21,7 @@ replicas never differed; exit status 0 when all of that holds.
 """
 import argparse
 import sys
+import traceback
 
 from mpi4py import MPI  # initializes MPI; the GPU is chosen after it
 
@@ -28,15 +29,18 @@ import numpy as np
 
 
 def array_module(want):
-    """CuPy on this rank's GPU (node-local rank) or NumPy."""
+    """(module, description): CuPy on this rank's GPU (chosen from the
+    node-local rank) when it imports and a GPU is visible, else NumPy; want
+    "cupy" or "numpy" insists on one (RuntimeError when CuPy is not usable).
+    test/mpi/test_mpi4py.py uses it too."""
     if want != "numpy":
         try:
             import cupy
 
             ngpu = cupy.cuda.runtime.getDeviceCount()
-        except Exception as e:
+        except Exception as e:  # no CuPy, no driver, no GPU
             if want == "cupy":
-                sys.exit("train_dp: --cupy, but CuPy is not usable here: %s" % e)
+                raise RuntimeError("--cupy: CuPy is not usable here: %s" % e)
             return np, "NumPy"
         if ngpu > 0:
             node = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
@@ -45,7 +49,7 @@ def array_module(want):
             cupy.cuda.Device(local % ngpu).use()
             return cupy, "CuPy on GPU %d" % (local % ngpu)
         if want == "cupy":
-            sys.exit("train_dp: --cupy, but no GPU is visible")
+            raise RuntimeError("--cupy: no GPU is visible")
     return np, "NumPy"
 
 
@@ -127,13 +131,18 @@ def main():
     return 0 if ok else 1
 
 
-if __name__ == "__main__":
+def run(main):
+    """Exits with main()'s status. An exception on one rank aborts the job:
+    the other ranks must not wait for this one in a collective.
+    test/mpi/test_mpi4py.py uses it too."""
     try:
         status = main()
     except Exception:
-        import traceback
-
         traceback.print_exc()
         sys.stderr.flush()
-        MPI.COMM_WORLD.Abort(1)  # the other ranks must not wait for this one
+        MPI.COMM_WORLD.Abort(1)
     sys.exit(status)
+
+
+if __name__ == "__main__":
+    run(main)

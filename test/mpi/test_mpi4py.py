@@ -15,34 +15,19 @@ usage: test_mpi4py.py [--cupy | --numpy]
   --numpy  NumPy host arrays even where CuPy works (the host backend)
 Exit status 0 when every check passed on every rank.
 """
+import os
 import sys
-import traceback
 
 from mpi4py import MPI  # initializes MPI, before any GPU is chosen
 
 import numpy as np
 
-
-def array_module(want):
-    """(module, description) for --cupy, --numpy or the default choice."""
-    if want != "numpy":
-        try:
-            import cupy
-
-            ngpu = cupy.cuda.runtime.getDeviceCount()
-        except Exception as e:  # no CuPy, no driver, no GPU
-            if want == "cupy":
-                raise RuntimeError("--cupy: CuPy is not usable here: %s" % e)
-            return np, "numpy"
-        if ngpu > 0:
-            node = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
-            local = node.Get_rank()
-            node.Free()
-            cupy.cuda.Device(local % ngpu).use()
-            return cupy, "cupy on GPU %d" % (local % ngpu)
-        if want == "cupy":
-            raise RuntimeError("--cupy: no GPU is visible")
-    return np, "numpy"
+# the example's choice of the array module and GPU (examples/python); no
+# bytecode left in the source tree (read-only under make distcheck)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples", "python"))
+sys.dont_write_bytecode = True
+from train_dp import array_module, run  # noqa: E402
 
 
 def main():
@@ -151,11 +136,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        status = main()
-    except Exception:
-        # one rank's exception must not leave the others waiting in a collective
-        traceback.print_exc()
-        sys.stderr.flush()
-        MPI.COMM_WORLD.Abort(1)
-    sys.exit(status)
+    run(main)  # one rank's exception aborts the job
