@@ -153,6 +153,27 @@ typedef struct {
 
 static shm_shared_t *shm_shared;
 
+/* Every rank's pid, into pids[0..n) and shm_shared. */
+static void shm_share_pids(dfccl_test_oob_t *oob, int *pids, int n)
+{
+    int pid = (int)getpid();
+
+    dfccl_test_oob_allgather(&pid, pids, sizeof(pid), oob);
+    memcpy(shm_shared->pids, pids, sizeof(int) * (size_t)n);
+}
+
+/* dfccl_test_mp_run of a body that shares its ranks' pids (shm_share_pids):
+ * the segments of a failed run are removed, not left behind. */
+static int shm_mp_run(int n, double timeout_s, dfccl_test_rank_fn_t body)
+{
+    int rc = dfccl_test_mp_run(n, timeout_s, body, NULL);
+
+    if (rc != 0) {
+        shm_scan(shm_shared->pids, n, "cleaned after failure", 1, 1);
+    }
+    return rc;
+}
+
 static int shm_check_now(int rank, int n, const int *pids, const char *what, int *total_p)
 {
     shm_scan_t s = shm_scan(pids, n, what, 0, 0);
@@ -170,11 +191,10 @@ static int modes_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g[2];
     rel_coll_t c[4];
-    int pid = (int)getpid(), pids[SHM_MAXRANKS], total = 0;
+    int pids[SHM_MAXRANKS], total = 0;
     dfccl_status_t st;
 
-    dfccl_test_oob_allgather(&pid, pids, sizeof(pid), oob);
-    memcpy(shm_shared->pids, pids, sizeof(int) * (size_t)n);
+    shm_share_pids(oob, pids, n);
     /* Segments are attached, and their names removed, by the poller thread
      * within milliseconds: in explicit progress mode they stay until the
      * ranks progress, so that the checks below see them and their modes. */
@@ -250,12 +270,7 @@ static int modes_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 START_TEST(test_modes)
 {
     for (int n = 2; n <= 3; n++) {
-        int rc = dfccl_test_mp_run(n, 60, modes_body, NULL);
-        if (rc != 0) {
-            /* do not leave the failed run's segments behind */
-            shm_scan(shm_shared->pids, n, "cleaned after failure", 1, 1);
-        }
-        ck_assert_int_eq(rc, 0);
+        ck_assert_int_eq(shm_mp_run(n, 60, modes_body), 0);
     }
 }
 END_TEST
@@ -288,11 +303,10 @@ static int gone_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     rel_coll_t c[3], extra[GONE_EXTRA];
-    int pid = (int)getpid(), pids[SHM_MAXRANKS], left;
+    int pids[SHM_MAXRANKS], left;
 
     (void)arg;
-    dfccl_test_oob_allgather(&pid, pids, sizeof(pid), oob);
-    memcpy(shm_shared->pids, pids, sizeof(int) * (size_t)n);
+    shm_share_pids(oob, pids, n);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     /* ring collectives only (beyond the one-shot sizes): the ring
      * predecessor is the only rank that writes into their connectors */
@@ -345,11 +359,7 @@ static int gone_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 START_TEST(test_names_gone)
 {
     for (int n = 3; n <= 4; n++) {
-        int rc = dfccl_test_mp_run(n, 120, gone_body, NULL);
-        if (rc != 0) {
-            shm_scan(shm_shared->pids, n, "cleaned after failure", 1, 1);
-        }
-        ck_assert_int_eq(rc, 0);
+        ck_assert_int_eq(shm_mp_run(n, 120, gone_body), 0);
     }
 }
 END_TEST
