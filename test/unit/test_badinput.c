@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "mp.h"
+#include "unit_util.h"
 
 #define EXPECT(_call, _status, _needle)                                                   \
     do {                                                                                  \
@@ -113,18 +114,14 @@ static int bad_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
                                             &big) == DFCCL_OK, "register");
     if (rank == n - 1) {
         /* the last rank sends to rank 0, whose registration differs */
-        dfccl_status_t st = dfcclRunAllReduce(d, d, big, NULL, NULL, ctx);
-        if (st == DFCCL_OK) {
-            st = dfcclWait(big, dfccl_test_wait_ms(30000), ctx);
-        }
+        dfccl_status_t st =
+            unit_run_wait(dfcclRunAllReduce(d, d, big, NULL, NULL, ctx), big, 30000, ctx);
         DFCCL_TEST_CHECK(st == DFCCL_ERR_MISMATCH, "mismatch not detected: %s",
                          dfcclGetErrorString(st));
         DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "same order") != NULL, "message: %s",
                          dfcclGetLastErrorMessage());
     }
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_bad_input)
@@ -155,6 +152,15 @@ static void expect_bad_field(const dfccl_config_t *c, const char *needle)
     ck_assert_msg(strstr(dfcclGetLastErrorMessage(), needle) != NULL,
                   "message lacks \"%s\": %s", needle, dfcclGetLastErrorMessage());
 }
+
+/* In test_bad_config: `c` is `good` with `field` set to `value`, which
+ * dfcclInit refuses with a message naming `needle`. */
+#define EXPECT_BAD_FIELD(field, value, needle) \
+    do {                                       \
+        c       = good;                        \
+        c.field = (value);                     \
+        expect_bad_field(&c, (needle));        \
+    } while (0)
 
 START_TEST(test_bad_config)
 {
@@ -203,54 +209,30 @@ START_TEST(test_bad_config)
 
     /* issue 55, item 2: every field is checked by dfcclInit, enums too, and
      * the message names the field and its value */
-    c = good; c.step_slices = 17;
-    expect_bad_field(&c, "step_slices = 17");
-    c = good; c.ll_slots = -1;
-    expect_bad_field(&c, "ll_slots = -1");
-    c = good; c.arrivals = (dfccl_arrivals_t)7;
-    expect_bad_field(&c, "arrivals = 7");
-    c = good; c.team_threads = 2048;
-    expect_bad_field(&c, "team_threads = 2048");
-    c = good; c.progress = (dfccl_progress_t)9;
-    expect_bad_field(&c, "progress = 9");
-    c = good; c.backend = (dfccl_backend_t)9;
-    expect_bad_field(&c, "backend = 9");
-    c = good; c.transport = (dfccl_transport_t)9;
-    expect_bad_field(&c, "transport = 9");
-    c = good; c.proto = (dfccl_proto_t)9;
-    expect_bad_field(&c, "proto = 9");
-    c = good; c.timeout_s = -1;
-    expect_bad_field(&c, "timeout_s = -1");
-    c = good; c.timeout_s = 0.0 / 0.0;
-    expect_bad_field(&c, "timeout_s = ");
-    c = good; c.timeout_s = 1.0 / 0.0;
-    expect_bad_field(&c, "timeout_s = inf");
-    c = good; c.warn_s = -2;
-    expect_bad_field(&c, "warn_s = -2");
-    c = good; c.nslots = 1;
-    expect_bad_field(&c, "nslots = 1");
-    c = good; c.max_blocks = 33;
-    expect_bad_field(&c, "max_blocks = 33");
-    c = good; c.max_colls = 0;
-    expect_bad_field(&c, "max_colls = 0");
-    c = good; c.sq_entries = 1;
-    expect_bad_field(&c, "sq_entries = 1");
-    c = good; c.slot_bytes = (size_t)1 << 30;
-    expect_bad_field(&c, "slot_bytes = 1073741824");
-    c = good; c.ll_max_bytes = 100;
-    expect_bad_field(&c, "ll_max_bytes = 100");
-    c = good; c.oneshot_bytes = (size_t)4 << 20;
-    expect_bad_field(&c, "oneshot_bytes");
-    c = good; c.verbose = 7;
-    expect_bad_field(&c, "verbose = 7");
-    c = good; c.net = 2;
-    expect_bad_field(&c, "net = 2");
-    c = good; c.peer_bells = -1;
-    expect_bad_field(&c, "peer_bells = -1");
-    c = good; c.priority_order = 5;
-    expect_bad_field(&c, "priority_order = 5");
-    c = good; c.sigusr1 = 3;
-    expect_bad_field(&c, "sigusr1 = 3");
+    EXPECT_BAD_FIELD(step_slices, 17, "step_slices = 17");
+    EXPECT_BAD_FIELD(ll_slots, -1, "ll_slots = -1");
+    EXPECT_BAD_FIELD(arrivals, (dfccl_arrivals_t)7, "arrivals = 7");
+    EXPECT_BAD_FIELD(team_threads, 2048, "team_threads = 2048");
+    EXPECT_BAD_FIELD(progress, (dfccl_progress_t)9, "progress = 9");
+    EXPECT_BAD_FIELD(backend, (dfccl_backend_t)9, "backend = 9");
+    EXPECT_BAD_FIELD(transport, (dfccl_transport_t)9, "transport = 9");
+    EXPECT_BAD_FIELD(proto, (dfccl_proto_t)9, "proto = 9");
+    EXPECT_BAD_FIELD(timeout_s, -1, "timeout_s = -1");
+    EXPECT_BAD_FIELD(timeout_s, 0.0 / 0.0, "timeout_s = ");
+    EXPECT_BAD_FIELD(timeout_s, 1.0 / 0.0, "timeout_s = inf");
+    EXPECT_BAD_FIELD(warn_s, -2, "warn_s = -2");
+    EXPECT_BAD_FIELD(nslots, 1, "nslots = 1");
+    EXPECT_BAD_FIELD(max_blocks, 33, "max_blocks = 33");
+    EXPECT_BAD_FIELD(max_colls, 0, "max_colls = 0");
+    EXPECT_BAD_FIELD(sq_entries, 1, "sq_entries = 1");
+    EXPECT_BAD_FIELD(slot_bytes, (size_t)1 << 30, "slot_bytes = 1073741824");
+    EXPECT_BAD_FIELD(ll_max_bytes, 100, "ll_max_bytes = 100");
+    EXPECT_BAD_FIELD(oneshot_bytes, (size_t)4 << 20, "oneshot_bytes");
+    EXPECT_BAD_FIELD(verbose, 7, "verbose = 7");
+    EXPECT_BAD_FIELD(net, 2, "net = 2");
+    EXPECT_BAD_FIELD(peer_bells, -1, "peer_bells = -1");
+    EXPECT_BAD_FIELD(priority_order, 5, "priority_order = 5");
+    EXPECT_BAD_FIELD(sigusr1, 3, "sigusr1 = 3");
     ck_assert_int_eq(dfcclInit(&c, NULL), DFCCL_ERR_INVALID_ARG);
     ck_assert_int_eq(dfcclDestroy(NULL), DFCCL_ERR_INVALID_ARG);
     ck_assert_str_eq(dfcclGetErrorString((dfccl_status_t)-999), "unknown status");

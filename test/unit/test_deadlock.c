@@ -33,6 +33,7 @@
 
 #include "daemon_types.h"
 #include "mp.h"
+#include "unit_util.h"
 
 static unsigned long long stat_sum(dfccl_test_oob_t *oob, dfccl_rank_ctx_t ctx, int which)
 {
@@ -802,9 +803,7 @@ static int late_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     if (check_sum(h, 4096, n, 0, 0)) {
         return 1;
     }
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_late_joiner)
@@ -873,9 +872,7 @@ static int bell_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
                          "bells %d: %llu relaunches on a peer's bell", bells,
                          (unsigned long long)st.peer_relaunches);
     }
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_late_peer_bell)
@@ -989,9 +986,7 @@ static int replay_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
         return 1;
     }
     dfccl_test_barrier(oob); /* a rank that exits first fails the other's wait */
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_replay_after_reregister)
@@ -1130,9 +1125,7 @@ static int rerun_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait");
     DFCCL_TEST_CHECK(busy == 0, "%d runs refused as busy", busy);
     free(h);
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_rerun_after_callback)
@@ -1315,9 +1308,7 @@ static int quitrace_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
                "%llu launches, %llu quits on rank 0\n", iters, 3 * quit_us, quit_us,
                (unsigned long long)s.launches, (unsigned long long)s.quits);
     }
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_quit_race)

@@ -34,26 +34,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "mp.h"
-
-/* Memory the ranks can write and the test process read afterwards. */
-static int *mmap_shared_ints(int n)
-{
-    void *p = mmap(NULL, (size_t)n * sizeof(int), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "unit_util.h"
 
 /* Number of /dev/shm entries whose name starts with dfccl-<pid>-. */
 static int shm_leftovers(int pid)
@@ -93,12 +77,12 @@ static int timeout_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     if (rank != n - 1) {
         /* the last rank never joins: an incorrect program */
         DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
-        t0 = now_s();
+        t0 = unit_now_s();
         st = dfcclWait(id, dfccl_test_wait_ms(30000), ctx);
         DFCCL_TEST_CHECK(st == DFCCL_ERR_TIMEOUT, "wait returned %s", dfcclGetErrorString(st));
         /* 0.5 s of timeout and 10 ms checks: 10 s is generous, scaled */
-        DFCCL_TEST_CHECK(now_s() - t0 < 10 * dfccl_test_scale(), "timed out after %.1f s",
-                         now_s() - t0);
+        DFCCL_TEST_CHECK(unit_now_s() - t0 < 10 * dfccl_test_scale(), "timed out after %.1f s",
+                         unit_now_s() - t0);
         DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "allreduce of 1000 float32") &&
                          strstr(dfcclGetLastErrorMessage(), "group test") &&
                          strstr(dfcclGetLastErrorMessage(), "within 0.5 s") &&
@@ -112,10 +96,7 @@ static int timeout_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
                          dfcclGetErrorString(st));
     }
     dfccl_test_barrier(oob);
-    dfccl_test_free(ctx, d);
-    st = dfcclDestroy(ctx);
-    DFCCL_TEST_CHECK(st == DFCCL_OK, "destroy: %s", dfcclGetErrorString(st));
-    return 0;
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_timeout)
@@ -149,7 +130,7 @@ static int dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
      * its 2 ms; the second one it never joins. */
     for (int it = 0; it < 2; it++) {
         DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
-        t0 = now_s();
+        t0 = unit_now_s();
         st = dfcclWait(id, dfccl_test_wait_ms(30000), ctx);
         if (st != DFCCL_OK) {
             break;
@@ -157,22 +138,19 @@ static int dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     }
     DFCCL_TEST_CHECK(st == DFCCL_ERR_ABORTED, "wait returned %s", dfcclGetErrorString(st));
     /* found within 0.5 s of the last completion, checked every 10 ms */
-    DFCCL_TEST_CHECK(now_s() - t0 < 10 * dfccl_test_scale(), "noticed after %.1f s",
-                     now_s() - t0);
+    DFCCL_TEST_CHECK(unit_now_s() - t0 < 10 * dfccl_test_scale(), "noticed after %.1f s",
+                     unit_now_s() - t0);
     DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "has exited") != NULL, "message: %s",
                      dfcclGetLastErrorMessage());
     if (rank == 0) {
         printf("dead rank message: %s\n", dfcclGetLastErrorMessage());
     }
-    dfccl_test_free(ctx, d);
-    st = dfcclDestroy(ctx);
-    DFCCL_TEST_CHECK(st == DFCCL_OK, "destroy: %s", dfcclGetErrorString(st));
-    return 0;
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_dead_rank)
 {
-    int *pids = mmap_shared_ints(4);
+    int *pids = unit_shared_ints(4);
 
     ck_assert_int_eq(dfccl_test_mp_run_killed(3, 60, dead_body, pids, 2), 0);
     for (int r = 0; r < 3; r++) {
@@ -202,9 +180,7 @@ static int abort_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
         DFCCL_TEST_CHECK(st == DFCCL_ERR_ABORTED, "wait returned %s", dfcclGetErrorString(st));
     }
     dfccl_test_barrier(oob);
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_abort)
@@ -265,22 +241,9 @@ static int stderr_done(int rc)
 /* Everything written to the captured stderr so far (free it). */
 static char *stderr_text(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    char *buf;
-    long n;
+    char *text = unit_read_file(path);
 
-    if (f == NULL) {
-        return strdup("");
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = calloc(1, (size_t)(n > 0 ? n : 0) + 1);
-    if (buf != NULL && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        buf[0] = '\0';
-    }
-    fclose(f);
-    return buf;
+    return text != NULL ? text : strdup("");
 }
 
 /* Lines of `text` containing `needle`. */
@@ -322,13 +285,51 @@ static int duplicate_lines(const char *text, const char *needle)
     return 0;
 }
 
+/* The captured stderr once it has `k` lines containing `needle`, polling,
+ * or after `secs` (scaled) without them (free it). */
+static char *stderr_wait_lines(const char *path, const char *needle, int k, double secs)
+{
+    double t0  = unit_now_s();
+    char *text = stderr_text(path);
+
+    while (count_lines(text, needle) < k && unit_now_s() - t0 < secs * dfccl_test_scale()) {
+        usleep(10000);
+        free(text);
+        text = stderr_text(path);
+    }
+    return text;
+}
+
+/* A rank body that may capture its stderr, and its argument. */
+typedef struct {
+    dfccl_test_rank_fn_t body;
+    void *arg;
+} captured_t;
+
+static int captured_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    const captured_t *c = varg;
+
+    return stderr_done(c->body(rank, n, oob, c->arg));
+}
+
+/* dfccl_test_mp_run of a body that may capture its stderr (stderr_capture):
+ * the capture ends with the body, and a failed rank's captured stderr is
+ * shown. */
+static int mp_run_captured(int nranks, double timeout_s, dfccl_test_rank_fn_t body, void *arg)
+{
+    captured_t c = {body, arg};
+
+    return dfccl_test_mp_run(nranks, timeout_s, captured_body, &c);
+}
+
 /* Wait until *flag is set, polling: 0, or -1 after `secs` (scaled). */
 static int wait_flag(volatile int *flag, double secs)
 {
-    double t0 = now_s(), limit = secs * dfccl_test_scale();
+    double t0 = unit_now_s(), limit = secs * dfccl_test_scale();
 
     while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
-        if (now_s() - t0 > limit) {
+        if (unit_now_s() - t0 > limit) {
             return -1;
         }
         usleep(1000);
@@ -365,37 +366,26 @@ typedef struct {
  * DFCCL_ERR_MISMATCH at the run or its wait, soon, with no timeout set,
  * and print it once.
  */
-static int mm_extra_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+static int mm_extra_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     const mm_arg_t *a = varg;
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     char path[64], *text;
-    int x, y;
     float *d;
-    double t0;
+    double secs;
     dfccl_status_t st;
 
     DFCCL_TEST_CHECK(stderr_capture(path, sizeof(path)) == 0, "capture stderr");
     failure_setup(rank, n, oob, a->timeout_s, 60, 0, &ctx, &g);
-    if (rank == 0) {
-        DFCCL_TEST_CHECK(dfcclRegisterAllGather(8, DFCCL_INT32, g, 0, &x) == DFCCL_OK,
-                         "register the extra collective");
-    }
-    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(1000, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &y) ==
-                     DFCCL_OK, "register");
-    d = dfccl_test_malloc(ctx, 1000 * sizeof(float));
-    dfccl_test_barrier(oob); /* every registration is made: the mismatch is there */
-    t0 = now_s();
-    st = dfcclRunAllReduce(d, d, y, NULL, NULL, ctx);
-    if (st == DFCCL_OK) {
-        st = dfcclWait(y, dfccl_test_wait_ms(60000), ctx);
+    if (unit_mismatch_run(rank, oob, ctx, g, &d, &st, &secs)) {
+        return 1;
     }
     DFCCL_TEST_CHECK(st == DFCCL_ERR_MISMATCH, "rank %d: the mismatched allreduce returned %s "
                      "(%s)", rank, dfcclGetErrorString(st), dfcclGetLastErrorMessage());
     /* found at the first look, spread within the 10 ms health checks */
-    DFCCL_TEST_CHECK(now_s() - t0 < 10 * dfccl_test_scale(), "rank %d: failed after %.1f s",
-                     rank, now_s() - t0);
+    DFCCL_TEST_CHECK(secs < 10 * dfccl_test_scale(), "rank %d: failed after %.1f s", rank,
+                     secs);
     DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "registered") != NULL &&
                      strstr(dfcclGetLastErrorMessage(), "not joined") == NULL,
                      "rank %d: message: %s", rank, dfcclGetLastErrorMessage());
@@ -409,26 +399,18 @@ static int mm_extra_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *var
                      "rank %d: the error is not printed exactly once:\n%s", rank, text);
     free(text);
     unlink(path);
-    dfccl_test_free(ctx, d);
-    st = dfcclDestroy(ctx);
-    DFCCL_TEST_CHECK(st == DFCCL_OK, "destroy: %s", dfcclGetErrorString(st));
-    return 0;
-}
-
-static int mm_extra_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
-{
-    return stderr_done(mm_extra_body_inner(rank, n, oob, varg));
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_mismatch_extra_registration)
 {
     mm_arg_t none = {0}, generous = {60};
 
-    ck_assert_int_eq(dfccl_test_mp_run(2, 60, mm_extra_body, &none), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 60, mm_extra_body, &none), 0);
+    ck_assert_int_eq(mp_run_captured(2, 60, mm_extra_body, &none), 0);
+    ck_assert_int_eq(mp_run_captured(3, 60, mm_extra_body, &none), 0);
     /* with a timeout set, the mismatch still comes first, and the message
      * does not say that the extra rank did not join */
-    ck_assert_int_eq(dfccl_test_mp_run(3, 120, mm_extra_body, &generous), 0);
+    ck_assert_int_eq(mp_run_captured(3, 120, mm_extra_body, &generous), 0);
 }
 END_TEST
 
@@ -440,7 +422,7 @@ END_TEST
  * peers' broadcasts pair with rank 0's allreduce, and ranks 1 to 3 never
  * look at rank 0's connectors: only rank 0's report tells them).
  */
-static int mm_mpi_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+static int mm_mpi_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
@@ -454,27 +436,21 @@ static int mm_mpi_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     DFCCL_TEST_CHECK(stderr_capture(path, sizeof(path)) == 0, "capture stderr");
     failure_setup(rank, n, oob, 0, 60, 0, &ctx, &g);
     d = dfccl_test_malloc(ctx, 1000 * sizeof(float));
-    t0 = now_s();
+    t0 = unit_now_s();
     if (rank == 0) {
         DFCCL_TEST_CHECK(dfcclRegisterAllReduce(1000, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &ar) ==
                          DFCCL_OK, "register");
-        st = dfcclRunAllReduce(d, d, ar, NULL, NULL, ctx);
-        if (st == DFCCL_OK) {
-            st = dfcclWait(ar, dfccl_test_wait_ms(60000), ctx);
-        }
+        st = unit_run_wait(dfcclRunAllReduce(d, d, ar, NULL, NULL, ctx), ar, 60000, ctx);
         DFCCL_TEST_CHECK(st == DFCCL_ERR_MISMATCH, "the extra allreduce returned %s",
                          dfcclGetErrorString(st));
     }
     DFCCL_TEST_CHECK(dfcclRegisterBroadcast(1000, DFCCL_FLOAT32, 0, g, 0, &bc) == DFCCL_OK,
                      "register");
-    st = dfcclRunBroadcast(d, d, bc, NULL, NULL, ctx);
-    if (st == DFCCL_OK) {
-        st = dfcclWait(bc, dfccl_test_wait_ms(60000), ctx);
-    }
+    st = unit_run_wait(dfcclRunBroadcast(d, d, bc, NULL, NULL, ctx), bc, 60000, ctx);
     DFCCL_TEST_CHECK(st == DFCCL_ERR_MISMATCH, "rank %d: the broadcast returned %s (%s)", rank,
                      dfcclGetErrorString(st), dfcclGetLastErrorMessage());
-    DFCCL_TEST_CHECK(now_s() - t0 < 10 * dfccl_test_scale(), "rank %d: failed after %.1f s",
-                     rank, now_s() - t0);
+    DFCCL_TEST_CHECK(unit_now_s() - t0 < 10 * dfccl_test_scale(), "rank %d: failed after %.1f s",
+                     rank, unit_now_s() - t0);
     if (rank != 0) {
         DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "rank 0 found") != NULL,
                          "rank %d: the message does not name rank 0: %s", rank,
@@ -492,20 +468,13 @@ static int mm_mpi_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
                      "rank %d: more error lines than failures:\n%s", rank, text);
     free(text);
     unlink(path);
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
-}
-
-static int mm_mpi_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
-{
-    return stderr_done(mm_mpi_body_inner(rank, n, oob, varg));
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_mismatch_extra_allreduce)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(4, 60, mm_mpi_body, NULL), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(2, 60, mm_mpi_body, NULL), 0);
+    ck_assert_int_eq(mp_run_captured(4, 60, mm_mpi_body, NULL), 0);
+    ck_assert_int_eq(mp_run_captured(2, 60, mm_mpi_body, NULL), 0);
 }
 END_TEST
 
@@ -534,7 +503,7 @@ static int spread_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
     }
     dfccl_test_barrier(oob); /* ranks 0 and 1 have it in flight */
-    t0 = now_s();
+    t0 = unit_now_s();
     if (rank == 0) {
         DFCCL_TEST_CHECK(dfcclAbort(ctx) == DFCCL_OK, "abort");
         st = dfcclWait(id, dfccl_test_wait_ms(10000), ctx);
@@ -549,20 +518,15 @@ static int spread_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     }
     dfccl_test_barrier(oob);
     if (rank == 2) {
-        st = dfcclRunAllReduce(d, d, id, NULL, NULL, ctx);
-        if (st == DFCCL_OK) {
-            st = dfcclWait(id, dfccl_test_wait_ms(60000), ctx);
-        }
+        st = unit_run_wait(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx), id, 60000, ctx);
         DFCCL_TEST_CHECK(st == DFCCL_ERR_ABORTED, "rank 2, joining late: %s",
                          dfcclGetErrorString(st));
         printf("rank 2, joining late, got: %s\n", dfcclGetLastErrorMessage());
     }
-    DFCCL_TEST_CHECK(now_s() - t0 < 10 * dfccl_test_scale(), "rank %d: failed after %.1f s",
-                     rank, now_s() - t0);
+    DFCCL_TEST_CHECK(unit_now_s() - t0 < 10 * dfccl_test_scale(), "rank %d: failed after %.1f s",
+                     rank, unit_now_s() - t0);
     dfccl_test_barrier(oob);
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_failure_spreads)
@@ -620,14 +584,12 @@ static int stop_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         DFCCL_TEST_CHECK(wait_flag(&sh[STOP_RANK1_DONE], 60) == 0, "rank 1 has no answer");
         kill(sh[STOP_PIDS + 2], SIGKILL);
     }
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_stopped_rank)
 {
-    int *sh = mmap_shared_ints(STOP_INTS);
+    int *sh = unit_shared_ints(STOP_INTS);
 
     ck_assert_ptr_nonnull(sh);
     ck_assert_int_eq(dfccl_test_mp_run_killed(3, 60, stop_body, sh, 2), 0);
@@ -658,19 +620,14 @@ static int destroyed_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         return 0;
     }
     dfccl_test_barrier(oob);
-    st = dfcclRunAllReduce(d, d, id, NULL, NULL, ctx);
-    if (st == DFCCL_OK) {
-        st = dfcclWait(id, dfccl_test_wait_ms(60000), ctx);
-    }
+    st = unit_run_wait(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx), id, 60000, ctx);
     m = dfcclGetLastErrorMessage();
     DFCCL_TEST_CHECK(st == DFCCL_ERR_ABORTED, "got %s: %s", dfcclGetErrorString(st), m);
     DFCCL_TEST_CHECK(strstr(m, "destroyed the group or its rank context") != NULL &&
                      strstr(m, "may have exited") == NULL, "message: %s", m);
     printf("peer destroyed its context: %s\n", m);
     dfccl_test_barrier(oob);
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_destroyed_peer)
@@ -690,7 +647,7 @@ enum { WD_SEEN = 0, WD_INTS = 1 };
  * not, and where rank 0 waits (for data from rank 2); the second comes at
  * twice the time. Then the allreduce completes, right: slow is not failed.
  */
-static int watchdog_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+static int watchdog_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     int *sh = varg, id;
     const size_t count = 1u << 20; /* 4 MiB: the ring on both backends */
@@ -698,7 +655,6 @@ static int watchdog_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *var
     dfccl_group_t g;
     char path[64], *text = NULL;
     float *h, *d;
-    double t0;
 
     if (rank == 0) {
         DFCCL_TEST_CHECK(stderr_capture(path, sizeof(path)) == 0, "capture stderr");
@@ -718,17 +674,9 @@ static int watchdog_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *var
     }
     DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
     if (rank == 0) {
-        t0 = now_s();
-        for (;;) {
-            free(text);
-            text = stderr_text(path);
-            if (count_lines(text, "watchdog:") >= 2) {
-                break;
-            }
-            DFCCL_TEST_CHECK(now_s() - t0 < 60 * dfccl_test_scale(),
-                             "two watchdog lines expected, got:\n%s", text);
-            usleep(10000);
-        }
+        text = stderr_wait_lines(path, "watchdog:", 2, 60);
+        DFCCL_TEST_CHECK(count_lines(text, "watchdog:") >= 2,
+                         "two watchdog lines expected, got:\n%s", text);
         __atomic_store_n(&sh[WD_SEEN], 1, __ATOMIC_RELEASE);
     }
     DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK,
@@ -758,22 +706,15 @@ static int watchdog_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *var
     }
     dfccl_test_barrier(oob);
     free(h);
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
-}
-
-static int watchdog_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
-{
-    return stderr_done(watchdog_body_inner(rank, n, oob, varg));
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_watchdog)
 {
-    int *sh = mmap_shared_ints(WD_INTS);
+    int *sh = unit_shared_ints(WD_INTS);
 
     ck_assert_ptr_nonnull(sh);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 120, watchdog_body, sh), 0);
+    ck_assert_int_eq(mp_run_captured(3, 120, watchdog_body, sh), 0);
 }
 END_TEST
 
@@ -781,14 +722,13 @@ END_TEST
  * dfcclDumpState on demand and on SIGUSR1 (DFCCL_SIGUSR1): rank 0 runs an
  * allreduce that rank 1 joins only after both reports were printed.
  */
-static int dump_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+static int dump_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     int *sh = varg, id;
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     char path[64], *text = NULL, dump[64];
     float *d;
-    double t0;
     FILE *f;
 
     if (rank == 0) {
@@ -818,17 +758,9 @@ static int dump_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         DFCCL_TEST_CHECK(dfcclDumpState(NULL, NULL) == DFCCL_ERR_INVALID_ARG, "NULL ctx");
         /* the handler only counts; the poller prints */
         raise(SIGUSR1);
-        t0 = now_s();
-        for (text = NULL;;) {
-            free(text);
-            text = stderr_text(path);
-            if (count_lines(text, "state: collective 0") >= 1) {
-                break;
-            }
-            DFCCL_TEST_CHECK(now_s() - t0 < 30 * dfccl_test_scale(),
-                             "no report after SIGUSR1:\n%s", text);
-            usleep(10000);
-        }
+        text = stderr_wait_lines(path, "state: collective 0", 1, 30);
+        DFCCL_TEST_CHECK(count_lines(text, "state: collective 0") >= 1,
+                         "no report after SIGUSR1:\n%s", text);
         free(text);
         unlink(path);
         __atomic_store_n(&sh[0], 1, __ATOMIC_RELEASE);
@@ -838,22 +770,15 @@ static int dump_body_inner(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     }
     DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK, "wait");
     dfccl_test_barrier(oob);
-    dfccl_test_free(ctx, d);
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    return 0;
-}
-
-static int dump_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
-{
-    return stderr_done(dump_body_inner(rank, n, oob, varg));
+    return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_dump_state)
 {
-    int *sh = mmap_shared_ints(1);
+    int *sh = unit_shared_ints(1);
 
     ck_assert_ptr_nonnull(sh);
-    ck_assert_int_eq(dfccl_test_mp_run(2, 60, dump_body, sh), 0);
+    ck_assert_int_eq(mp_run_captured(2, 60, dump_body, sh), 0);
 }
 END_TEST
 

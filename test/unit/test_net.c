@@ -39,6 +39,8 @@
 #include "test_deadlock.c"
 #undef main
 
+#include "unit_util.h"
+
 /* Net everywhere, or two "hosts" of two ranks each (set in the rank), or
  * the two hosts in two network namespaces. */
 typedef enum { NET_FORCED, NET_TWO_HOSTS, NET_NETNS } net_mode_t;
@@ -291,33 +293,20 @@ static int net_mismatch_hosts_body(int rank, int n, dfccl_test_oob_t *oob, void 
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     float *d;
-    int x, y;
-    struct timespec t0, t1;
+    double secs;
     dfccl_status_t st;
 
     (void)arg;
     net_env(rank, n, NET_TWO_HOSTS);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
-    if (rank == 0) {
-        DFCCL_TEST_CHECK(dfcclRegisterAllGather(8, DFCCL_INT32, g, 0, &x) == DFCCL_OK,
-                         "register the extra collective");
+    if (unit_mismatch_run(rank, oob, ctx, g, &d, &st, &secs)) {
+        return 1;
     }
-    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(1000, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &y) ==
-                     DFCCL_OK, "register");
-    d = dfccl_test_malloc(ctx, 1000 * sizeof(float));
-    dfccl_test_barrier(oob);
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    st = dfcclRunAllReduce(d, d, y, NULL, NULL, ctx);
-    if (st == DFCCL_OK) {
-        st = dfcclWait(y, dfccl_test_wait_ms(60000), ctx);
-    }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     /* nobody leaves before all have their answer */
     dfccl_test_barrier(oob);
     DFCCL_TEST_CHECK(st == DFCCL_ERR_MISMATCH, "rank %d: %s (%s)", rank,
                      dfcclGetErrorString(st), dfcclGetLastErrorMessage());
-    DFCCL_TEST_CHECK((double)(t1.tv_sec - t0.tv_sec) < 20 * dfccl_test_scale(),
-                     "rank %d: failed after %ld s", rank, (long)(t1.tv_sec - t0.tv_sec));
+    DFCCL_TEST_CHECK(secs < 20 * dfccl_test_scale(), "rank %d: failed after %.1f s", rank, secs);
     if (rank >= 2) {
         DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "rank 0 found") != NULL,
                          "rank %d, on the other host: %s", rank, dfcclGetLastErrorMessage());
@@ -346,10 +335,9 @@ static int net_dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     const size_t count = 16;
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
-    struct timespec t0, t1;
     dfccl_status_t st;
     float *d;
-    double secs;
+    double t0, secs;
     int id;
 
     net_env(rank, n, NET_FORCED);
@@ -366,16 +354,12 @@ static int net_dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
         kill(getpid(), SIGKILL);
     }
     usleep(200000);
-    st = dfcclRunBroadcast(d, d, id, NULL, NULL, ctx);
-    if (st == DFCCL_OK) {
-        st = dfcclWait(id, dfccl_test_wait_ms(20000), ctx);
-    }
+    st = unit_run_wait(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx), id, 20000, ctx);
     printf("net dead peer: the root's broadcast after rank 1 died: %s\n",
            dfcclGetErrorString(st));
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    st = dfcclDeregister(id, ctx);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    t0   = unit_now_s();
+    st   = dfcclDeregister(id, ctx);
+    secs = unit_now_s() - t0;
     printf("net dead peer: dfcclDeregister returned %s after %.1f s%s%s\n",
            dfcclGetErrorString(st), secs, st != DFCCL_OK ? ": " : "",
            st != DFCCL_OK ? dfcclGetLastErrorMessage() : "");
@@ -387,10 +371,9 @@ static int net_dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     if (st == DFCCL_ERR_BUSY) {
         return 0; /* still in flight (aborted context): the harness ends it */
     }
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    st = dfcclDestroy(ctx);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    t0   = unit_now_s();
+    st   = dfcclDestroy(ctx);
+    secs = unit_now_s() - t0;
     printf("net dead peer: dfcclDestroy returned %s after %.1f s\n", dfcclGetErrorString(st),
            secs);
     DFCCL_TEST_CHECK(secs < 15.0 * dfccl_test_scale(), "dfcclDestroy took %.1f s", secs);

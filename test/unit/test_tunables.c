@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dfccl.h"
+#include "unit_util.h"
 
 #define BEGIN "<!-- tunables: begin -->"
 #define END   "<!-- tunables: end -->"
@@ -40,34 +41,13 @@ static char *tunables_markdown(void)
     return out;
 }
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long len;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)len + 1);
-    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-        len = 0;
-    }
-    buf[len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 START_TEST(test_readme_table)
 {
     const char *path = getenv("DFCCL_README");
     char *readme, *begin, *end, *want;
 
     ck_assert_msg(path != NULL, "DFCCL_README (the path of README.md) is not set");
-    readme = read_file(path);
+    readme = unit_read_file(path);
     ck_assert_msg(readme != NULL, "cannot read %s", path);
     begin = strstr(readme, BEGIN);
     end   = strstr(readme, END);

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What the unit tests share beyond the multi-process harness (mp.h): the
+ * time, memory the ranks and the test process both see, a file's text, a
+ * run and its wait, the end of a rank, and a registration mismatch.
+ */
+#ifndef DFCCL_TEST_UNIT_UTIL_H_
+#define DFCCL_TEST_UNIT_UTIL_H_
+
+#include "mp.h"
+
+/* Seconds on the monotonic clock. */
+double unit_now_s(void);
+
+/* `n` ints the ranks can write and the test process read afterwards
+ * (zeroed); NULL if they cannot be mapped. */
+int *unit_shared_ints(int n);
+
+/* The whole text of the file at `path` (free it); NULL if it cannot be
+ * opened. */
+char *unit_read_file(const char *path);
+
+/* The status of a run (`run_st`) and, if it started, of the wait for it:
+ * `base_ms` milliseconds, scaled (dfccl_test_wait_ms). */
+dfccl_status_t unit_run_wait(dfccl_status_t run_st, int id, int base_ms, dfccl_rank_ctx_t ctx);
+
+/* The end of a rank: its buffer `d` freed and its context destroyed. 0, or
+ * 1 with a message where dfcclDestroy fails. */
+int unit_rank_end(dfccl_rank_ctx_t ctx, void *d);
+
+/*
+ * A registration mismatch on the group `g` of every rank: rank 0
+ * registers an allgather (8 int32) that its peers do not, then every rank
+ * registers an allreduce of 1000 float32 (rank 0's second registration,
+ * the others' first) and, once all have registered, runs it and waits for
+ * it. 0 with the allreduce's buffer in *d_p, its status in *st_p and the
+ * seconds from its run to its answer in *secs_p; 1 with a message where a
+ * registration fails.
+ */
+int unit_mismatch_run(int rank, dfccl_test_oob_t *oob, dfccl_rank_ctx_t ctx, dfccl_group_t g,
+                      float **d_p, dfccl_status_t *st_p, double *secs_p);
+
+#endif
