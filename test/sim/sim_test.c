@@ -62,9 +62,7 @@ Suite *sim_test_suite(const char *suite_name, const char *tcase_name, double tim
     Suite *suite = suite_create(suite_name);
 
     *tc_p = tcase_create(tcase_name);
-    if (timeout_s > 0) {
-        tcase_set_timeout(*tc_p, timeout_s);
-    }
+    tcase_set_timeout(*tc_p, timeout_s > 0 ? timeout_s : SIM_TEST_TIMEOUT_S);
     suite_add_tcase(suite, *tc_p);
     return suite;
 }

@@ -24,10 +24,15 @@ size_t sim_test_config_names(const char *prefix, char **names, size_t max);
 dfccl_sim_config_t *sim_test_config_load(const char *name);
 
 /* A suite of one test case, whose tests time out after `timeout_s` seconds
- * (0: Check's default); the case in *tc_p, for its tests. Check keeps the
- * names, not copies. */
+ * (0: SIM_TEST_TIMEOUT_S); the case in *tc_p, for its tests. Check keeps
+ * the names, not copies. */
 Suite *sim_test_suite(const char *suite_name, const char *tcase_name, double timeout_s,
                       TCase **tc_p);
+
+/* The timeout of a test that names none: a bound for a hang, not a speed
+ * target. Check's own default (4 s) is shorter than what a test that takes
+ * a second alone takes on a loaded 2-core machine. */
+#define SIM_TEST_TIMEOUT_S 600.0
 
 /* Run every test of `suite` (and free it): main's exit status. */
 int sim_test_run(Suite *suite);

@@ -204,7 +204,7 @@ END_TEST
 int main(void)
 {
     TCase *tc;
-    Suite *suite = sim_test_suite("sim-leap", "leap", 300, &tc);
+    Suite *suite = sim_test_suite("sim-leap", "leap", 0, &tc);
 
     tcase_add_test(tc, test_random_worlds);
     tcase_add_test(tc, test_table1_sync_configs);

@@ -223,7 +223,7 @@ END_TEST
 int main(void)
 {
     TCase *tc;
-    Suite *suite = sim_test_suite("sim-order", "order", 60, &tc);
+    Suite *suite = sim_test_suite("sim-order", "order", 0, &tc);
 
     tcase_add_test(tc, test_no_disorder_small);
     tcase_add_test(tc, test_disorder_deadlocks_small);
