@@ -629,24 +629,43 @@ dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
                                desc->priority, coll_id_p);
 }
 
+/*
+ * Collective `coll_id` of `ctx` in *c_p, called with ctx->lock held. An id
+ * that is not registered releases the lock and fails with the error of the
+ * API call `fn` (`hint` completes its message).
+ */
+static dfccl_status_t dfccl_coll_lookup(dfccl_rank_ctx_t ctx, int coll_id, const char *fn,
+                                        const char *hint, dfccl_coll_t **c_p)
+{
+    *c_p = NULL;
+    if (coll_id < 0 || coll_id >= ctx->cfg.max_colls ||
+        ctx->colls[coll_id].state == DFCCL_COLL_FREE) {
+        pthread_mutex_unlock(&ctx->lock);
+        return dfccl_error(DFCCL_ERR_NOT_FOUND, "%s: collective id %d is not registered on "
+                           "this rank context%s", fn, coll_id, hint);
+    }
+    *c_p = &ctx->colls[coll_id];
+    return DFCCL_OK;
+}
+
 dfccl_status_t dfcclGetCollInfo(int coll_id, dfccl_rank_ctx_t ctx, dfccl_coll_info_t *info_p)
 {
+    dfccl_coll_t *c;
     dfccl_coll_info_t info;
+    dfccl_status_t st;
 
     if (ctx == NULL || info_p == NULL) {
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGetCollInfo: ctx and info_p must not "
                            "be NULL");
     }
     pthread_mutex_lock(&ctx->lock);
-    if (coll_id < 0 || coll_id >= ctx->cfg.max_colls ||
-        ctx->colls[coll_id].state == DFCCL_COLL_FREE) {
-        pthread_mutex_unlock(&ctx->lock);
-        return dfccl_error(DFCCL_ERR_NOT_FOUND, "dfcclGetCollInfo: collective id %d is not "
-                           "registered on this rank context", coll_id);
+    st = dfccl_coll_lookup(ctx, coll_id, "dfcclGetCollInfo", "", &c);
+    if (st != DFCCL_OK) {
+        return st;
     }
-    info.algo      = dfccl_algo_by_id(ctx->colls[coll_id].st.algo)->name;
-    info.nchannels = (int)ctx->colls[coll_id].st.nchannels;
-    info.proto     = ctx->colls[coll_id].st.proto == DFCCL_K_PROTO_LL ? "ll" : "simple";
+    info.algo      = dfccl_algo_by_id(c->st.algo)->name;
+    info.nchannels = (int)c->st.nchannels;
+    info.proto     = c->st.proto == DFCCL_K_PROTO_LL ? "ll" : "simple";
     pthread_mutex_unlock(&ctx->lock);
     *info_p = info;
     return DFCCL_OK;
@@ -662,13 +681,10 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclDeregister: ctx is NULL");
     }
     pthread_mutex_lock(&ctx->lock);
-    if (coll_id < 0 || coll_id >= ctx->cfg.max_colls ||
-        ctx->colls[coll_id].state == DFCCL_COLL_FREE) {
-        pthread_mutex_unlock(&ctx->lock);
-        return dfccl_error(DFCCL_ERR_NOT_FOUND, "dfcclDeregister: collective id %d is not "
-                           "registered on this rank context", coll_id);
+    st = dfccl_coll_lookup(ctx, coll_id, "dfcclDeregister", "", &c);
+    if (st != DFCCL_OK) {
+        return st;
     }
-    c = &ctx->colls[coll_id];
     if (c->state == DFCCL_COLL_INFLIGHT || c->state == DFCCL_COLL_CLOSING ||
         c->state == DFCCL_COLL_COMPLETING) {
         pthread_mutex_unlock(&ctx->lock);
@@ -734,14 +750,10 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "%s: ctx is NULL", fn);
     }
     pthread_mutex_lock(&ctx->lock);
-    if (coll_id < 0 || coll_id >= ctx->cfg.max_colls ||
-        ctx->colls[coll_id].state == DFCCL_COLL_FREE) {
-        pthread_mutex_unlock(&ctx->lock);
-        return dfccl_error(DFCCL_ERR_NOT_FOUND, "%s: collective id %d is not registered on "
-                           "this rank context; use the id returned by dfcclRegister*", fn,
-                           coll_id);
+    st = dfccl_coll_lookup(ctx, coll_id, fn, "; use the id returned by dfcclRegister*", &c);
+    if (st != DFCCL_OK) {
+        return st;
     }
-    c = &ctx->colls[coll_id];
     if (kind < 0) {
         kind = (int)c->st.kind;
     } else if (c->st.kind != kind) {
@@ -925,25 +937,23 @@ int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx)
 
 dfccl_status_t dfcclQuery(int coll_id, dfccl_rank_ctx_t ctx)
 {
+    dfccl_coll_t *c;
     dfccl_status_t st;
 
     if (ctx == NULL) {
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclQuery: ctx is NULL");
     }
     pthread_mutex_lock(&ctx->lock);
-    if (coll_id < 0 || coll_id >= ctx->cfg.max_colls ||
-        ctx->colls[coll_id].state == DFCCL_COLL_FREE) {
-        pthread_mutex_unlock(&ctx->lock);
-        return dfccl_error(DFCCL_ERR_NOT_FOUND, "dfcclQuery: collective id %d is not "
-                           "registered on this rank context", coll_id);
+    st = dfccl_coll_lookup(ctx, coll_id, "dfcclQuery", "", &c);
+    if (st != DFCCL_OK) {
+        return st;
     }
-    st = ctx->colls[coll_id].state == DFCCL_COLL_INFLIGHT ||
-                 ctx->colls[coll_id].state == DFCCL_COLL_COMPLETING
+    st = c->state == DFCCL_COLL_INFLIGHT || c->state == DFCCL_COLL_COMPLETING
              ? DFCCL_INPROGRESS
-             : ctx->colls[coll_id].status;
-    if (st < 0 && ctx->colls[coll_id].errmsg != NULL) {
+             : c->status;
+    if (st < 0 && c->errmsg != NULL) {
         /* the error was found on the poller thread: tell this thread too */
-        dfccl_set_last_error(ctx->colls[coll_id].errmsg);
+        dfccl_set_last_error(c->errmsg);
     }
     pthread_mutex_unlock(&ctx->lock);
     return st;
