@@ -198,25 +198,22 @@ static int dfccl_register_tunable(const dfccl_tunable_t *t, dfccl_shadow_t *v,
         v->i = *(const int *)(const void *)p;
         break;
     case DFCCL_TUNABLE_U32:
+    case DFCCL_TUNABLE_SIZE: {
+        uint64_t x = t->type == DFCCL_TUNABLE_U32 ? *(const uint32_t *)(const void *)p
+                                                  : *(const size_t *)(const void *)p;
         if (dfccl_tunable_as_long(t)) {
-            uint32_t x = *(const uint32_t *)(const void *)p;
-            type       = MCA_BASE_VAR_TYPE_LONG;
-            v->l       = x == UINT32_MAX ? -1 : (long)x;
-        } else {
+            /* t->init is the type's largest value */
+            type = MCA_BASE_VAR_TYPE_LONG;
+            v->l = x == t->init ? -1 : (long)x;
+        } else if (t->type == DFCCL_TUNABLE_U32) {
             type = MCA_BASE_VAR_TYPE_UNSIGNED_INT;
-            v->u = *(const uint32_t *)(const void *)p;
-        }
-        break;
-    case DFCCL_TUNABLE_SIZE:
-        if (dfccl_tunable_as_long(t)) {
-            size_t x = *(const size_t *)(const void *)p;
-            type     = MCA_BASE_VAR_TYPE_LONG;
-            v->l     = x == SIZE_MAX ? -1 : (long)x;
+            v->u = (unsigned int)x;
         } else {
             type = MCA_BASE_VAR_TYPE_SIZE_T;
-            v->z = *(const size_t *)(const void *)p;
+            v->z = (size_t)x;
         }
         break;
+    }
     case DFCCL_TUNABLE_SECONDS:
         type = MCA_BASE_VAR_TYPE_DOUBLE;
         v->d = *(const double *)(const void *)p;
