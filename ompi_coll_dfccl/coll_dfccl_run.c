@@ -317,6 +317,35 @@ static void *dfccl_inst_tmp(mca_coll_dfccl_inst_t *inst, int side, size_t bytes)
 
 /* ---- dfccl runs --------------------------------------------------------------------- */
 
+/* FIFO lists of ops, linked through op->next: the completed ones (the
+ * component's done list, under done_lock) and, per instance, those
+ * waiting for it (under the module's lock). */
+static void dfccl_op_push(mca_coll_dfccl_op_t **head, mca_coll_dfccl_op_t **tail,
+                          mca_coll_dfccl_op_t *op)
+{
+    op->next = NULL;
+    if (*tail != NULL) {
+        (*tail)->next = op;
+    } else {
+        *head = op;
+    }
+    *tail = op;
+}
+
+static mca_coll_dfccl_op_t *dfccl_op_pop(mca_coll_dfccl_op_t **head, mca_coll_dfccl_op_t **tail)
+{
+    mca_coll_dfccl_op_t *op = *head;
+
+    if (op != NULL) {
+        *head = op->next;
+        if (*head == NULL) {
+            *tail = NULL;
+        }
+        op->next = NULL;
+    }
+    return op;
+}
+
 static void dfccl_done_cb(int coll_id, dfccl_status_t status, void *arg)
 {
     mca_coll_dfccl_op_t *op        = arg;
@@ -324,14 +353,8 @@ static void dfccl_done_cb(int coll_id, dfccl_status_t status, void *arg)
 
     MCA_COLL_DFCCL_STAMP(MCA_COLL_DFCCL_T_CALLBACK);
     op->status = status;
-    op->next   = NULL;
     pthread_mutex_lock(&cm->done_lock);
-    if (cm->done_tail != NULL) {
-        cm->done_tail->next = op;
-    } else {
-        cm->done_head = op;
-    }
-    cm->done_tail = op;
+    dfccl_op_push(&cm->done_head, &cm->done_tail, op);
     pthread_mutex_unlock(&cm->done_lock);
 }
 
@@ -460,12 +483,7 @@ static int dfccl_native_start(mca_coll_dfccl_module_t *m, mca_coll_dfccl_req_t *
     m->inflight++;
     if (inst->busy) {
         /* An earlier call of this signature still runs there: chain. */
-        if (inst->wait_tail != NULL) {
-            inst->wait_tail->next = op;
-        } else {
-            inst->wait_head = op;
-        }
-        inst->wait_tail = op;
+        dfccl_op_push(&inst->wait_head, &inst->wait_tail, op);
         pthread_mutex_unlock(&m->lock);
         return OMPI_SUCCESS;
     }
@@ -509,13 +527,8 @@ static void dfccl_op_done(mca_coll_dfccl_op_t *op)
     pthread_mutex_lock(&m->lock);
     m->inflight--;
     inst->busy = 0;
-    while ((next = inst->wait_head) != NULL) {
+    while ((next = dfccl_op_pop(&inst->wait_head, &inst->wait_tail)) != NULL) {
         dfccl_status_t st;
-        inst->wait_head = next->next;
-        if (inst->wait_head == NULL) {
-            inst->wait_tail = NULL;
-        }
-        next->next = NULL;
         inst->busy = 1;
         st         = dfccl_op_submit(m, next);
         if (st == DFCCL_OK) {
@@ -789,13 +802,7 @@ int mca_coll_dfccl_progress(void)
     }
     while (cm->done_head != NULL) {
         pthread_mutex_lock(&cm->done_lock);
-        op = cm->done_head;
-        if (op != NULL) {
-            cm->done_head = op->next;
-            if (cm->done_head == NULL) {
-                cm->done_tail = NULL;
-            }
-        }
+        op = dfccl_op_pop(&cm->done_head, &cm->done_tail);
         pthread_mutex_unlock(&cm->done_lock);
         if (op == NULL) {
             break;
