@@ -20,6 +20,26 @@ static size_t dfccl_esize(struct ompi_datatype_t *dt)
     return size;
 }
 
+/* A plan of either form: `count` elements of `kind` from `s_bytes` of the
+ * send buffer into `r_bytes` of the receive buffer, which holds the input
+ * in place; what of it is copied out is the caller's to set. */
+static void dfccl_plan_rs_fill(const mca_coll_dfccl_args_t *a, dfccl_coll_kind_t kind,
+                               size_t count, size_t s_bytes, size_t r_bytes,
+                               mca_coll_dfccl_plan_t *p)
+{
+    int inplace = a->sbuf == MPI_IN_PLACE;
+
+    p->sig.kind  = kind;
+    p->sig.count = count;
+    p->sig.root  = -1;
+    p->s_user    = inplace ? NULL : a->sbuf;
+    p->s_bytes   = s_bytes;
+    p->r_user    = a->rbuf;
+    p->r_bytes   = r_bytes;
+    p->r_in      = inplace;
+    p->r_out     = 1;
+}
+
 /* dfccl's reduce-scatter of `count` per rank: in place the input is the
  * receive buffer (n blocks), the result its first block */
 static int dfccl_plan_rs_blocks(const mca_coll_dfccl_args_t *a, size_t count,
@@ -28,15 +48,8 @@ static int dfccl_plan_rs_blocks(const mca_coll_dfccl_args_t *a, size_t count,
     int n = ompi_comm_size(a->comm), inplace = a->sbuf == MPI_IN_PLACE;
     size_t bytes = count * dfccl_esize(a->rdt);
 
-    p->sig.kind  = DFCCL_KIND_REDUCESCATTER;
-    p->sig.count = count;
-    p->sig.root  = -1;
-    p->s_user    = inplace ? NULL : a->sbuf;
-    p->s_bytes   = bytes * n;
-    p->r_user    = a->rbuf;
-    p->r_bytes   = inplace ? bytes * n : bytes;
-    p->r_in      = inplace;
-    p->r_out     = 1;
+    dfccl_plan_rs_fill(a, DFCCL_KIND_REDUCESCATTER, count, bytes * n,
+                       inplace ? bytes * n : bytes, p);
     p->out_bytes = bytes;
     return 1;
 }
@@ -54,7 +67,6 @@ static int dfccl_plan_rsb(const mca_coll_dfccl_args_t *a, mca_coll_dfccl_plan_t 
 static int dfccl_plan_rs(const mca_coll_dfccl_args_t *a, mca_coll_dfccl_plan_t *p)
 {
     int n = ompi_comm_size(a->comm), rank = ompi_comm_rank(a->comm), equal = 1;
-    int inplace = a->sbuf == MPI_IN_PLACE;
     size_t total = 0, displ = 0, esz = dfccl_esize(a->rdt);
 
     memset(p, 0, sizeof(*p));
@@ -72,15 +84,7 @@ static int dfccl_plan_rs(const mca_coll_dfccl_args_t *a, mca_coll_dfccl_plan_t *
     if (equal) {
         return dfccl_plan_rs_blocks(a, (size_t)a->rcounts[0], p);
     }
-    p->sig.kind  = DFCCL_KIND_ALLREDUCE;
-    p->sig.count = total;
-    p->sig.root  = -1;
-    p->s_user    = inplace ? NULL : a->sbuf;
-    p->s_bytes   = total * esz;
-    p->r_user    = a->rbuf;
-    p->r_bytes   = total * esz;
-    p->r_in      = inplace;
-    p->r_out     = 1;
+    dfccl_plan_rs_fill(a, DFCCL_KIND_ALLREDUCE, total, total * esz, total * esz, p);
     p->r_tmp     = 1;
     p->out_off   = displ * esz;
     p->out_bytes = (size_t)a->rcounts[rank] * esz;
