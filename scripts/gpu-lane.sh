@@ -248,21 +248,22 @@ if want mpi; then
     comp="$build/ompi_coll_dfccl/.libs"
     sysdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
     py=${DFCCL_PYTHON:-python3}
+    # mr: the mpirun command line for $1 ranks on the component
+    mpi_cmd() {
+        mr=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+            mpirun --oversubscribe --bind-to none -np "$1"
+            --mca mca_base_component_path "$comp${sysdir:+:$sysdir}"
+            --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1)
+    }
     make -C "$build/test/mpi" test_coll test_allcolls test_memkinds test_thread_nodevice \
         test_errors >/dev/null 2>&1
     for n in 2 3 4; do
-        mr=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-            mpirun --oversubscribe --bind-to none -np "$n"
-            --mca mca_base_component_path "$comp${sysdir:+:$sysdir}"
-            --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1)
+        mpi_cmd "$n"
         step "mpi-test_coll-device-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
             test/mpi/test_coll --device
     done
     for n in $(printf '%s\n' 2 $ranks | sort -nu); do
-        mr=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-            mpirun --oversubscribe --bind-to none -np "$n"
-            --mca mca_base_component_path "$comp${sysdir:+:$sysdir}"
-            --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1)
+        mpi_cmd "$n"
         step "mpi-test_allcolls-device-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
             test/mpi/test_allcolls --device
         step "mpi-test_memkinds-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
