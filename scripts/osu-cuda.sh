@@ -81,6 +81,20 @@ fi
 sysdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
 oc="$omb/c/mpi/collective"
 rc=0
+# osu_run LABEL BENCHMARK ARGS...: run it on "${mr[@]}" and fail the script
+# (rc) on a non-zero exit or a line that reports a failure
+osu_run() {
+    local out st
+    echo "### $1"
+    shift
+    out=$(timeout 300 "${mr[@]}" "$@" 2>&1)
+    st=$?
+    echo "$out"
+    if [ $st -ne 0 ] || echo "$out" | grep -qi 'fail'; then
+        echo "### FAILED (exit $st)"
+        rc=1
+    fi
+}
 for n in $ranks; do
     mr=(mpirun --oversubscribe --bind-to none -np "$n" -x NCCL_NVLS_ENABLE=0
         --mca mca_base_component_path "$comp${sysdir:+:$sysdir}"
@@ -94,28 +108,15 @@ for n in $ranks; do
                 continue
             fi
             for t in "" "-T mpi_float"; do
-                echo "### $n ranks: $(basename "$b") -d cuda -c -m $sizes $t"
                 # shellcheck disable=SC2086
-                out=$(timeout 300 "${mr[@]}" "$oc/$b" -d cuda -c -m "$sizes" -i 100 -x 10 $t 2>&1)
-                st=$?
-                echo "$out"
-                if [ $st -ne 0 ] || echo "$out" | grep -qi 'fail'; then
-                    echo "### FAILED (exit $st)"
-                    rc=1
-                fi
+                osu_run "$n ranks: $(basename "$b") -d cuda -c -m $sizes $t" \
+                    "$oc/$b" -d cuda -c -m "$sizes" -i 100 -x 10 $t
             done
         done
     done
     # no buffers: neither -d nor -c
     for b in blocking/osu_barrier non_blocking/osu_ibarrier; do
-        echo "### $n ranks: $(basename "$b")"
-        out=$(timeout 300 "${mr[@]}" "$oc/$b" -i 1000 -x 100 2>&1)
-        st=$?
-        echo "$out"
-        if [ $st -ne 0 ] || echo "$out" | grep -qi 'fail'; then
-            echo "### FAILED (exit $st)"
-            rc=1
-        fi
+        osu_run "$n ranks: $(basename "$b")" "$oc/$b" -i 1000 -x 100
     done
     echo "### $n ranks: osu_allreduce -d cuda (no validation: warm daemon)"
     timeout 300 "${mr[@]}" "$oc/blocking/osu_allreduce" -d cuda -m 8:65536 -i 2000 -x 200 ||
