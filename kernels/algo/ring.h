@@ -100,19 +100,29 @@ DFCCL_F_DEVICE int dfccl_ring_allreduce(dfccl_exec_t *x)
 }
 
 /*
+ * Allgather and reduce-scatter: a loop is a chunk of the channel's range of
+ * every block, in n steps, step s on block q of n.
+ *
  * Allgather: each rank contributes `count` elements; rank q's block lands at
- * recvbuff + q * count. Per loop (a chunk of the channel's range), step s
- * moves rank (r - s) mod n's chunk:
+ * recvbuff + q * count. Step s moves rank (r - s) mod n's chunk:
  *   step 0         copySend      own input to own block and to the ring
  *   steps 1..n-2   recvCopySend
  *   step n-1       recv
+ *
+ * Reduce-scatter (`scatter`): rank r receives block r (count elements) of
+ * the reduction of every rank's n * count input. Step s reduces block
+ * (r - 1 - s) mod n:
+ *   step 0         send          own input of that block
+ *   steps 1..n-2   recvReduceSend
+ *   step n-1       recvReduceCopy (block r, into recvbuff)
  */
-DFCCL_F_DEVICE int dfccl_ring_allgather(dfccl_exec_t *x)
+DFCCL_F_DEVICE int dfccl_ring_blocks(dfccl_exec_t *x, int scatter)
 {
     const int n = x->st->nranks, r = x->st->rank;
     const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
     const uint64_t C = x->st->count, ce = dfccl_chunk_elems(x);
     const uint32_t nloops = (uint32_t)DFCCL_DIV_UP(cnt, ce);
+    const uint32_t mid    = scatter ? DFCCL_P_REDUCE : DFCCL_P_COPY;
 
     for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.step = 0) {
         uint64_t base  = off + x->dyn.loop * ce;
@@ -120,21 +130,22 @@ DFCCL_F_DEVICE int dfccl_ring_allgather(dfccl_exec_t *x)
 
         for (; x->dyn.step < (uint32_t)n; x->dyn.step++, x->dyn.slice = 0) {
             int s      = (int)x->dyn.step;
-            uint64_t q = (uint64_t)dfccl_mod(r - s, n);
+            uint64_t q = (uint64_t)dfccl_mod(r - s - scatter, n);
             uint32_t flags;
             int rc;
 
             if (n == 1) {
                 flags = DFCCL_P_COPY;
             } else if (s == 0) {
-                flags = DFCCL_P_COPY | DFCCL_P_SEND;
+                flags = scatter ? DFCCL_P_SEND : DFCCL_P_COPY | DFCCL_P_SEND;
             } else if (s < n - 1) {
-                flags = DFCCL_P_RECV | DFCCL_P_COPY | DFCCL_P_SEND;
+                flags = DFCCL_P_RECV | mid | DFCCL_P_SEND;
             } else {
-                flags = DFCCL_P_RECV | DFCCL_P_COPY;
+                flags = scatter ? DFCCL_P_RECV | DFCCL_P_REDUCE | DFCCL_P_COPY | DFCCL_P_FINAL
+                                : DFCCL_P_RECV | DFCCL_P_COPY;
             }
-            rc = dfccl_prim_chunk(x, flags, x->sendbuff + base * esz,
-                                  x->recvbuff + (q * C + base) * esz, elems);
+            rc = dfccl_prim_chunk(x, flags, x->sendbuff + ((scatter ? q * C : 0) + base) * esz,
+                                  x->recvbuff + ((scatter ? 0 : q * C) + base) * esz, elems);
             if (rc != DFCCL_PRIM_OK) {
                 return rc;
             }
@@ -143,48 +154,14 @@ DFCCL_F_DEVICE int dfccl_ring_allgather(dfccl_exec_t *x)
     return DFCCL_PRIM_DONE;
 }
 
-/*
- * Reduce-scatter: rank r receives block r (count elements) of the reduction
- * of every rank's n * count input. Per loop, step s reduces block
- * (r - 1 - s) mod n:
- *   step 0         send          own input of that block
- *   steps 1..n-2   recvReduceSend
- *   step n-1       recvReduceCopy (block r, into recvbuff)
- */
+DFCCL_F_DEVICE int dfccl_ring_allgather(dfccl_exec_t *x)
+{
+    return dfccl_ring_blocks(x, 0);
+}
+
 DFCCL_F_DEVICE int dfccl_ring_reducescatter(dfccl_exec_t *x)
 {
-    const int n = x->st->nranks, r = x->st->rank;
-    const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
-    const uint64_t C = x->st->count, ce = dfccl_chunk_elems(x);
-    const uint32_t nloops = (uint32_t)DFCCL_DIV_UP(cnt, ce);
-
-    for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.step = 0) {
-        uint64_t base  = off + x->dyn.loop * ce;
-        uint64_t elems = DFCCL_MIN(ce, off + cnt - base);
-
-        for (; x->dyn.step < (uint32_t)n; x->dyn.step++, x->dyn.slice = 0) {
-            int s      = (int)x->dyn.step;
-            uint64_t q = (uint64_t)dfccl_mod(r - 1 - s, n);
-            uint32_t flags;
-            int rc;
-
-            if (n == 1) {
-                flags = DFCCL_P_COPY;
-            } else if (s == 0) {
-                flags = DFCCL_P_SEND;
-            } else if (s < n - 1) {
-                flags = DFCCL_P_RECV | DFCCL_P_REDUCE | DFCCL_P_SEND;
-            } else {
-                flags = DFCCL_P_RECV | DFCCL_P_REDUCE | DFCCL_P_COPY | DFCCL_P_FINAL;
-            }
-            rc = dfccl_prim_chunk(x, flags, x->sendbuff + (q * C + base) * esz,
-                                  x->recvbuff + base * esz, elems);
-            if (rc != DFCCL_PRIM_OK) {
-                return rc;
-            }
-        }
-    }
-    return DFCCL_PRIM_DONE;
+    return dfccl_ring_blocks(x, 1);
 }
 
 /*
