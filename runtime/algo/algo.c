@@ -10,7 +10,8 @@
  *   2. otherwise the default policy: the measured thresholds, one shot for
  *      the smallest allreduces, allgathers and reduce-scatters on groups
  *      whose ranks all write to each other, two shot for allreduces up to
- *      DFCCL_TWOSHOT_BYTES, and the ring for everything else.
+ *      DFCCL_TWOSHOT_BYTES, the mesh for all-to-alls on such groups, and
+ *      the ring for everything else.
  *
  * Every input is the same on every rank (registration arguments, the
  * group's shape, [group] settings), so every rank chooses the same.
@@ -20,7 +21,7 @@
 #include <string.h>
 
 static const dfccl_algo_t *const dfccl_algos[] = {&dfccl_algo_ring, &dfccl_algo_oneshot,
-                                                  &dfccl_algo_twoshot};
+                                                  &dfccl_algo_twoshot, &dfccl_algo_mesh};
 
 const dfccl_algo_t *dfccl_algo_by_id(uint32_t id)
 {
@@ -40,6 +41,9 @@ static const dfccl_algo_t *dfccl_algo_default(const dfccl_config_t *cfg,
     const size_t bytes = count * dfccl_dtype_bytes(dtype);
     const size_t one = kind == DFCCL_COLL_ALLREDUCE ? cfg->oneshot_bytes : cfg->oneshot_gather_bytes;
 
+    if (dfccl_algo_mesh.plan(cfg, g, kind, count, dtype, nch_p)) {
+        return &dfccl_algo_mesh;
+    }
     if (bytes <= one && dfccl_algo_oneshot.plan(cfg, g, kind, count, dtype, nch_p)) {
         return &dfccl_algo_oneshot;
     }
