@@ -5,12 +5,11 @@
  *
  *  - the mesh (groups whose ranks all write into each other's connectors):
  *    every rank owns, in each channel's region, a connector per sender.
- *    Step 0 copies our own block. Step k (1..n-1) pairs us with two peers:
- *    we send our block for rank me + k into our connector at that rank and
- *    receive rank me - k's block for us from its connector here, slice by
- *    slice, a send and a receive in turn. Every rank takes the steps in the
- *    same order, so the peers of step k are in step k too: a pairwise
- *    exchange, each block crossing one link once.
+ *    Step 0 copies our own block. Then, slice by slice, round i sends slice
+ *    i of our block for every peer into our connector at that peer
+ *    (starting with rank me + 1), then receives slice i of every peer's
+ *    block for us from its connector here: every link carries data at once,
+ *    and each block crosses one link once.
  *  - the ring (every other group, same counts for every pair): block
  *    (me + s) travels s hops. In phase s (1..n-1) we send our block for
  *    rank me + s, forward the s - 1 blocks that pass through us, and
@@ -19,10 +18,11 @@
  * Each connector of the mesh has its own sequence: a pair's connector
  * advances by that pair's slices per run (dyn.calls runs so far), and the
  * primitives run on a view of the channel (dfccl_chan_t) whose send and
- * receive connectors are the pair's. dyn.step and dyn.slice (2 * slice +
- * 0 for its send, 1 for its receive) say where a preempted run resumes:
- * a primitive is STUCK before it moves anything, and one that returned OK
- * is not run again.
+ * receive connectors are the pair's. dyn.step (1 + the round) and
+ * dyn.slice (the round's n - 1 sends, then its n - 1 receives) say where a
+ * preempted run resumes: a primitive is STUCK before it moves anything,
+ * and one that returned OK is not run again. The ring's steps are those of
+ * ring.h.
  */
 #ifndef DFCCL_KERNELS_ALGO_ALLTOALL_H_
 #define DFCCL_KERNELS_ALGO_ALLTOALL_H_
@@ -65,14 +65,36 @@ DFCCL_F_DEVICE int dfccl_mesh_slice(dfccl_exec_t *x, uint32_t flags, char *buf, 
     return dfccl_prim(x, flags, NULL, p, n);
 }
 
+/* Point the view's connectors at pair `q`'s: ours at q for sending
+ * (send), or q's at us for receiving. */
+DFCCL_F_DEVICE void dfccl_mesh_pair(const dfccl_coll_static_t *st, const dfccl_chan_t *home,
+                                    dfccl_chan_t *view, int q, int send)
+{
+    dfccl_conn_ctrl_t *ctrl;
+    char *data;
+
+    if (send) {
+        dfccl_mesh_conn(st, home->peer[q], st->rank, &ctrl, &data);
+        view->send_ctrl = ctrl;
+        view->send_data = data;
+    } else {
+        dfccl_mesh_conn(st, (char *)home->recv_ctrl, q, &ctrl, &data);
+        view->recv_ctrl = ctrl;
+        view->recv_data = data;
+    }
+}
+
 DFCCL_F_DEVICE int dfccl_mesh_alltoall(dfccl_exec_t *x)
 {
     const dfccl_coll_static_t *st = x->st;
     const dfccl_chan_t *home      = x->ch;
-    const int n = st->nranks, me = st->rank;
+    const int n = st->nranks, me = st->rank, peers = n - 1;
     const uint64_t esz = st->elem_size, se = x->slice_elems;
     const uint64_t *own = home->pairs + (uint64_t)me * DFCCL_PAIR_WORDS;
-    dfccl_chan_t view   = *home;
+    /* same counts for every pair: our peers' progress bounds their heads */
+    const int uniform   = st->kind == DFCCL_COLL_ALLTOALL;
+    uint64_t rounds = 0;
+    dfccl_chan_t view = *home;
     int rc = DFCCL_PRIM_OK;
 
     if (x->dyn.step == 0) {
@@ -85,41 +107,44 @@ DFCCL_F_DEVICE int dfccl_mesh_alltoall(dfccl_exec_t *x)
         x->dyn.step  = 1;
         x->dyn.slice = 0;
     }
-    x->ch = &view;
-    for (; x->dyn.step < (uint32_t)n; x->dyn.step++, x->dyn.slice = 0) {
-        const int k = (int)x->dyn.step, to = dfccl_mod(me + k, n), from = dfccl_mod(me - k, n);
-        const uint64_t *sp = home->pairs + (uint64_t)to * DFCCL_PAIR_WORDS;
-        const uint64_t *rp = home->pairs + (uint64_t)from * DFCCL_PAIR_WORDS;
-        const uint64_t scnt = sp[DFCCL_PAIR_SCNT], rcnt = rp[DFCCL_PAIR_RCNT];
-        const uint64_t ns = DFCCL_DIV_UP(scnt, se), nr = DFCCL_DIV_UP(rcnt, se);
-        dfccl_conn_ctrl_t *ctrl;
-        char *data;
-
-        dfccl_mesh_conn(st, home->peer[to], me, &ctrl, &data);
-        view.send_ctrl = ctrl;
-        view.send_data = data;
-        dfccl_mesh_conn(st, (char *)home->recv_ctrl, from, &ctrl, &data);
-        view.recv_ctrl = ctrl;
-        view.recv_data = data;
-        if (x->dyn.slice == 0) {
-            /* the caches held another pair's words: 0 is a safe bound */
-            x->dyn.head_cache = 0;
-            x->dyn.tail_cache = 0;
+    for (int q = 0; q < n; q++) {
+        const uint64_t *e = home->pairs + (uint64_t)q * DFCCL_PAIR_WORDS;
+        if (q != me) {
+            rounds = DFCCL_MAX(rounds, DFCCL_DIV_UP(e[DFCCL_PAIR_SCNT], se));
+            rounds = DFCCL_MAX(rounds, DFCCL_DIV_UP(e[DFCCL_PAIR_RCNT], se));
         }
-        for (;; x->dyn.slice++) {
-            const uint64_t i = x->dyn.slice >> 1;
+    }
+    x->ch = &view;
+    /* round i (dyn.step - 1): slice i to every peer, then slice i from every
+     * peer (dyn.slice: the n - 1 sends, then the n - 1 receives) */
+    for (; x->dyn.step - 1 < rounds; x->dyn.step++, x->dyn.slice = 0) {
+        const uint64_t i = x->dyn.step - 1;
 
-            if (i >= ns && i >= nr) {
-                break;
+        for (; x->dyn.slice < (uint32_t)(2 * peers); x->dyn.slice++) {
+            const int send     = x->dyn.slice < (uint32_t)peers;
+            const int k        = 1 + (int)(send ? x->dyn.slice : x->dyn.slice - (uint32_t)peers);
+            const int q        = dfccl_mod(send ? me + k : me - k, n);
+            const uint64_t *e  = home->pairs + (uint64_t)q * DFCCL_PAIR_WORDS;
+            const uint64_t cnt = e[send ? DFCCL_PAIR_SCNT : DFCCL_PAIR_RCNT];
+            const uint64_t ns  = DFCCL_DIV_UP(cnt, se), base = x->dyn.calls * ns;
+
+            if (i >= ns) {
+                continue; /* nothing more for this pair */
             }
-            if ((x->dyn.slice & 1) == 0 && i < ns) {
+            dfccl_mesh_pair(st, home, &view, q, send);
+            if (send) {
+                /* Peer q sent us its slice i - 1 (or ended its previous
+                 * run) only after it had received slice i - 2 from every
+                 * rank: with two slots or more, a free one waits for us.
+                 * An alltoallv's pair may have nothing for us: ask q. */
+                x->dyn.head_cache = uniform && base + i >= 1 ? base + i - 1 : 0;
                 rc = dfccl_mesh_slice(x, DFCCL_P_SEND,
-                                      (char *)x->sendbuff + sp[DFCCL_PAIR_SRC] * esz, scnt,
-                                      x->dyn.calls * ns, i);
-            } else if ((x->dyn.slice & 1) == 1 && i < nr) {
+                                      (char *)x->sendbuff + e[DFCCL_PAIR_SRC] * esz, cnt, base,
+                                      i);
+            } else {
+                x->dyn.tail_cache = 0; /* ours to read: our own memory */
                 rc = dfccl_mesh_slice(x, DFCCL_P_RECV | DFCCL_P_COPY,
-                                      x->recvbuff + rp[DFCCL_PAIR_DST] * esz, rcnt,
-                                      x->dyn.calls * nr, i);
+                                      x->recvbuff + e[DFCCL_PAIR_DST] * esz, cnt, base, i);
             }
             if (rc != DFCCL_PRIM_OK) {
                 x->ch = home;
