@@ -10,8 +10,9 @@
  *   2. otherwise the default policy: the measured thresholds, one shot for
  *      the smallest allreduces, allgathers and reduce-scatters on groups
  *      whose ranks all write to each other, two shot for allreduces up to
- *      DFCCL_TWOSHOT_BYTES, the mesh for all-to-alls on such groups, and
- *      the ring for everything else.
+ *      DFCCL_TWOSHOT_BYTES, one shot for alltoalls of up to
+ *      DFCCL_ONESHOT_GATHER_BYTES a pair and the mesh for larger ones and
+ *      for alltoallv on such groups, and the ring for everything else.
  *
  * Every input is the same on every rank (registration arguments, the
  * group's shape, [group] settings), so every rank chooses the same.
@@ -41,6 +42,10 @@ static const dfccl_algo_t *dfccl_algo_default(const dfccl_config_t *cfg,
     const size_t bytes = count * dfccl_dtype_bytes(dtype);
     const size_t one = kind == DFCCL_COLL_ALLREDUCE ? cfg->oneshot_bytes : cfg->oneshot_gather_bytes;
 
+    if (kind == DFCCL_COLL_ALLTOALL && bytes <= cfg->oneshot_gather_bytes &&
+        dfccl_algo_oneshot.plan(cfg, g, kind, count, dtype, nch_p)) {
+        return &dfccl_algo_oneshot;
+    }
     if (dfccl_algo_mesh.plan(cfg, g, kind, count, dtype, nch_p)) {
         return &dfccl_algo_mesh;
     }
