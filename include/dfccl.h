@@ -250,6 +250,8 @@ typedef enum {
     DFCCL_KIND_REDUCESCATTER,
     DFCCL_KIND_REDUCE,
     DFCCL_KIND_BROADCAST,
+    DFCCL_KIND_ALLTOALL,  /* count: elements to each rank (and from each) */
+    DFCCL_KIND_ALLTOALLV, /* takes counts per rank: dfcclRegisterAllToAllv only */
     DFCCL_KIND_COUNT
 } dfccl_coll_kind_t;
 
@@ -418,13 +420,41 @@ DFCCL_API dfccl_status_t dfcclRegisterBroadcast(size_t count, dfccl_datatype_t t
                                                 int root, dfccl_group_t group,
                                                 int priority, int *coll_id_p);
 
+/*
+ * All-to-all: rank r's block q (`count` elements at sendbuff + q * count)
+ * goes to rank q, where it lands at recvbuff + r * count. Every rank
+ * registers the same count. Buffers must not overlap (an in-place
+ * all-to-all copies its input aside first).
+ */
+DFCCL_API dfccl_status_t dfcclRegisterAllToAll(size_t count, dfccl_datatype_t type,
+                                               dfccl_group_t group, int priority,
+                                               int *coll_id_p);
+/*
+ * All-to-all with a count per rank (MPI_Alltoallv): sendcounts[q] elements
+ * from sendbuff + sdispls[q] go to rank q, and recvcounts[q] elements from
+ * rank q land at recvbuff + rdispls[q] (displacements in elements). Rank
+ * r's sendcounts[q] must equal rank q's recvcounts[r]. The arrays hold the
+ * group's nranks entries each and are copied: the counts are fixed for the
+ * registration (register one per pattern of counts). Each rank gives only
+ * its own counts, so the layout (channels, slots) comes from the
+ * configuration, not from the sizes; it needs a group whose ranks all
+ * write into each other's connectors (one host, at most 8 ranks, no net
+ * edge), and fails with DFCCL_ERR_UNSUPPORTED on others.
+ */
+DFCCL_API dfccl_status_t dfcclRegisterAllToAllv(const size_t *sendcounts, const size_t *sdispls,
+                                                const size_t *recvcounts, const size_t *rdispls,
+                                                dfccl_datatype_t type, dfccl_group_t group,
+                                                int priority, int *coll_id_p);
+
 /* Any collective, described by `desc` (the named functions above are
- * shorthands for it). */
+ * shorthands for it; alltoallv takes counts, which only
+ * dfcclRegisterAllToAllv can give). */
 DFCCL_API dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
                                        int *coll_id_p);
 
 /* What a registered collective runs: its algorithm (DFCCL_ALGO's names:
- * "ring", "oneshot", "twoshot"), channels and protocol ("simple", "ll"). */
+ * "ring", "oneshot", "twoshot"; "mesh" for all-to-alls whose ranks write
+ * into each other's connectors), channels and protocol ("simple", "ll"). */
 typedef struct {
     const char *algo;
     int         nchannels;
@@ -470,6 +500,12 @@ DFCCL_API dfccl_status_t dfcclRunReduce(const void *sendbuff, void *recvbuff, in
                                         dfccl_callback_t callback, void *callback_args,
                                         dfccl_rank_ctx_t ctx);
 DFCCL_API dfccl_status_t dfcclRunBroadcast(const void *sendbuff, void *recvbuff, int coll_id,
+                                           dfccl_callback_t callback, void *callback_args,
+                                           dfccl_rank_ctx_t ctx);
+DFCCL_API dfccl_status_t dfcclRunAllToAll(const void *sendbuff, void *recvbuff, int coll_id,
+                                          dfccl_callback_t callback, void *callback_args,
+                                          dfccl_rank_ctx_t ctx);
+DFCCL_API dfccl_status_t dfcclRunAllToAllv(const void *sendbuff, void *recvbuff, int coll_id,
                                            dfccl_callback_t callback, void *callback_args,
                                            dfccl_rank_ctx_t ctx);
 

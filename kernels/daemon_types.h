@@ -34,9 +34,15 @@ enum { DFCCL_K_PROTO_SIMPLE = 1, DFCCL_K_PROTO_LL = 2 };
  * inputs in rank order; or (allreduce of mid sizes, same groups) two shot
  * on the same connectors: a reduce-scatter and an allgather of one hop
  * each. */
-enum { DFCCL_K_ALGO_RING = 0, DFCCL_K_ALGO_ONESHOT = 1, DFCCL_K_ALGO_TWOSHOT = 2 };
+enum {
+    DFCCL_K_ALGO_RING    = 0,
+    DFCCL_K_ALGO_ONESHOT = 1,
+    DFCCL_K_ALGO_TWOSHOT = 2,
+    DFCCL_K_ALGO_MESH    = 3 /* alltoall: a connector per pair, each rank writes
+                              * into its own connector at every peer */
+};
 
-/* The most ranks of a one-shot collective (dfccl_chan_t.peer). */
+/* The most ranks of a one-shot or mesh collective (dfccl_chan_t.peer). */
 #define DFCCL_ONESHOT_MAX_RANKS 8
 /* Largest one-shot allreduce (allgather, reduce-scatter: per-rank share):
  * each channel's share is one LL slot. */
@@ -64,6 +70,8 @@ enum {
     DFCCL_COLL_REDUCESCATTER,
     DFCCL_COLL_REDUCE,
     DFCCL_COLL_BROADCAST,
+    DFCCL_COLL_ALLTOALL,
+    DFCCL_COLL_ALLTOALLV,
     DFCCL_COLL_KIND_COUNT
 };
 
@@ -256,7 +264,22 @@ typedef struct {
      * (ours too), which holds a ring of slots per sender after the control
      * words; rank q writes into ring q of every peer */
     char              *peer[DFCCL_ONESHOT_MAX_RANKS];
+    /* alltoall on the mesh: nranks entries of DFCCL_PAIR_WORDS words, what
+     * this channel carries of each pair (device memory) */
+    const uint64_t    *pairs;
 } dfccl_chan_t;
+
+/* An entry of dfccl_chan_t.pairs, for peer q, in elements: where in the
+ * send buffer the channel's part of our data for q starts and how long it
+ * is, and where in the receive buffer its part of q's data for us goes and
+ * how long that is. */
+enum {
+    DFCCL_PAIR_SRC = 0,
+    DFCCL_PAIR_SCNT,
+    DFCCL_PAIR_DST,
+    DFCCL_PAIR_RCNT,
+    DFCCL_PAIR_WORDS
+};
 
 /* Static context: constant while the collective is registered. */
 typedef struct {
@@ -268,7 +291,8 @@ typedef struct {
     int32_t  root;
     int32_t  nchannels;
     int32_t  priority;
-    uint64_t count;       /* allreduce/reduce/bcast: count; allgather/rs: per rank */
+    uint64_t count;       /* allreduce/reduce/bcast: count; allgather/rs: per rank;
+                           * alltoall: per pair; alltoallv: 0 (see chans' pairs) */
     uint32_t slot_bytes;
     uint32_t nslots;
     uint32_t chunk_slices; /* slices per ring chunk */
@@ -302,6 +326,9 @@ typedef struct {
      * across NVLink; reading it for every slice would cost a round trip) */
     uint64_t head_cache;
     uint64_t tail_cache;
+    /* runs completed: a mesh alltoall's connector of each pair advances by
+     * that pair's slices per run (the counts are fixed at registration) */
+    uint64_t calls;
 } dfccl_dyn_t;
 
 /* A collective in a block's task queue. */

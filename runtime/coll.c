@@ -33,10 +33,13 @@ static const char dfccl_coll_layout_vars[] =
 
 static const char *const dfccl_run_names[] = {"dfcclRunAllReduce", "dfcclRunAllGather",
                                               "dfcclRunReduceScatter", "dfcclRunReduce",
-                                              "dfcclRunBroadcast"};
+                                              "dfcclRunBroadcast", "dfcclRunAllToAll",
+                                              "dfcclRunAllToAllv"};
 static const char *const dfccl_reg_names[] = {"dfcclRegisterAllReduce", "dfcclRegisterAllGather",
                                               "dfcclRegisterReduceScatter",
-                                              "dfcclRegisterReduce", "dfcclRegisterBroadcast"};
+                                              "dfcclRegisterReduce", "dfcclRegisterBroadcast",
+                                              "dfcclRegisterAllToAll",
+                                              "dfcclRegisterAllToAllv"};
 
 static int dfccl_is_float(int dtype)
 {
@@ -88,6 +91,89 @@ static dfccl_status_t dfccl_coll_check_args(dfccl_group_t g, int kind, size_t co
                            dfccl_dtype_name(dtype));
     }
     return DFCCL_OK;
+}
+
+/* An alltoallv's counts and displacements: given, within the addressable
+ * size, and our own block's the same both ways. */
+static dfccl_status_t dfccl_coll_check_counts(dfccl_group_t g, int dtype,
+                                              const size_t *const *v)
+{
+    static const char *const names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
+    const size_t esz = dfccl_dtype_bytes(dtype);
+
+    for (int i = 0; i < 4; i++) {
+        if (v[i] == NULL) {
+            return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegisterAllToAllv on group %s: "
+                               "%s is NULL; pass %d entries", g->name, names[i], g->nranks);
+        }
+    }
+    for (int q = 0; q < g->nranks; q++) {
+        for (int i = 0; i < 4; i += 2) {
+            size_t end;
+            if (__builtin_add_overflow(v[i][q], v[i + 1][q], &end) ||
+                __builtin_mul_overflow(end, esz, &end) || end > (1ull << 50)) {
+                return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegisterAllToAllv on group "
+                                   "%s: %s[%d] + %s[%d] of %s overflows the addressable "
+                                   "size", g->name, names[i], q, names[i + 1], q,
+                                   dfccl_dtype_name(dtype));
+            }
+        }
+    }
+    if (v[0][g->rank] != v[2][g->rank]) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegisterAllToAllv on group %s: rank "
+                           "%d sends itself sendcounts[%d] = %zu elements but receives "
+                           "recvcounts[%d] = %zu; they must be equal", g->name, g->rank,
+                           g->rank, v[0][g->rank], g->rank, v[2][g->rank]);
+    }
+    return DFCCL_OK;
+}
+
+/*
+ * The mesh's pairs (dfccl_chan_t.pairs) of every channel, in one block of
+ * device memory (*dev_p), and the spans of the buffers a run touches:
+ * each pair's count cut into channels as the ring cuts a count.
+ */
+static dfccl_status_t dfccl_coll_pairs(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c,
+                                       const size_t *const *v, void **dev_p)
+{
+    const dfccl_coll_static_t *st = &c->st;
+    const size_t n = (size_t)st->nranks, nch = (size_t)st->nchannels;
+    const size_t words = nch * n * DFCCL_PAIR_WORDS;
+    uint64_t *t = calloc(words, sizeof(*t));
+    dfccl_status_t rc;
+
+    if (t == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "%s: out of host memory",
+                           dfccl_reg_names[st->kind]);
+    }
+    for (size_t q = 0; q < n; q++) {
+        const uint64_t sc = v != NULL ? v[0][q] : st->count, sd = v != NULL ? v[1][q] : q * st->count;
+        const uint64_t rc_ = v != NULL ? v[2][q] : st->count, rd = v != NULL ? v[3][q] : q * st->count;
+
+        if (sc > 0 && (sc + sd) * st->elem_size > c->span_send) {
+            c->span_send = (sc + sd) * st->elem_size;
+        }
+        if (rc_ > 0 && (rc_ + rd) * st->elem_size > c->span_recv) {
+            c->span_recv = (rc_ + rd) * st->elem_size;
+        }
+        for (size_t ch = 0; ch < nch; ch++) {
+            uint64_t *e = t + (ch * n + q) * DFCCL_PAIR_WORDS;
+            uint64_t off, cnt;
+
+            dfccl_ring_partition(st->kind, sc, (int)nch, (int)ch, &off, &cnt);
+            e[DFCCL_PAIR_SRC]  = sd + off;
+            e[DFCCL_PAIR_SCNT] = cnt;
+            dfccl_ring_partition(st->kind, rc_, (int)nch, (int)ch, &off, &cnt);
+            e[DFCCL_PAIR_DST]  = rd + off;
+            e[DFCCL_PAIR_RCNT] = cnt;
+        }
+    }
+    c->pairs_host = t;
+    rc = ctx->be->dev_alloc(ctx, words * sizeof(*t), dev_p);
+    if (rc == DFCCL_OK) {
+        rc = ctx->be->memcpy_h2d(ctx, *dev_p, t, words * sizeof(*t));
+    }
+    return rc;
 }
 
 static int dfccl_coll_find_free(struct dfccl_rank_ctx *ctx)
@@ -162,8 +248,8 @@ static int dfccl_coll_sends(const dfccl_coll_t *c, int ch)
     const dfccl_coll_static_t *st = &c->st;
     int last = (st->rank - st->root + st->nranks) % st->nranks == st->nranks - 1;
 
-    if (c->chans[ch].cnt == 0 || st->nranks == 1) {
-        return 0;
+    if (c->chans[ch].cnt == 0 || st->nranks == 1 || st->algo == DFCCL_K_ALGO_MESH) {
+        return 0; /* the mesh writes to its peers' regions (peer[]) */
     }
     if (st->kind == DFCCL_COLL_BROADCAST) {
         return !last; /* the root's predecessor only receives */
@@ -257,7 +343,13 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
                 c->chans[ch].peer[q] = (char *)c->chans[ch].recv_ctrl;
                 continue;
             }
-            if (c->chans[ch].peer[q] != NULL) {
+            /* the mesh: a peer we send nothing on this channel may complete
+             * the collective without us, and even register another one in
+             * its region: we need not find it */
+            if (c->chans[ch].peer[q] != NULL ||
+                (c->st.algo == DFCCL_K_ALGO_MESH &&
+                 c->pairs_host[((size_t)ch * (size_t)g->nranks + (size_t)q) * DFCCL_PAIR_WORDS +
+                               DFCCL_PAIR_SCNT] == 0)) {
                 continue;
             }
             rc = dfccl_coll_find_peer(ctx, id, q, ch, &dev);
@@ -291,8 +383,14 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
     return 1;
 }
 
-static void dfccl_coll_free_host(dfccl_coll_t *c)
+static void dfccl_coll_free_host(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c)
 {
+    if (c->pairs != NULL) {
+        ctx->be->dev_free(ctx, c->pairs);
+        c->pairs = NULL;
+    }
+    free(c->pairs_host);
+    c->pairs_host = NULL;
     free(c->chans);
     free(c->conn_seg);
     free(c->conn_off);
@@ -328,13 +426,14 @@ void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id)
 {
     dfccl_coll_t *c = &ctx->colls[id];
 
-    dfccl_coll_free_host(c);
+    dfccl_coll_free_host(ctx, c);
     free(c->errmsg);
     c->errmsg = NULL;
 }
 
 dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int dtype, int op,
-                                   int root, int priority, int *coll_id_p)
+                                   int root, int priority, const size_t *const *v,
+                                   int *coll_id_p)
 {
     const char *fn = dfccl_reg_names[kind];
     struct dfccl_rank_ctx *ctx;
@@ -347,6 +446,9 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     int id, nch, onch = 1;
 
     DFCCL_CHECK(dfccl_coll_check_args(g, kind, count, dtype, op, root, coll_id_p));
+    if (kind == DFCCL_COLL_ALLTOALLV) {
+        DFCCL_CHECK(dfccl_coll_check_counts(g, dtype, v));
+    }
     ctx = g->ctx;
     nb  = (size_t)ctx->cfg.max_blocks;
     dfccl_algo_ring.plan(&ctx->cfg, g, kind, count, dtype, &nch);
@@ -371,13 +473,23 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     algo            = dfccl_algo_select(&ctx->cfg, g, kind, count, dtype, &onch);
     st.algo         = algo->id;
     region          = algo->layout(&ctx->cfg, g, onch, &st);
+    if (kind == DFCCL_COLL_ALLTOALLV && st.algo != DFCCL_K_ALGO_MESH) {
+        return dfccl_error(DFCCL_ERR_UNSUPPORTED, "%s on group %s: an alltoallv needs a group "
+                           "whose ranks all write into each other's connectors (one host, 2 "
+                           "to %d ranks, no net edge); on this group register "
+                           "dfcclRegisterAllToAll with the largest count and pad the blocks",
+                           fn, g->name, DFCCL_ONESHOT_MAX_RANKS);
+    }
+    if (st.algo == DFCCL_K_ALGO_MESH) {
+        st.recv_poll = 0; /* the region's own tail never moves: see its connectors */
+    }
 
     pthread_mutex_lock(&ctx->lock);
     /* One and two shot take n slots per channel where the ring takes one:
      * past the group's connector budget the collective runs on the ring
      * (and may get lean connectors below). Same on every rank, as below. */
     if (st.algo != DFCCL_K_ALGO_RING) {
-        if (ctx->cfg.conn_budget != 0 &&
+        if (ctx->cfg.conn_budget != 0 && kind != DFCCL_COLL_ALLTOALLV &&
             g->conn_bytes + (size_t)onch * region > ctx->cfg.conn_budget) {
             st.algo = DFCCL_K_ALGO_RING;
             region  = dfccl_algo_ring.layout(&ctx->cfg, g, nch, &st);
@@ -447,10 +559,12 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
             void *host, *dev;
             rc = dfccl_pool_alloc(g, region, &host, &dev, &c->conn_seg[ch], &c->conn_off[ch]);
             if (rc == DFCCL_OK &&
-                (st.proto == DFCCL_K_PROTO_LL || st.algo == DFCCL_K_ALGO_TWOSHOT)) {
+                (st.proto == DFCCL_K_PROTO_LL || st.algo == DFCCL_K_ALGO_TWOSHOT ||
+                 st.algo == DFCCL_K_ALGO_MESH)) {
                 /* LL and two-shot flags from an earlier owner of this
-                 * memory must not match: zero the slots before the
-                 * signature lets the previous rank send */
+                 * memory must not match, nor the counters of the mesh's
+                 * connectors start elsewhere than 0: zero the slots
+                 * before the signature lets the peers send */
                 size_t data = region - sizeof(dfccl_conn_ctrl_t);
                 if (host != NULL) {
                     memset((char *)host + sizeof(dfccl_conn_ctrl_t), 0, data);
@@ -501,6 +615,18 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
                 goto err;
             }
         }
+    }
+    if (st.algo == DFCCL_K_ALGO_MESH) {
+        rc = dfccl_coll_pairs(ctx, c, v, &c->pairs);
+        if (rc != DFCCL_OK) {
+            goto err;
+        }
+        for (int ch = 0; ch < nch; ch++) {
+            c->chans[ch].pairs = (const uint64_t *)c->pairs +
+                                 (size_t)ch * (size_t)g->nranks * DFCCL_PAIR_WORDS;
+        }
+    } else if (kind == DFCCL_COLL_ALLTOALL) {
+        c->span_send = c->span_recv = count * st.elem_size * (size_t)g->nranks;
     }
     g->nreg++;
     if (g->pool.dir != NULL) {
@@ -560,7 +686,7 @@ err:
             ctx->be->host_free(ctx, c->stage[ch]);
         }
     }
-    dfccl_coll_free_host(c);
+    dfccl_coll_free_host(ctx, c);
     c->state = DFCCL_COLL_FREE;
     pthread_mutex_unlock(&ctx->lock);
     return rc;
@@ -570,14 +696,14 @@ dfccl_status_t dfcclRegisterAllReduce(size_t count, dfccl_datatype_t type, dfccl
                                       dfccl_group_t group, int priority, int *coll_id_p)
 {
     return dfccl_coll_register(group, DFCCL_COLL_ALLREDUCE, count, type, op, 0, priority,
-                               coll_id_p);
+                               NULL, coll_id_p);
 }
 
 dfccl_status_t dfcclRegisterAllGather(size_t sendcount, dfccl_datatype_t type,
                                       dfccl_group_t group, int priority, int *coll_id_p)
 {
     return dfccl_coll_register(group, DFCCL_COLL_ALLGATHER, sendcount, type, 0, 0, priority,
-                               coll_id_p);
+                               NULL, coll_id_p);
 }
 
 dfccl_status_t dfcclRegisterReduceScatter(size_t recvcount, dfccl_datatype_t type,
@@ -585,20 +711,38 @@ dfccl_status_t dfcclRegisterReduceScatter(size_t recvcount, dfccl_datatype_t typ
                                           int *coll_id_p)
 {
     return dfccl_coll_register(group, DFCCL_COLL_REDUCESCATTER, recvcount, type, op, 0,
-                               priority, coll_id_p);
+                               priority, NULL, coll_id_p);
 }
 
 dfccl_status_t dfcclRegisterReduce(size_t count, dfccl_datatype_t type, dfccl_op_t op,
                                    int root, dfccl_group_t group, int priority, int *coll_id_p)
 {
     return dfccl_coll_register(group, DFCCL_COLL_REDUCE, count, type, op, root, priority,
-                               coll_id_p);
+                               NULL, coll_id_p);
 }
 
 dfccl_status_t dfcclRegisterBroadcast(size_t count, dfccl_datatype_t type, int root,
                                       dfccl_group_t group, int priority, int *coll_id_p)
 {
     return dfccl_coll_register(group, DFCCL_COLL_BROADCAST, count, type, 0, root, priority,
+                               NULL, coll_id_p);
+}
+
+dfccl_status_t dfcclRegisterAllToAll(size_t count, dfccl_datatype_t type, dfccl_group_t group,
+                                     int priority, int *coll_id_p)
+{
+    return dfccl_coll_register(group, DFCCL_COLL_ALLTOALL, count, type, 0, 0, priority, NULL,
+                               coll_id_p);
+}
+
+dfccl_status_t dfcclRegisterAllToAllv(const size_t *sendcounts, const size_t *sdispls,
+                                      const size_t *recvcounts, const size_t *rdispls,
+                                      dfccl_datatype_t type, dfccl_group_t group, int priority,
+                                      int *coll_id_p)
+{
+    const size_t *const v[4] = {sendcounts, sdispls, recvcounts, rdispls};
+
+    return dfccl_coll_register(group, DFCCL_COLL_ALLTOALLV, 0, type, 0, 0, priority, v,
                                coll_id_p);
 }
 
@@ -607,6 +751,8 @@ _Static_assert((int)DFCCL_KIND_ALLREDUCE == (int)DFCCL_COLL_ALLREDUCE &&
                    (int)DFCCL_KIND_REDUCESCATTER == (int)DFCCL_COLL_REDUCESCATTER &&
                    (int)DFCCL_KIND_REDUCE == (int)DFCCL_COLL_REDUCE &&
                    (int)DFCCL_KIND_BROADCAST == (int)DFCCL_COLL_BROADCAST &&
+                   (int)DFCCL_KIND_ALLTOALL == (int)DFCCL_COLL_ALLTOALL &&
+                   (int)DFCCL_KIND_ALLTOALLV == (int)DFCCL_COLL_ALLTOALLV &&
                    (int)DFCCL_KIND_COUNT == (int)DFCCL_COLL_KIND_COUNT,
                "the public collective kinds are the daemon's");
 
@@ -620,13 +766,18 @@ dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegister: collective kind %d is not "
                            "one of dfccl_coll_kind_t", (int)desc->kind);
     }
+    if (desc->kind == DFCCL_KIND_ALLTOALLV) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegister: an alltoallv takes counts "
+                           "and displacements per rank, which dfccl_coll_desc_t cannot hold; "
+                           "register it with dfcclRegisterAllToAllv");
+    }
     return dfccl_coll_register(group, (int)desc->kind, desc->count, desc->type,
                                dfccl_has_op((int)desc->kind) ? desc->op : 0,
                                desc->kind == DFCCL_KIND_REDUCE ||
                                        desc->kind == DFCCL_KIND_BROADCAST
                                    ? desc->root
                                    : 0,
-                               desc->priority, coll_id_p);
+                               desc->priority, NULL, coll_id_p);
 }
 
 /*
@@ -729,7 +880,7 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
     c->group->ncolls--;
     c->group->conn_bytes -= c->pool_bytes;
     ctx->nregistered--;
-    dfccl_coll_free_host(c);
+    dfccl_coll_free_host(ctx, c);
     free(c->errmsg);
     memset(c, 0, sizeof(*c));
     c->state = DFCCL_COLL_FREE;
@@ -784,6 +935,23 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
     need_send = c->st.count > 0 &&
                 !(kind == DFCCL_COLL_BROADCAST && c->st.rank != c->st.root);
     need_recv = c->st.count > 0 && !(kind == DFCCL_COLL_REDUCE && c->st.rank != c->st.root);
+    if (kind == DFCCL_COLL_ALLTOALL || kind == DFCCL_COLL_ALLTOALLV) {
+        const char *s = sendbuff, *r = recvbuff;
+
+        need_send = c->span_send > 0;
+        need_recv = c->span_recv > 0;
+        /* a block is sent after blocks are received, wherever they are */
+        if (need_send && need_recv && s != NULL && r != NULL && s < r + c->span_recv &&
+            r < s + c->span_send) {
+            pthread_mutex_unlock(&ctx->lock);
+            return dfccl_error(DFCCL_ERR_INVALID_ARG, "%s: collective %d (%s on group %s): "
+                               "the send buffer %p (%zu bytes) and the receive buffer %p "
+                               "(%zu bytes) overlap; an all-to-all in place needs its input "
+                               "copied aside first", fn, coll_id, dfccl_coll_name(kind),
+                               c->group->name, sendbuff, c->span_send, recvbuff,
+                               c->span_recv);
+        }
+    }
     if (need_send && sendbuff != NULL && sendbuff == c->ok_send) {
         need_send = 0;
     }
@@ -893,6 +1061,22 @@ dfccl_status_t dfcclRunBroadcast(const void *sendbuff, void *recvbuff, int coll_
                                  dfccl_rank_ctx_t ctx)
 {
     return dfccl_coll_run(DFCCL_COLL_BROADCAST, sendbuff, recvbuff, coll_id, callback,
+                          callback_args, ctx);
+}
+
+dfccl_status_t dfcclRunAllToAll(const void *sendbuff, void *recvbuff, int coll_id,
+                                dfccl_callback_t callback, void *callback_args,
+                                dfccl_rank_ctx_t ctx)
+{
+    return dfccl_coll_run(DFCCL_COLL_ALLTOALL, sendbuff, recvbuff, coll_id, callback,
+                          callback_args, ctx);
+}
+
+dfccl_status_t dfcclRunAllToAllv(const void *sendbuff, void *recvbuff, int coll_id,
+                                 dfccl_callback_t callback, void *callback_args,
+                                 dfccl_rank_ctx_t ctx)
+{
+    return dfccl_coll_run(DFCCL_COLL_ALLTOALLV, sendbuff, recvbuff, coll_id, callback,
                           callback_args, ctx);
 }
 

@@ -477,6 +477,10 @@ typedef struct {
     uint64_t            sig[8];     /* registration signature */
     char               *errmsg;     /* message of the last run's error */
     dfccl_chan_t       *chans;      /* host copy, nchannels */
+    void               *pairs;      /* mesh: every channel's dfccl_chan_t.pairs (device) */
+    uint64_t           *pairs_host; /* and its host copy */
+    size_t              span_send;  /* alltoall(v): bytes of sendbuff and recvbuff */
+    size_t              span_recv;  /* that the run reads and writes */
     uint32_t           *conn_seg;   /* where the connectors are, per channel */
     uint64_t           *conn_off;
     void              **stage;      /* net: our staging regions (mapped host
@@ -648,8 +652,10 @@ dfccl_status_t dfccl_sigusr1_install(struct dfccl_rank_ctx *ctx);
 
 /* coll.c */
 int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx);
+/* v: alltoallv's sendcounts, sdispls, recvcounts and rdispls, else NULL */
 dfccl_status_t dfccl_coll_register(dfccl_group_t group, int kind, size_t count, int dtype,
-                                   int op, int root, int priority, int *coll_id_p);
+                                   int op, int root, int priority, const size_t *const *v,
+                                   int *coll_id_p);
 void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id);
 
 /* ---- algorithms (runtime/algo/) ------------------------------------------ */
@@ -679,7 +685,8 @@ typedef struct dfccl_algo {
     double (*cost_us)(const struct dfccl_group *g, int kind, size_t bytes);
 } dfccl_algo_t;
 
-extern const dfccl_algo_t dfccl_algo_ring, dfccl_algo_oneshot, dfccl_algo_twoshot;
+extern const dfccl_algo_t dfccl_algo_ring, dfccl_algo_oneshot, dfccl_algo_twoshot,
+    dfccl_algo_mesh;
 
 /* algo/algo.c */
 /* The algorithm of a collective: DFCCL_ALGO's if it can, else the default

@@ -121,7 +121,7 @@ const char *dfccl_op_name(int op)
 const char *dfccl_coll_name(int kind)
 {
     static const char *names[] = {"allreduce", "allgather", "reduce-scatter", "reduce",
-                                  "broadcast"};
+                                  "broadcast", "alltoall", "alltoallv"};
     return (kind >= 0 && kind < DFCCL_COLL_KIND_COUNT) ? names[kind] : "unknown-collective";
 }
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * One-shot allreduce, allgather and reduce-scatter, for small messages on
+ * One-shot allreduce, allgather, reduce-scatter and alltoall, for small messages on
  * groups whose ranks all reach each other: one primitive, in which every
  * rank writes what each peer needs of its input in LL lines into its own
  * ring of slots at that peer (the peer's connector region for this
@@ -45,7 +45,8 @@ DFCCL_F_DEVICE int dfccl_oneshot_run(dfccl_exec_t *x)
     const dfccl_coll_static_t *st = x->st;
     const dfccl_chan_t *ch        = x->ch;
     const int n = st->nranks, me = st->rank;
-    const int gather      = st->kind == DFCCL_COLL_ALLGATHER;
+    /* alltoall: sends like a reduce-scatter, places like an allgather */
+    const int gather      = st->kind == DFCCL_COLL_ALLGATHER || st->kind == DFCCL_COLL_ALLTOALL;
     const uint64_t esz    = st->elem_size;
     const uint64_t bytes  = ch->cnt * esz;
     const uint64_t nlines = bytes == 0 ? 1 : DFCCL_DIV_UP(bytes, 8);
@@ -58,13 +59,16 @@ DFCCL_F_DEVICE int dfccl_oneshot_run(dfccl_exec_t *x)
     const char *mine      = (const char *)ch->recv_ctrl;
     uint64_t *scratch     = (uint64_t *)(void *)x->ll_scratch;
     /* the whole send and receive buffers (reduce-scatter reads n chunks) */
-    const uint64_t sbytes = st->count * esz * (st->kind == DFCCL_COLL_REDUCESCATTER ? n : 1);
+    const uint64_t sbytes = st->count * esz *
+                            (st->kind == DFCCL_COLL_REDUCESCATTER || st->kind == DFCCL_COLL_ALLTOALL
+                                 ? n : 1);
     const int direct      = !gather && (x->recvbuff + st->count * esz <= x->sendbuff ||
                                         x->sendbuff + sbytes <= x->recvbuff);
     int ok = 1;
 
     if (x->dyn.slice < DFCCL_SHOT_SENT(0)) {
-        const int scatter = st->kind == DFCCL_COLL_REDUCESCATTER;
+        const int scatter =
+            st->kind == DFCCL_COLL_REDUCESCATTER || st->kind == DFCCL_COLL_ALLTOALL;
 
         DFCCL_SHOT_BLOCK_WAIT(x, dfccl_oneshot_credit(x));
         DFCCL_STAMP(x->ctl, DFCCL_STAGE_CREDIT);

@@ -131,11 +131,13 @@ DFCCL_F_DEVICE uint64_t dfccl_shot_reduce(const dfccl_exec_t *x, const char *rin
 
 /* Our input share that line i of peer q's copy comes from: the channel's
  * range of our input in allreduce and allgather, of our chunk for q in
- * reduce-scatter (q = me: the chunk we keep). */
+ * reduce-scatter and alltoall (q = me: the chunk we keep). */
 DFCCL_F_DEVICE const char *dfccl_shot_src(const dfccl_exec_t *x, int q)
 {
     const dfccl_coll_static_t *st = x->st;
-    const uint64_t chunk = st->kind == DFCCL_COLL_REDUCESCATTER ? (uint64_t)q * st->count : 0;
+    const uint64_t chunk =
+        st->kind == DFCCL_COLL_REDUCESCATTER || st->kind == DFCCL_COLL_ALLTOALL
+            ? (uint64_t)q * st->count : 0;
 
     return x->sendbuff + (chunk + x->ch->off) * st->elem_size;
 }

@@ -10,7 +10,9 @@
  *   2. otherwise the default policy: the measured thresholds, one shot for
  *      the smallest allreduces, allgathers and reduce-scatters on groups
  *      whose ranks all write to each other, two shot for allreduces up to
- *      DFCCL_TWOSHOT_BYTES, and the ring for everything else.
+ *      DFCCL_TWOSHOT_BYTES, one shot for alltoalls of up to
+ *      DFCCL_ONESHOT_GATHER_BYTES a pair and the mesh for larger ones and
+ *      for alltoallv on such groups, and the ring for everything else.
  *
  * Every input is the same on every rank (registration arguments, the
  * group's shape, [group] settings), so every rank chooses the same.
@@ -20,7 +22,7 @@
 #include <string.h>
 
 static const dfccl_algo_t *const dfccl_algos[] = {&dfccl_algo_ring, &dfccl_algo_oneshot,
-                                                  &dfccl_algo_twoshot};
+                                                  &dfccl_algo_twoshot, &dfccl_algo_mesh};
 
 const dfccl_algo_t *dfccl_algo_by_id(uint32_t id)
 {
@@ -40,6 +42,13 @@ static const dfccl_algo_t *dfccl_algo_default(const dfccl_config_t *cfg,
     const size_t bytes = count * dfccl_dtype_bytes(dtype);
     const size_t one = kind == DFCCL_COLL_ALLREDUCE ? cfg->oneshot_bytes : cfg->oneshot_gather_bytes;
 
+    if (kind == DFCCL_COLL_ALLTOALL && bytes <= cfg->oneshot_gather_bytes &&
+        dfccl_algo_oneshot.plan(cfg, g, kind, count, dtype, nch_p)) {
+        return &dfccl_algo_oneshot;
+    }
+    if (dfccl_algo_mesh.plan(cfg, g, kind, count, dtype, nch_p)) {
+        return &dfccl_algo_mesh;
+    }
     if (bytes <= one && dfccl_algo_oneshot.plan(cfg, g, kind, count, dtype, nch_p)) {
         return &dfccl_algo_oneshot;
     }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * One shot (kernels/algo/oneshot.h): small allreduces, allgathers and
- * reduce-scatters on groups whose ranks all write into each other's
+ * One shot (kernels/algo/oneshot.h): small allreduces, allgathers,
+ * reduce-scatters and alltoalls on groups whose ranks all write into each other's
  * connectors (one host, no net, p2p to every GPU), in LL:
  *
  *   1. every rank writes what each peer needs of its input (all of it for
@@ -22,12 +22,12 @@ static int dfccl_oneshot_plan(const dfccl_config_t *cfg, const struct dfccl_grou
                               size_t count, int dtype, int *nch_p)
 {
     const size_t esz   = dfccl_dtype_bytes(dtype);
-    const size_t bytes = count * esz; /* allgather, reduce-scatter: a rank's share */
+    const size_t bytes = count * esz; /* allgather, reduce-scatter, alltoall: a rank's share */
     uint64_t off, cnt;
     int nch;
 
     if ((kind != DFCCL_COLL_ALLREDUCE && kind != DFCCL_COLL_ALLGATHER &&
-         kind != DFCCL_COLL_REDUCESCATTER) ||
+         kind != DFCCL_COLL_REDUCESCATTER && kind != DFCCL_COLL_ALLTOALL) ||
         !dfccl_algo_all_local(cfg, g) || bytes == 0) {
         return 0;
     }
@@ -96,7 +96,7 @@ uint32_t dfccl_oneshot_team(const dfccl_config_t *cfg, uint64_t bytes)
 const dfccl_algo_t dfccl_algo_oneshot = {
     .name    = "oneshot",
     .id      = DFCCL_K_ALGO_ONESHOT,
-    .cannot  = "it takes allreduces, allgathers and reduce-scatters of up to 64 KiB a channel, "
+    .cannot  = "it takes allreduces, allgathers, reduce-scatters and alltoalls of up to 64 KiB a channel, "
                "on groups of 2 to 8 ranks that all write to each other, with LL allowed",
     .plan    = dfccl_oneshot_plan,
     .layout  = dfccl_oneshot_layout,

@@ -32,7 +32,8 @@ int dfccl_ring_nchannels(const dfccl_config_t *cfg, int kind, size_t count, int 
     size_t bytes = count * dfccl_dtype_bytes(dtype);
     size_t most = (size_t)cfg->max_channels;
 
-    if (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER) {
+    if (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER ||
+        kind == DFCCL_COLL_ALLTOALL) {
         bytes *= (size_t)nranks;
     }
     /* The largest allreduces, allgathers and reduce-scatters may spread
@@ -120,6 +121,11 @@ uint32_t dfccl_ring_step_prim(const dfccl_coll_static_t *st, uint32_t step)
     case DFCCL_COLL_REDUCE:
         p = ((r - st->root - 1) % n + n) % n;
         return p == 0 ? sd : p < n - 1 ? rv | rd | sd : rv | rd | cp;
+    case DFCCL_COLL_ALLTOALL:
+    case DFCCL_COLL_ALLTOALLV:
+        /* mesh: step k sends to r + k and receives from r - k; ring:
+         * phases of send, forward, receive */
+        return s == 0 ? cp : st->algo == DFCCL_K_ALGO_MESH ? sd | rv | cp : sd | rv;
     default:
         return 0;
     }
@@ -216,7 +222,8 @@ static int dfccl_ring_plan(const dfccl_config_t *cfg, const struct dfccl_group *
                            size_t count, int dtype, int *nch_p)
 {
     *nch_p = dfccl_ring_nchannels(cfg, kind, count, dtype, g->nranks, g->pair);
-    return 1;
+    /* a rank on the way of an alltoallv's block would need its size */
+    return kind != DFCCL_COLL_ALLTOALLV;
 }
 
 static size_t dfccl_ring_layout(const dfccl_config_t *cfg, const struct dfccl_group *g, int nch,
@@ -252,7 +259,7 @@ static double dfccl_ring_cost_us(const struct dfccl_group *g, int kind, size_t b
 const dfccl_algo_t dfccl_algo_ring = {
     .name    = "ring",
     .id      = DFCCL_K_ALGO_RING,
-    .cannot  = "the ring runs every collective",
+    .cannot  = "the ring runs every collective but alltoallv",
     .plan    = dfccl_ring_plan,
     .layout  = dfccl_ring_layout,
     .cost_us = dfccl_ring_cost_us,

@@ -3,7 +3,8 @@
  * Unit tests of the daemon's scheduling pieces on the host build: task queue
  * order (FIFO and priority), the control entries of the SQ (exit, resize,
  * remap), the idle time toward a voluntary quit, and
- * exact preemption: every collective is run
+ * exact preemption: every collective (all-to-alls on the ring and on the
+ * mesh, alltoallv with uneven and zero counts) is run
  * on n virtual ranks in one process with a spin threshold of zero, switched
  * out at every primitive that is not ready, its dynamic context saved,
  * scribbled over and restored, in a random interleaving, and must still
@@ -238,7 +239,34 @@ typedef struct {
     uint32_t proto; /* DFCCL_K_PROTO_SIMPLE or _LL */
     int layout;     /* LAYOUT_* */
     uint32_t slices; /* slices per ring step (DFCCL_STEP_SLICES) */
+    uint32_t algo;   /* DFCCL_K_ALGO_RING or _MESH (all-to-alls) */
 } case_t;
+
+/* Elements rank i sends rank j in an alltoallv of nominal count c:
+ * uneven, and none for some pairs (and for all when c is 0). */
+static uint64_t a2av_count(uint64_t c, int i, int j)
+{
+    return c == 0 || (i * 7 + j * 3 + (int)(c % 5)) % 5 == 0 ? 0 : c + (uint64_t)(i + 2 * j);
+}
+
+/* An all-to-all's blocks on rank r (sends: to each q; else receives:
+ * from each q), in elements: counts and displacements, the send blocks
+ * one element apart, the receive blocks in reverse rank order; returns
+ * the elements the buffer spans. */
+static uint64_t a2a_blocks(const case_t *cs, int r, int recv, uint64_t *cnt, uint64_t *displ)
+{
+    const int n = cs->nranks;
+    uint64_t at = 0;
+
+    for (int k = 0; k < n; k++) {
+        const int q = recv && cs->kind == DFCCL_COLL_ALLTOALLV ? n - 1 - k : k;
+        cnt[q] = cs->kind == DFCCL_COLL_ALLTOALL ? cs->count
+                 : recv ? a2av_count(cs->count, q, r) : a2av_count(cs->count, r, q);
+        displ[q] = at;
+        at += cnt[q] + (cs->kind == DFCCL_COLL_ALLTOALLV && !recv ? 1 : 0);
+    }
+    return at;
+}
 
 /* Where the buffers of a case are: apart; in place (the send buffer is the
  * rank's part of the receive buffer, or the receive buffer itself); apart
@@ -250,8 +278,10 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
     enum { NS = 4 };
     const int n = cs->nranks;
     const uint64_t cnt = cs->count;
-    const uint64_t sendn = cs->kind == DFCCL_COLL_REDUCESCATTER ? cnt * n : cnt;
-    const uint64_t recvn = cs->kind == DFCCL_COLL_ALLGATHER ? cnt * n : cnt;
+    const int a2a = cs->kind == DFCCL_COLL_ALLTOALL || cs->kind == DFCCL_COLL_ALLTOALLV;
+    const int mesh = cs->algo == DFCCL_K_ALGO_MESH;
+    uint64_t scnt[8][8], sdis[8][8], rcnt[8][8], rdis[8][8], sendn = 0, recvn = 0;
+    uint64_t pairs[8][8 * DFCCL_PAIR_WORDS];
     dfccl_coll_static_t st[8];
     dfccl_chan_t ch[8];
     dfccl_dyn_t saved[8];
@@ -264,6 +294,19 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
     size_t rbytes = sizeof(dfccl_conn_ctrl_t) + NS * (size_t)cs->slot_bytes * (ll ? 2 : 1);
     static char scratch[DFCCL_LL_MAX_BYTES] __attribute__((aligned(16)));
 
+    if (mesh) { /* a connector per sender after the region's own words */
+        rbytes = sizeof(dfccl_conn_ctrl_t) + (size_t)n * rbytes;
+    }
+    for (int r = 0; r < n; r++) {
+        uint64_t s = cs->kind == DFCCL_COLL_REDUCESCATTER ? cnt * n : cnt;
+        uint64_t v = cs->kind == DFCCL_COLL_ALLGATHER ? cnt * n : cnt;
+        if (a2a) {
+            s = a2a_blocks(cs, r, 0, scnt[r], sdis[r]);
+            v = a2a_blocks(cs, r, 1, rcnt[r], rdis[r]);
+        }
+        sendn = s > sendn ? s : sendn;
+        recvn = v > recvn ? v : recvn;
+    }
     srand(seed);
     for (int r = 0; r < n; r++) {
         memset(&st[r], 0, sizeof(st[r]));
@@ -271,6 +314,10 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
         st[r].nranks = n; st[r].rank = r; st[r].root = cs->root; st[r].nchannels = 1;
         st[r].count = cnt; st[r].slot_bytes = cs->slot_bytes; st[r].nslots = NS;
         st[r].chunk_slices = cs->slices; st[r].elem_size = 4; st[r].proto = cs->proto;
+        st[r].algo = cs->algo;
+        if (cs->kind == DFCCL_COLL_ALLTOALLV) {
+            st[r].count = 0;
+        }
         region[r] = calloc(1, rbytes);
         mem[r]    = calloc(sendn + recvn + 2, 4);
         mem2[r]   = calloc(recvn + 2, 4);
@@ -299,6 +346,15 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
         ch[r].recv_data = region[r] + sizeof(dfccl_conn_ctrl_t);
         ch[r].send_ctrl = (dfccl_conn_ctrl_t *)region[(r + 1) % n];
         ch[r].send_data = region[(r + 1) % n] + sizeof(dfccl_conn_ctrl_t);
+        for (int q = 0; mesh && q < n; q++) {
+            uint64_t *e = &pairs[r][q * DFCCL_PAIR_WORDS];
+            ch[r].peer[q]      = region[q];
+            e[DFCCL_PAIR_SRC]  = sdis[r][q];
+            e[DFCCL_PAIR_SCNT] = scnt[r][q];
+            e[DFCCL_PAIR_DST]  = rdis[r][q];
+            e[DFCCL_PAIR_RCNT] = rcnt[r][q];
+        }
+        ch[r].pairs = pairs[r];
     }
     while (ndone < n && iters < 10000000) {
         int r = rand() % n;
@@ -321,7 +377,11 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
              * ranks here run one at a time, so without this every slot
              * would arrive whole, and a primitive would never see part of
              * its slot (as threads of a GPU block do) */
-            char *line = ch[r].recv_data + (x.dyn.recv_seq % NS) * 2u * cs->slot_bytes +
+            /* the mesh: a line of any sender's connector */
+            char *data = mesh ? region[r] + 2 * sizeof(dfccl_conn_ctrl_t) +
+                                    (uint64_t)(rand() % n) * (rbytes - sizeof(dfccl_conn_ctrl_t)) / (uint64_t)n
+                              : ch[r].recv_data;
+            char *line = data + (x.dyn.recv_seq % NS) * 2u * cs->slot_bytes +
                          (uint64_t)(rand() % (int)(cs->slot_bytes / 8)) * DFCCL_LL_LINE;
             char keep[DFCCL_LL_LINE];
             memcpy(keep, line, sizeof(keep));
@@ -343,7 +403,23 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
     if (ndone < n) {
         return -1;
     }
-    for (int r = 0; r < n; r++) {
+    for (int r = 0; r < n && a2a; r++) {
+        for (int q = 0; q < n; q++) {
+            for (uint64_t t = 0; t < rcnt[r][q]; t++) {
+                const uint64_t from = sdis[q][r] + t; /* in q's send buffer */
+                const int32_t e     = (int32_t)(q * 1000 + (int)(from % 997));
+                if (recv[r][rdis[r][q] + t] != e) {
+                    fprintf(stderr, "%s %s n %d count %llu: rank %d's element %llu from "
+                            "rank %d is %d, expected %d\n",
+                            cs->kind == DFCCL_COLL_ALLTOALL ? "alltoall" : "alltoallv",
+                            mesh ? "mesh" : "ring", n, (unsigned long long)cnt, r,
+                            (unsigned long long)t, q, recv[r][rdis[r][q] + t], e);
+                    return -2;
+                }
+            }
+        }
+    }
+    for (int r = 0; r < n && !a2a; r++) {
         for (uint64_t i = 0; i < recvn; i++) {
             int64_t e = 0;
             switch (cs->kind) {
@@ -397,25 +473,36 @@ START_TEST(test_preempt_every_primitive)
         const uint32_t sl = 1 + (uint32_t)(v % 2);
         for (int lay = 0; lay < LAYOUT_COUNT; lay++) {
             for (int kind = 0; kind < DFCCL_COLL_KIND_COUNT; kind++) {
-                for (int n = 1; n <= 4; n++) {
-                    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-                        case_t cs = {kind, n, n - 1, counts[c], 256, protos[p], lay, sl};
-                        int rc    = run_virtual_ranks(
-                            &cs,
-                            (unsigned)(sl * 100000 + p * 10000 + lay * 1000 + kind * 100 +
-                                       n * 10 + (int)c),
-                            &preempts[p]);
-                        ck_assert_msg(rc == 0,
-                                      "proto %u slices %u layout %d kind %d nranks %d count "
-                                      "%llu: rc %d", protos[p], sl, lay, kind, n,
-                                      (unsigned long long)counts[c], rc);
-                        ncases++;
+                const int a2a = kind == DFCCL_COLL_ALLTOALL || kind == DFCCL_COLL_ALLTOALLV;
+                /* all-to-alls run on separate buffers only */
+                for (uint32_t algo = 0; algo < 2 && !(a2a && lay == LAYOUT_INPLACE); algo++) {
+                    /* the mesh: all-to-alls; the ring: all but alltoallv */
+                    const uint32_t al = algo ? DFCCL_K_ALGO_MESH : DFCCL_K_ALGO_RING;
+                    if ((algo && !a2a) || (!algo && kind == DFCCL_COLL_ALLTOALLV)) {
+                        continue;
+                    }
+                    for (int n = 1; n <= 4; n++) {
+                        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+                            case_t cs = {kind, n, n - 1, counts[c], 256, protos[p], lay, sl, al};
+                            int rc    = run_virtual_ranks(
+                                &cs,
+                                (unsigned)(sl * 100000 + p * 10000 + lay * 1000 + kind * 100 +
+                                           n * 10 + (int)c + (int)algo * 7),
+                                &preempts[p]);
+                            ck_assert_msg(rc == 0,
+                                          "proto %u slices %u layout %d kind %d algo %u nranks "
+                                          "%d count %llu: rc %d", protos[p], sl, lay, kind, al, n,
+                                          (unsigned long long)counts[c], rc);
+                            ncases++;
+                        }
                     }
                 }
             }
         }
     }
-    ck_assert_int_eq(ncases, 1200);
+    /* 5 kinds x 3 layouts, alltoall on two algorithms and alltoallv on
+     * one x 2 layouts; x 4 rank counts x 5 counts x 4 variants */
+    ck_assert_int_eq(ncases, (5 * 3 + 3 * 2) * 4 * 5 * 4);
     ck_assert_msg(preempts[0] > 1000 && preempts[1] > 1000,
                   "only %llu (SIMPLE) and %llu (LL) preemptions",
                   (unsigned long long)preempts[0], (unsigned long long)preempts[1]);

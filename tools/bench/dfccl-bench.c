@@ -7,10 +7,22 @@
  *
  * One line per size: size (bytes), count (elements), type, op, time (us per
  * call, the slowest rank's mean), algbw = size / time and busbw = algbw times
- * nccl-tests' factor (allreduce 2(n-1)/n, allgather and reduce-scatter
- * (n-1)/n, broadcast and reduce 1), and #wrong, the elements that differ
- * from the expected result after one more checked call. As in nccl-tests,
- * allgather's and reduce-scatter's size is the whole gathered buffer.
+ * nccl-tests' factor (allreduce 2(n-1)/n, allgather, reduce-scatter and
+ * all-to-all (n-1)/n, broadcast and reduce 1), and #wrong, the elements
+ * that differ from the expected result after one more checked call. As in
+ * nccl-tests, allgather's and reduce-scatter's size is the whole gathered
+ * buffer, and all-to-all's the bytes each rank sends in all (its own block
+ * included): size / (n * element size) elements to each rank.
+ *
+ * alltoallv sends uneven blocks, the same in every run and known on every
+ * rank: with c the all-to-all's count per pair and k = (i + j) mod n, rank
+ * i sends rank j c + (2k - (n - 1)) * c / (2n) elements (integer division,
+ * toward zero), from about c / 2 to 3c / 2; the terms of k and n - 1 - k
+ * cancel, so every rank sends and receives n * c elements in all, and its
+ * size, algbw and busbw are those bytes. The blocks lie packed in rank
+ * order. dfccl registers the counts with dfcclRegisterAllToAllv; NCCL
+ * runs both as a ncclSend and a ncclRecv per peer (its own rank too) in
+ * one ncclGroupStart/ncclGroupEnd.
  *
  * Each call is dfcclRun* followed by dfcclWait, so a time includes the
  * completion's trip to the host, like an NCCL call followed by
@@ -22,7 +34,8 @@
  * --disorder N times rounds of N collectives per size posted in one order on
  * every rank against rounds in a random order per rank (what deadlocks a
  * stream-ordered library); --registered N reports the device memory held
- * by N registered allreduces and the SMs the daemon holds, active and idle;
+ * by N registered collectives (allreduces unless -c says) and the SMs the
+ * daemon holds, active and idle;
  * --stats adds, after each size, the median, 99th percentile and slowest
  * of the timed calls (with --disorder, of the ordered and of the shuffled
  * rounds) and the daemon's launches, quits, preemptions and context loads
@@ -61,7 +74,8 @@
 #endif
 
 typedef struct {
-    int    coll;    /* DFCCL_COLL_* order: allreduce, allgather, reducescatter, reduce, bcast */
+    int    coll;    /* dfccl_coll_kind_t: allreduce, allgather, reducescatter, reduce,
+                     * broadcast, alltoall, alltoallv (coll_names) */
     int    dtype;
     int    op;
     int    root;
@@ -74,7 +88,7 @@ typedef struct {
     int    late_us; /* > 0: the last rank idles this long before every timed call */
     int    barrier; /* --barrier: an MPI_Barrier before every timed call, untimed */
     int    disorder;   /* --disorder N: N collectives per round, in order and shuffled */
-    int    registered; /* --registered N: memory and SMs with N registered allreduces */
+    int    registered; /* --registered N: memory and SMs with N registered collectives */
     const char *plot; /* --plot FILE.svg, rank 0 writes it */
     int    stats;     /* --stats: call percentiles and daemon counters per size */
 } bench_opts_t;
@@ -92,6 +106,9 @@ typedef struct {
     double           slowest;      /* --stats: this rank's slowest timed call (us) */
     double          *calls;        /* --stats: this rank's timed calls (us), iters */
     int              ncalls;
+    /* all-to-alls: elements to (scnt) and from (rcnt) each rank and where
+     * they lie in sbuf and rbuf (elements), for the size being run */
+    size_t          *scnt, *sdsp, *rcnt, *rdsp;
 #ifdef DFCCL_BENCH_NCCL
     ncclComm_t       comm;
     cudaStream_t     stream;
@@ -99,7 +116,21 @@ typedef struct {
 } bench_t;
 
 static const char *const coll_names[] = {"allreduce", "allgather", "reducescatter", "reduce",
-                                         "broadcast"};
+                                         "broadcast", "alltoall", "alltoallv"};
+#define BENCH_NCOLLS ((int)(sizeof(coll_names) / sizeof(coll_names[0])))
+
+static int bench_is_a2a(const bench_opts_t *o)
+{
+    return o->coll == DFCCL_KIND_ALLTOALL || o->coll == DFCCL_KIND_ALLTOALLV;
+}
+
+/* Whether -o means anything to the collective (the redop column). */
+static int bench_has_op(const bench_opts_t *o)
+{
+    return o->coll == DFCCL_KIND_ALLREDUCE || o->coll == DFCCL_KIND_REDUCESCATTER ||
+           o->coll == DFCCL_KIND_REDUCE;
+}
+
 static const char *const type_names[] = {"int8", "uint8", "int32", "uint32", "int64",
                                          "uint64", "half", "bfloat16", "float", "double"};
 static const char *const op_names[]   = {"sum", "prod", "min", "max", "avg"};
@@ -415,15 +446,65 @@ static int bench_close(int dtype, double got, double want)
     return fabs(got - want) <= tol * fabs(want) + 1e-12;
 }
 
-/* Element counts of a size: `count` as printed (whole buffer), and the
- * per-call count dfccl registers. */
+/* ---- all-to-all --------------------------------------------------------- */
+
+/* Element e of the block rank `from` sends rank `to`, small enough for
+ * int8: the block of another sender for us, or that of our sender for
+ * another rank, differs from it in every element (7 and 31 are invertible
+ * mod 113). */
+static double bench_a2a_value(int from, int to, size_t e)
+{
+    return (double)(1 + (e + (size_t)from * 7 + (size_t)to * 31) % 113);
+}
+
+/* The elements rank i sends rank j when the all-to-all's count per pair is
+ * c: c, or alltoallv's uneven count (the header comment says which). */
+static size_t bench_pair_count(const bench_opts_t *o, int n, int i, int j, size_t c)
+{
+    long long k = (i + j) % n;
+
+    if (o->coll != DFCCL_KIND_ALLTOALLV) {
+        return c;
+    }
+    /* |(2k - (n - 1)) / (2n)| < 1/2: never below c / 2 */
+    return (size_t)((long long)c + (2 * k - (n - 1)) * (long long)c / (2LL * n));
+}
+
+/* This rank's counts and displacements for count c per pair, blocks packed
+ * in rank order; returns the elements it sends (n * c, as it receives). */
+static size_t bench_a2a_layout(bench_t *b, const bench_opts_t *o, size_t c)
+{
+    size_t sent = 0, got = 0;
+
+    for (int q = 0; q < b->nranks; q++) {
+        b->scnt[q] = bench_pair_count(o, b->nranks, b->rank, q, c);
+        b->rcnt[q] = bench_pair_count(o, b->nranks, q, b->rank, c);
+        b->sdsp[q] = sent;
+        b->rdsp[q] = got;
+        sent += b->scnt[q];
+        got += b->rcnt[q];
+    }
+    if (sent != c * (size_t)b->nranks || got != sent) {
+        bench_die("alltoallv's counts do not add up to n times the count per pair%s", "");
+    }
+    return sent;
+}
+
+/* Element counts of a size: `count` as printed (whole buffer; all-to-all:
+ * all that a rank sends), and the per-call count dfccl registers (all-to-all:
+ * per pair). */
 static void bench_counts(const bench_opts_t *o, int nranks, size_t bytes, size_t *count_p,
                          size_t *reg_p, size_t *in_p, size_t *out_p)
 {
     size_t esz   = dfccl_dtype_size(o->dtype);
     size_t count = bytes / esz, per;
 
-    if (o->coll == 1 || o->coll == 2) { /* allgather, reducescatter */
+    if (bench_is_a2a(o)) { /* n blocks out, n in (alltoallv's add up the same) */
+        per    = count / (size_t)nranks;
+        count  = per * (size_t)nranks;
+        *reg_p = per;
+        *in_p = *out_p = count;
+    } else if (o->coll == 1 || o->coll == 2) { /* allgather, reducescatter */
         per   = count / (size_t)nranks;
         count = per * (size_t)nranks;
         *reg_p = per;
@@ -439,6 +520,15 @@ static void bench_fill(bench_t *b, const bench_opts_t *o, size_t in)
 {
     size_t esz = dfccl_dtype_size(o->dtype);
 
+    if (bench_is_a2a(o)) { /* the layout of the size being run */
+        for (int q = 0; q < b->nranks; q++) {
+            for (size_t e = 0; e < b->scnt[q]; e++) {
+                bench_store(o->dtype, b->host, b->sdsp[q] + e, bench_a2a_value(b->rank, q, e));
+            }
+        }
+        bench_copy(b, b->sbuf, b->host, in * esz);
+        return;
+    }
     for (size_t i = 0; i < in; i++) {
         /* allgather: this rank's block of the gathered vector */
         size_t gi = o->coll == 1 ? (size_t)b->rank * in + i : i;
@@ -456,6 +546,17 @@ static long bench_check(bench_t *b, const bench_opts_t *o, size_t reg, size_t ou
         return 0;
     }
     bench_copy(b, b->host, b->rbuf, out * esz);
+    if (bench_is_a2a(o)) { /* every element of every block received */
+        double tmp[1];
+        for (int q = 0; q < b->nranks; q++) {
+            for (size_t e = 0; e < b->rcnt[q]; e++) {
+                bench_store(o->dtype, tmp, 0, bench_a2a_value(q, b->rank, e));
+                wrong += !bench_close(o->dtype, bench_load(o->dtype, b->host, b->rdsp[q] + e),
+                                      bench_load(o->dtype, tmp, 0));
+            }
+        }
+        return wrong;
+    }
     for (size_t i = 0; i < out; i++) {
         double want, got = bench_load(o->dtype, b->host, i);
         switch (o->coll) {
@@ -481,6 +582,8 @@ static void bench_dfccl_post(bench_t *b, const bench_opts_t *o, int id, const vo
     case 1: st = dfcclRunAllGather(in, out, id, NULL, NULL, b->ctx); break;
     case 2: st = dfcclRunReduceScatter(in, out, id, NULL, NULL, b->ctx); break;
     case 3: st = dfcclRunReduce(in, out, id, NULL, NULL, b->ctx); break;
+    case 5: st = dfcclRunAllToAll(in, out, id, NULL, NULL, b->ctx); break;
+    case 6: st = dfcclRunAllToAllv(in, out, id, NULL, NULL, b->ctx); break;
     default: st = dfcclRunBroadcast(in, out, id, NULL, NULL, b->ctx); break;
     }
     if (st != DFCCL_OK) {
@@ -511,6 +614,11 @@ static int bench_dfccl_register(bench_t *b, const bench_opts_t *o, size_t reg)
     case 1: st = dfcclRegisterAllGather(reg, o->dtype, b->group, 0, &id); break;
     case 2: st = dfcclRegisterReduceScatter(reg, o->dtype, o->op, b->group, 0, &id); break;
     case 3: st = dfcclRegisterReduce(reg, o->dtype, o->op, o->root, b->group, 0, &id); break;
+    case 5: st = dfcclRegisterAllToAll(reg, o->dtype, b->group, 0, &id); break;
+    case 6: /* the counts of bench_a2a_layout, set for this size */
+        st = dfcclRegisterAllToAllv(b->scnt, b->sdsp, b->rcnt, b->rdsp, o->dtype, b->group, 0,
+                                    &id);
+        break;
     default: st = dfcclRegisterBroadcast(reg, o->dtype, o->root, b->group, 0, &id); break;
     }
     if (st != DFCCL_OK) {
@@ -525,6 +633,26 @@ static const ncclDataType_t nccl_types[] = {ncclInt8, ncclUint8, ncclInt32, nccl
                                             ncclFloat32, ncclFloat64};
 static const ncclRedOp_t nccl_ops[] = {ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg};
 
+/* An all-to-all on NCCL: to and from every rank (this one too) a ncclSend
+ * of our block for it and a ncclRecv of its block for us, with the counts
+ * and displacements of bench_a2a_layout, fused into one launch by the
+ * group. */
+static ncclResult_t bench_nccl_alltoall(bench_t *b, ncclDataType_t t, size_t esz)
+{
+    ncclResult_t r = ncclGroupStart(), end;
+
+    for (int q = 0; q < b->nranks && r == ncclSuccess; q++) {
+        r = ncclSend((const char *)b->sbuf + b->sdsp[q] * esz, b->scnt[q], t, q, b->comm,
+                     b->stream);
+        if (r == ncclSuccess) {
+            r = ncclRecv((char *)b->rbuf + b->rdsp[q] * esz, b->rcnt[q], t, q, b->comm,
+                         b->stream);
+        }
+    }
+    end = ncclGroupEnd(); /* always, to close the group */
+    return r != ncclSuccess ? r : end;
+}
+
 static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
 {
     ncclDataType_t t = nccl_types[o->dtype];
@@ -536,6 +664,7 @@ static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
     case 1: r = ncclAllGather(b->sbuf, b->rbuf, reg, t, b->comm, b->stream); break;
     case 2: r = ncclReduceScatter(b->sbuf, b->rbuf, reg, t, op, b->comm, b->stream); break;
     case 3: r = ncclReduce(b->sbuf, b->rbuf, reg, t, op, o->root, b->comm, b->stream); break;
+    case 5: case 6: r = bench_nccl_alltoall(b, t, dfccl_dtype_size(o->dtype)); break;
     default: r = ncclBroadcast(b->sbuf, b->rbuf, reg, t, o->root, b->comm, b->stream); break;
     }
     if (r != ncclSuccess || cudaStreamSynchronize(b->stream) != cudaSuccess) {
@@ -677,7 +806,7 @@ static double bench_busbw_factor(const bench_opts_t *o, int n)
 {
     switch (o->coll) {
     case 0: return 2.0 * (n - 1) / n;
-    case 1: case 2: return (double)(n - 1) / n;
+    case 1: case 2: case 5: case 6: return (double)(n - 1) / n;
     default: return 1.0;
     }
 }
@@ -699,6 +828,9 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     if (reg == 0) {
         return;
     }
+    if (bench_is_a2a(o)) { /* the elements this rank sends */
+        count = bench_a2a_layout(b, o, reg);
+    }
     gb = (double)(count * esz) / 1e3; /* bytes / us = GB/s after / 1e3 */
     id = bench_dfccl_register(b, o, reg);
     bench_fill(b, o, in);
@@ -717,8 +849,8 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     b->ids[b->nids++] = id;
     if (b->rank == 0) {
         printf("%12zu %12zu %8s %6s %10.1f %8.2f %8.2f %7ld", count * esz, count,
-               type_names[o->dtype], o->coll == 1 || o->coll == 4 ? "none" : op_names[o->op],
-               t, gb / t, gb / t * f, wrong);
+               type_names[o->dtype], bench_has_op(o) ? op_names[o->op] : "none", t, gb / t,
+               gb / t * f, wrong);
     }
 #ifdef DFCCL_BENCH_NCCL
     if (o->nccl) {
@@ -807,6 +939,9 @@ static void bench_disorder_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     if (reg == 0 || stride * (size_t)n > o->max_bytes) {
         return;
     }
+    if (bench_is_a2a(o)) { /* every collective of the round has this layout */
+        count = bench_a2a_layout(b, o, reg);
+    }
     gb = (double)(count * esz) / 1e3;
     for (int k = 0; k < n; k++) {
         ids[k] = bench_dfccl_register(b, o, reg);
@@ -850,7 +985,7 @@ static void bench_disorder_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     }
 }
 
-/* ---- --registered: memory and SMs with many registered allreduces ------- */
+/* ---- --registered: memory and SMs with many registered collectives ----- */
 
 static size_t bench_device_used(bench_t *b)
 {
@@ -877,16 +1012,18 @@ static int bench_sm_count(bench_t *b)
     return sms;
 }
 
-/* Registers N allreduces of sizes min_bytes, 4 min_bytes, ... (up to
- * max_bytes, then from min_bytes again), runs each once (the first of each
- * size checked), and reports the memory they hold, the daemon's blocks while
- * it runs and after it has quit. Memory is the device's used bytes
+/* Registers N collectives of -c (allreduce unless it says) of sizes
+ * min_bytes, 4 min_bytes, ... (up to max_bytes, then from min_bytes again;
+ * sizes too small for a whole element per rank, where the collective needs
+ * one, left out), runs each once (the first of each size checked), and
+ * reports the memory they hold, the daemon's blocks while it runs and
+ * after it has quit. Memory is the device's used bytes
  * (cudaMemGetInfo, one GPU per rank) and dfccl's own count, the largest
  * over ranks. */
 static int bench_registered(bench_t *b, bench_opts_t *o)
 {
     int n = o->registered, nsizes = 0, *ids;
-    size_t used0, used1, used2, bytes, count;
+    size_t used0, used1, used2, bytes, count, first = 0;
     size_t reg[64], in[64], out[64]; /* per size: registered, input, output counts */
     dfccl_stats_t s0, s2, s3;
     long wrong = 0;
@@ -896,16 +1033,27 @@ static int bench_registered(bench_t *b, bench_opts_t *o)
     if (ids == NULL) {
         bench_die("out of host memory%s", "");
     }
-    o->coll = 0;
     for (bytes = o->min_bytes; bytes <= o->max_bytes && nsizes < 64; bytes *= 4) {
         bench_counts(o, b->nranks, bytes, &count, &reg[nsizes], &in[nsizes], &out[nsizes]);
-        nsizes++;
+        if (reg[nsizes] > 0) {
+            first = nsizes == 0 ? bytes : first;
+            nsizes++;
+        }
+    }
+    if (nsizes == 0) {
+        char hi[32];
+        bench_usage_error("--registered -c %s: -e/--maxbytes (%s) is less than an element for "
+                          "each of the %d ranks", coll_names[o->coll],
+                          bench_size_text(o->max_bytes, hi, sizeof(hi)), b->nranks);
     }
     bench_barrier();
     used0 = bench_device_used(b);
     dfcclGetStats(b->ctx, &s0);
     t0 = bench_now_us();
     for (int k = 0; k < n; k++) {
+        if (o->coll == DFCCL_KIND_ALLTOALLV) { /* registration copies the counts */
+            bench_a2a_layout(b, o, reg[k % nsizes]);
+        }
         ids[k] = bench_dfccl_register(b, o, reg[k % nsizes]);
     }
     t_reg = bench_max(bench_now_us() - t0);
@@ -914,6 +1062,9 @@ static int bench_registered(bench_t *b, bench_opts_t *o)
     t0 = bench_now_us();
     for (int k = 0; k < n; k++) {
         if (k < nsizes) {
+            if (bench_is_a2a(o)) {
+                bench_a2a_layout(b, o, reg[k]);
+            }
             bench_fill(b, o, in[k]);
             bench_clear(b, b->rbuf, out[k] * dfccl_dtype_size(o->dtype));
         }
@@ -938,9 +1089,9 @@ static int bench_registered(bench_t *b, bench_opts_t *o)
         double blocks   = bench_max((double)s2.blocks);
         double idle_run = bench_max((double)s3.running);
         if (b->rank == 0) {
-            printf("# registered: %d allreduces (%s, %d sizes from %zu B by 4x), %d rank(s), "
-                   "backend %s\n", n, type_names[o->dtype], nsizes, o->min_bytes, b->nranks,
-                   b->on_gpu ? "cuda" : "host");
+            printf("# registered: %d %ss (%s, %d sizes from %zu B by 4x), %d rank(s), "
+                   "backend %s\n", n, coll_names[o->coll], type_names[o->dtype], nsizes,
+                   first, b->nranks, b->on_gpu ? "cuda" : "host");
             printf("registered %d (now %d in the context) in %.1f ms; ran each once in %.1f ms; "
                    "#wrong %ld (the first of each size checked)\n", n, s2.registered,
                    t_reg / 1e3, t_run / 1e3, wrong);
@@ -990,6 +1141,7 @@ static void bench_finish(bench_t *b, const bench_opts_t *o)
     bench_free(b, b->rbuf);
     free(b->host);
     free(b->calls);
+    free(b->scnt);
 #ifdef DFCCL_BENCH_MPI
     MPI_Finalize();
 #endif
@@ -998,8 +1150,8 @@ static void bench_finish(bench_t *b, const bench_opts_t *o)
 static void bench_usage(void)
 {
     printf("usage: [mpirun -np N] dfccl-bench [options]\n"
-           "  -c, --coll NAME      allreduce|allgather|reducescatter|reduce|broadcast "
-           "(allreduce)\n"
+           "  -c, --coll NAME      allreduce|allgather|reducescatter|reduce|broadcast|\n"
+           "                       alltoall|alltoallv (allreduce)\n"
            "  -t, --type NAME      int8|uint8|int32|uint32|int64|uint64|half|bfloat16|float|"
            "double (float)\n"
            "  -o, --op NAME        sum|prod|min|max|avg (sum)\n"
@@ -1025,12 +1177,19 @@ static void bench_usage(void)
            "      --disorder N     rounds of N collectives of each size, posted in the same\n"
            "                       order on every rank, then in a random order per rank\n"
            "                       and round; prints both and the throughput ratio\n"
-           "      --registered N   register N allreduces (sizes -b, 4x, ... up to -e), run\n"
-           "                       each once, print the device memory they hold and the\n"
-           "                       daemon's blocks while active and after it quit\n"
+           "      --registered N   register N collectives of -c (sizes -b, 4x, ... up to\n"
+           "                       -e), run each once, print the device memory they hold\n"
+           "                       and the daemon's blocks while active and after it quit\n"
            "      --stats          after each size, the median, 99th percentile and slowest\n"
            "                       of the timed calls (or --disorder rounds) and what the\n"
-           "                       daemon did (launches, quits, preemptions, context loads)\n");
+           "                       daemon did (launches, quits, preemptions, context loads)\n"
+           "alltoall, alltoallv: a size is the bytes each rank sends in all (its own block\n"
+           "  too), size / (n * element size) elements to each rank; algbw = size / time,\n"
+           "  busbw = algbw * (n-1)/n (as nccl-tests). alltoallv: with c that count per\n"
+           "  pair and k = (i + j) mod n, rank i sends rank j c + (2k - (n-1)) * c / (2n)\n"
+           "  elements (about c/2 to 3c/2; every rank sends and receives n * c in all),\n"
+           "  registered once per size with dfcclRegisterAllToAllv. NCCL runs both as a\n"
+           "  ncclSend and a ncclRecv per rank in one ncclGroupStart/ncclGroupEnd.\n");
 }
 
 int main(int argc, char **argv)
@@ -1063,7 +1222,9 @@ int main(int argc, char **argv)
     opterr     = 0; /* its complaints come from bench_usage_error, once */
     while ((c = getopt_long(argc, argv, "c:t:o:b:e:f:w:n:r:k:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'c': o.coll = bench_pick(optarg, coll_names, 5, "collective", "-c/--coll"); break;
+        case 'c':
+            o.coll = bench_pick(optarg, coll_names, BENCH_NCOLLS, "collective", "-c/--coll");
+            break;
         case 't': o.dtype = bench_pick(optarg, type_names, 10, "type", "-t/--type"); break;
         case 'o': o.op = bench_pick(optarg, op_names, 5, "op", "-o/--op"); break;
         case 'b': o.min_bytes = bench_parse_size(optarg, "-b/--minbytes"); break;
@@ -1179,9 +1340,13 @@ int main(int argc, char **argv)
     b.rbuf = bench_alloc(&b, o.max_bytes);
     b.host  = malloc(o.max_bytes);
     b.calls = malloc((size_t)o.iters * sizeof(double));
-    if (b.host == NULL || b.calls == NULL) {
+    b.scnt  = calloc(4 * (size_t)b.nranks, sizeof(size_t));
+    if (b.host == NULL || b.calls == NULL || b.scnt == NULL) {
         bench_die("out of host memory%s", "");
     }
+    b.sdsp = b.scnt + b.nranks;
+    b.rcnt = b.sdsp + b.nranks;
+    b.rdsp = b.rcnt + b.nranks;
 #ifdef DFCCL_BENCH_NCCL
     if (o.nccl) {
         ncclUniqueId uid;
@@ -1235,7 +1400,7 @@ int main(int argc, char **argv)
     if (o.plot != NULL && b.rank == 0) {
         char title[160];
         snprintf(title, sizeof(title), "%s, %s, %s, %d rank(s), %s backend", coll_names[o.coll],
-                 type_names[o.dtype], o.coll == 1 || o.coll == 4 ? "no op" : op_names[o.op],
+                 type_names[o.dtype], bench_has_op(&o) ? op_names[o.op] : "no op",
                  b.nranks, b.on_gpu ? "cuda" : "host");
         b.plot = bench_plot_new(title);
         if (b.plot == NULL) {

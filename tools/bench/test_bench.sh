@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # Smoke test of dfccl-bench on the host backend: every collective at a few
-# sizes with its results checked (#wrong must be 0), the disorder rounds and
+# sizes with its results checked (#wrong must be 0; all-to-all's every
+# received element, alltoallv's blocks uneven), the disorder rounds and
 # the registration report, and bad command lines that must fail with one
 # message naming the option; scripts/demo.sh --help.
 # Two MPI ranks when the bench was built with MPI, one process otherwise.
@@ -42,11 +43,12 @@ run() {
     fi
 }
 
-for c in allreduce allgather reducescatter reduce broadcast; do
+for c in allreduce allgather reducescatter reduce broadcast alltoall alltoallv; do
     run "$c" 8 -c "$c" -b 64 -e 256K -f 16 -w 1 -n 3
 done
 run "allreduce int8 max" 8 -t int8 -o max -b 64 -e 64K -f 32 -w 1 -n 3
 run "disorder rounds" 7 --disorder 4 -b 1K -e 256K -f 16 -w 1 -n 3
+run "alltoallv disorder rounds" 7 -c alltoallv --disorder 3 -b 1K -e 64K -f 16 -w 1 -n 2
 # --stats: one line per size with the calls' median, 99th percentile and
 # slowest, which must come in that order, and the daemon's counters
 run "allreduce --stats" 8 -c allreduce -b 1K -e 64K -f 8 -w 1 -n 5 --stats
@@ -121,7 +123,7 @@ bad() { # needle args...
         echo "PASS: dfccl-bench $*: $(grep '^dfccl-bench: ' "$out")"
     fi
 }
-bad 'the collectives are allreduce, allgather, reducescatter, reduce, broadcast' -c alltoall
+bad 'the collectives are allreduce, allgather, reducescatter, reduce, broadcast, alltoall, alltoallv' -c gather
 bad 'the types are int8' -t complex
 bad '-n/--iters takes an integer from 1' -n 0
 bad '-n/--iters takes an integer' -n 3x

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The mesh (kernels/algo/alltoall.h): all-to-alls on groups whose ranks all
+ * write into each other's connectors (one host, no net, at most
+ * DFCCL_ONESHOT_MAX_RANKS ranks). A channel's region at each rank holds a
+ * connector per sender; in step k every rank sends to rank + k and
+ * receives from rank - k, so each block crosses one link once, where the
+ * ring would carry it up to n - 1 hops.
+ *
+ *   1. channels: a channel per DFCCL_CHANNEL_BYTES of a rank's data for its
+ *      peers, at most DFCCL_CHANNELS; alltoallv (each rank knows only its
+ *      own counts, and the layout must be the same on every rank):
+ *      DFCCL_CHANNELS;
+ *   2. layout: per sender, DFCCL_SLOTS slots as large as a pair's share of
+ *      the channel cut into DFCCL_STEP_SLICES slices, at most
+ *      DFCCL_MESH_SLOT_BYTES (alltoallv: that size), LL where the slot
+ *      holds at most DFCCL_LL_BYTES (as the ring decides);
+ *   3. cost: one hop, (n - 1) / n of the data out of every rank.
+ */
+#include "../dfccl_int.h"
+
+/* The largest slot of a mesh connector. A region holds n connectors, so
+ * the ring's slot (up to DFCCL_SLOT_BYTES) would take n times its memory;
+ * with every pair's transfer in flight at once, slices of this size keep
+ * the links busy. */
+#define DFCCL_MESH_SLOT_BYTES (128u << 10)
+
+static int dfccl_mesh_plan(const dfccl_config_t *cfg, const struct dfccl_group *g, int kind,
+                           size_t count, int dtype, int *nch_p)
+{
+    const size_t bytes = count * dfccl_dtype_bytes(dtype) * (size_t)(g->nranks - 1);
+
+    if ((kind != DFCCL_COLL_ALLTOALL && kind != DFCCL_COLL_ALLTOALLV) ||
+        (g->nranks > 1 && (g->nranks > DFCCL_ONESHOT_MAX_RANKS || !g->all_local || g->net))) {
+        return 0; /* one rank: a copy, with its table of pairs */
+    }
+    *nch_p = kind == DFCCL_COLL_ALLTOALLV
+                 ? cfg->max_channels
+                 : dfccl_nchannels_for(bytes, cfg->min_channel_bytes,
+                                       (size_t)cfg->max_channels, count);
+    return 1;
+}
+
+static size_t dfccl_mesh_layout(const dfccl_config_t *cfg, const struct dfccl_group *g, int nch,
+                                dfccl_coll_static_t *st)
+{
+    const uint32_t most = cfg->slot_bytes < DFCCL_MESH_SLOT_BYTES ? (uint32_t)cfg->slot_bytes
+                                                                  : DFCCL_MESH_SLOT_BYTES;
+    uint32_t slot = 256;
+    size_t conn;
+
+    if (st->kind == DFCCL_COLL_ALLTOALLV) {
+        slot = most;
+    } else {
+        /* a pair's share of a channel, in DFCCL_STEP_SLICES slices */
+        const size_t slices = cfg->step_slices > 0 ? (size_t)cfg->step_slices : 1;
+        const size_t share  = (st->count + (size_t)nch - 1) / (size_t)nch * st->elem_size;
+        const size_t slice  = (share + slices - 1) / slices;
+
+        while (slot < slice && slot < most) {
+            slot <<= 1;
+        }
+    }
+    st->team         = 0;
+    st->nchannels    = nch;
+    st->nslots       = (uint32_t)cfg->nslots;
+    st->chunk_slices = 1;
+    st->slot_bytes   = slot;
+    st->proto        = DFCCL_K_PROTO_SIMPLE;
+    if (cfg->proto == DFCCL_PROTO_LL ||
+        (cfg->proto != DFCCL_PROTO_SIMPLE && slot <= cfg->ll_max_bytes)) {
+        if (st->slot_bytes > cfg->ll_max_bytes) {
+            st->slot_bytes = (uint32_t)cfg->ll_max_bytes;
+        }
+        st->proto  = DFCCL_K_PROTO_LL;
+        st->nslots = dfccl_algo_ll_slots(cfg, st->slot_bytes, (size_t)cfg->nslots);
+    }
+    (void)g;
+    conn = sizeof(dfccl_conn_ctrl_t) +
+           (size_t)st->nslots * st->slot_bytes * (st->proto == DFCCL_K_PROTO_LL ? 2 : 1);
+    return sizeof(dfccl_conn_ctrl_t) + (size_t)st->nranks * conn;
+}
+
+/* one hop; a rank sends (n - 1) / n of its data (bytes: all of it) */
+static double dfccl_mesh_cost_us(const struct dfccl_group *g, int kind, size_t bytes)
+{
+    (void)kind;
+    return g->alpha_us + (double)(g->nranks - 1) / g->nranks * (double)bytes /
+                             (g->beta_gbps * 1e3);
+}
+
+const dfccl_algo_t dfccl_algo_mesh = {
+    .name    = "mesh",
+    .id      = DFCCL_K_ALGO_MESH,
+    .cannot  = "it takes all-to-alls on groups of 2 to 8 ranks that all write to each other",
+    .plan    = dfccl_mesh_plan,
+    .layout  = dfccl_mesh_layout,
+    .cost_us = dfccl_mesh_cost_us,
+};
