@@ -183,7 +183,9 @@ typedef struct {
  * before the run where it is input (s; r where r_in), and out after it
  * where r_out: out_bytes from out_off of the temporary to r_user. r_tmp:
  * the receive side is always a temporary (reduce_scatter with unequal
- * counts runs as an allreduce of every block).
+ * counts runs as an allreduce of every block). s_copy (with s_user NULL):
+ * the input is the receive buffer, but dfccl needs it apart (all-to-all in
+ * place): s_bytes of r_user are copied into the send temporary first.
  */
 typedef struct {
     mca_coll_dfccl_sig_t sig;
@@ -191,7 +193,7 @@ typedef struct {
     size_t               s_bytes, s_off;
     void                *r_user;
     size_t               r_bytes;
-    int                  r_in, r_out, r_tmp;
+    int                  r_in, r_out, r_tmp, s_copy;
     size_t               out_off, out_bytes;
 } mca_coll_dfccl_plan_t;
 
@@ -218,6 +220,8 @@ typedef struct {
     struct mca_coll_dfccl_op *wait_head, *wait_tail;
     void                     *tmp[2];  /* device temporaries: send, receive side */
     size_t                    tmp_bytes[2];
+    uint64_t                  owner;   /* alltoallv: the persistent request (serial)
+                                        * that registered it, 0 for none */
 } mca_coll_dfccl_inst_t;
 
 typedef struct mca_coll_dfccl_entry {
@@ -271,6 +275,12 @@ typedef struct mca_coll_dfccl_module {
 
     mca_coll_dfccl_entry_t     *hash[MCA_COLL_DFCCL_HASH];
     int                         inflight;
+    /* alltoallv: coll_dfccl_instances registrations used in turn, each
+     * registered again for every call (its counts are fixed at
+     * registration; see coll_dfccl_run.c); NULL until the first */
+    mca_coll_dfccl_entry_t     *a2av;
+    uint64_t                    serials; /* persistent requests made (call order) */
+    unsigned                    refused; /* 1 << kind: dfccl refused it on this group */
 } mca_coll_dfccl_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_dfccl_module_t);
@@ -306,6 +316,8 @@ typedef struct mca_coll_dfccl_req {
     mca_coll_dfccl_module_t     *module;
     mca_coll_dfccl_args_t        args;
     mca_coll_dfccl_route_t       route;    /* a persistent request's: taken at init */
+    uint64_t                     serial;   /* a persistent request's: 1, 2, ... in
+                                            * its communicator's call order */
     int                          native;   /* this run is dfccl's */
     mca_coll_dfccl_op_t          op;
     int                          freed;    /* MPI_Request_free while active */
@@ -351,6 +363,9 @@ void mca_coll_dfccl_bind(int device);
 void mca_coll_dfccl_setup_start(mca_coll_dfccl_module_t *m);
 /* Advance every setup in flight; ended ones start their queued calls. */
 int mca_coll_dfccl_setup_progress(void);
+/* Start the communicator's queued calls, in order, up to one that must
+ * still wait (mca_coll_dfccl_gated). */
+void mca_coll_dfccl_drain(mca_coll_dfccl_module_t *m);
 /* Let the communicator's setup end (module destruction): bounded. */
 void mca_coll_dfccl_setup_finish(mca_coll_dfccl_module_t *m);
 
@@ -398,6 +413,9 @@ int mca_coll_dfccl_call(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_args_t 
                         mca_coll_dfccl_plan_fn_t plan, ompi_request_t **request);
 /* Start a queued call now that its communicator's setup ended. */
 void mca_coll_dfccl_start_queued(mca_coll_dfccl_module_t *m, mca_coll_dfccl_req_t *req);
+/* Whether a dfccl call of `coll` must wait in the queue before it starts
+ * (an alltoallv whose registration is still in use). Module lock held. */
+int mca_coll_dfccl_gated(mca_coll_dfccl_module_t *m, mca_coll_dfccl_coll_t coll, int native);
 int mca_coll_dfccl_progress(void);
 /* Make sure opal_progress calls mca_coll_dfccl_progress. */
 void mca_coll_dfccl_progress_need(void);
@@ -462,6 +480,13 @@ int mca_coll_dfccl_ibarrier(struct ompi_communicator_t *comm, ompi_request_t **r
                             mca_coll_base_module_t *module);
 int mca_coll_dfccl_barrier_init(struct ompi_communicator_t *comm, struct ompi_info_t *info,
                                 ompi_request_t **request, mca_coll_base_module_t *module);
+/* coll_dfccl_alltoall.c: an alltoallv's blocks in bytes, for dfccl: v
+ * (4 * comm size entries, or NULL) gets sendcounts, sdispls, recvcounts,
+ * rdispls, displacements from the start of each side's span, whose offset
+ * from the application's pointer and length go to *s_lo, *s_len, *r_lo,
+ * *r_len; 0 where a type is not contiguous. */
+int mca_coll_dfccl_alltoallv_layout(const mca_coll_dfccl_args_t *a, size_t *v, ptrdiff_t *s_lo,
+                                    size_t *s_len, ptrdiff_t *r_lo, size_t *r_len);
 /* coll_dfccl_alltoall.c: alltoall(v, w) and */
 MCA_COLL_DFCCL_DECLARE(alltoall, const void *sbuf, int scount, struct ompi_datatype_t *sdt,
                        void *rbuf, int rcount, struct ompi_datatype_t *rdt);

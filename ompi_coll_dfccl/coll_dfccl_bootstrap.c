@@ -316,9 +316,10 @@ void mca_coll_dfccl_setup_start(mca_coll_dfccl_module_t *m)
     mca_coll_dfccl_progress_need();
 }
 
-/* Start the queued calls of a communicator whose setup ended, in order;
+/* Start the queued calls of a communicator whose setup ended, in order,
+ * up to one that must still wait for a run (its completion drains again);
  * one thread at a time. */
-static void dfccl_drain(mca_coll_dfccl_module_t *m)
+void mca_coll_dfccl_drain(mca_coll_dfccl_module_t *m)
 {
     mca_coll_dfccl_req_t *req;
 
@@ -328,7 +329,9 @@ static void dfccl_drain(mca_coll_dfccl_module_t *m)
         return;
     }
     m->draining = 1;
-    while ((req = m->pend_head) != NULL) {
+    while ((req = m->pend_head) != NULL &&
+           !mca_coll_dfccl_gated(m, req->args.coll,
+                                 req->native && m->setup == MCA_COLL_DFCCL_SETUP_READY)) {
         m->pend_head = req->pend_next;
         if (m->pend_head == NULL) {
             m->pend_tail = NULL;
@@ -366,7 +369,7 @@ int mca_coll_dfccl_setup_progress(void)
         pthread_mutex_unlock(&dfccl_setup_lock);
     }
     for (int i = 0; i < nended; i++) {
-        dfccl_drain(ended[i]);
+        mca_coll_dfccl_drain(ended[i]);
         n++;
     }
     return n;

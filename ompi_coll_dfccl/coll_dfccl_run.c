@@ -41,6 +41,22 @@
  * and started from that run's completion: a nonblocking call never waits.
  * A persistent request runs as one such call per MPI_Start.
  *
+ * Alltoallv. Its counts are fixed at registration, and each rank knows
+ * only its own: two calls that look the same on one rank may differ on
+ * another, so no rank can tell alone that a registration may be used
+ * again, and a registration kept by some ranks and made anew by others
+ * would put the group's registrations out of step. Every alltoallv call is
+ * therefore registered afresh, on the next of coll_dfccl_instances
+ * registrations used in turn (m->a2av), which is deregistered first: the
+ * same sequence of registrations on every rank. The one exception is what
+ * every rank knows: a start of a persistent request (its counts fixed by
+ * MPI) whose registration was last made by that same request keeps it. A deregistration needs its
+ * last run done; until then that call waits in the communicator's queue
+ * (mca_coll_dfccl_gated), and the calls after it behind it, in call order,
+ * so a nonblocking call never waits. Where dfccl refuses an alltoallv on a
+ * group (DFCCL_ERR_UNSUPPORTED: the same on every rank), that call and the
+ * communicator's later ones take the previous module.
+ *
  * Completion. dfccl callbacks (the poller thread, or dfcclProgress in
  * explicit mode) only put the finished run on a list. The opal_progress
  * callback takes runs off it on an MPI thread, copies results out, starts
@@ -272,7 +288,24 @@ static mca_coll_dfccl_entry_t *dfccl_entry_get(mca_coll_dfccl_module_t *m,
     return e;
 }
 
-/* Deregister everything (module destruction); 0 if some run was still on. */
+/* Deregister an entry's instances and free it; 1 if some run was still on. */
+static int dfccl_entry_free(mca_coll_dfccl_entry_t *e)
+{
+    int busy = 0;
+
+    for (int i = 0; i < e->ninst; i++) {
+        if (e->inst[i].coll_id >= 0 &&
+            dfcclDeregister(e->inst[i].coll_id, mca_coll_dfccl_component.ctx) != DFCCL_OK) {
+            busy = 1;
+        }
+        mca_coll_dfccl_tmp_free(e->inst[i].tmp[0]);
+        mca_coll_dfccl_tmp_free(e->inst[i].tmp[1]);
+    }
+    free(e);
+    return busy;
+}
+
+/* Deregister everything (module destruction). */
 void mca_coll_dfccl_release_entries(mca_coll_dfccl_module_t *m)
 {
     int busy = 0;
@@ -281,18 +314,13 @@ void mca_coll_dfccl_release_entries(mca_coll_dfccl_module_t *m)
         mca_coll_dfccl_entry_t *e, *next;
         for (e = m->hash[h]; e != NULL; e = next) {
             next = e->next;
-            for (int i = 0; i < e->ninst; i++) {
-                if (e->inst[i].coll_id >= 0 &&
-                    dfcclDeregister(e->inst[i].coll_id, mca_coll_dfccl_component.ctx) !=
-                        DFCCL_OK) {
-                    busy = 1;
-                }
-                mca_coll_dfccl_tmp_free(e->inst[i].tmp[0]);
-                mca_coll_dfccl_tmp_free(e->inst[i].tmp[1]);
-            }
-            free(e);
+            busy |= dfccl_entry_free(e);
         }
         m->hash[h] = NULL;
+    }
+    if (m->a2av != NULL) {
+        busy |= dfccl_entry_free(m->a2av);
+        m->a2av = NULL;
     }
     if (m->group != NULL) {
         if (busy || dfcclGroupDestroy(m->group) != DFCCL_OK) {
@@ -406,7 +434,15 @@ static dfccl_status_t dfccl_op_submit(mca_coll_dfccl_module_t *m, mca_coll_dfccl
             return dfccl_error_stage(plan->r_bytes);
         }
     }
-    if (plan->s_user == NULL) {
+    if (plan->s_copy && plan->s_bytes > 0) {
+        /* in place, but dfccl takes the input apart: from the receive
+         * buffer as the application left it */
+        void *t = dfccl_inst_tmp(inst, 0, plan->s_bytes);
+        if (t == NULL || mca_coll_dfccl_copy(t, plan->r_user, plan->s_bytes) != OMPI_SUCCESS) {
+            return dfccl_error_stage(plan->s_bytes);
+        }
+        s_dev = t;
+    } else if (plan->s_user == NULL) {
         s_dev = (const char *)r_dev + plan->s_off;
     } else if (op->s_stage) {
         void *t = dfccl_inst_tmp(inst, 0, plan->s_bytes);
@@ -425,22 +461,79 @@ static dfccl_status_t dfccl_op_submit(mca_coll_dfccl_module_t *m, mca_coll_dfccl
     return st;
 }
 
-/* Register the instance at its first use. Module lock held. */
+/* Register the instance at its first use; an alltoallv's for every call,
+ * with its counts (its last run is done: mca_coll_dfccl_gated). Module
+ * lock held. */
 static dfccl_status_t dfccl_inst_register(mca_coll_dfccl_module_t *m,
-                                          const mca_coll_dfccl_sig_t *sig,
+                                          const mca_coll_dfccl_req_t *req,
                                           mca_coll_dfccl_inst_t *inst)
 {
+    const mca_coll_dfccl_sig_t *sig = &req->route.plan.sig;
     dfccl_coll_desc_t d = {sig->kind, sig->count, sig->dtype, sig->op, sig->root, 0};
     dfccl_status_t st;
 
-    if (inst->coll_id >= 0) {
+    if (sig->kind == DFCCL_KIND_ALLTOALLV) {
+        int n = ompi_comm_size(m->comm);
+        ptrdiff_t lo[2];
+        size_t len[2], *v;
+
+        if (inst->coll_id >= 0 && req->serial != 0 && inst->owner == req->serial) {
+            return DFCCL_OK;
+        }
+        if (inst->coll_id >= 0) {
+            st = dfcclDeregister(inst->coll_id, mca_coll_dfccl_component.ctx);
+            if (st != DFCCL_OK) {
+                return st;
+            }
+            inst->coll_id = -1;
+        }
+        v = malloc(4 * (size_t)n * sizeof(*v));
+        if (v == NULL) {
+            return DFCCL_ERR_NO_MEMORY;
+        }
+        mca_coll_dfccl_alltoallv_layout(&req->args, v, &lo[0], &len[0], &lo[1], &len[1]);
+        st = dfcclRegisterAllToAllv(v, v + n, v + 2 * n, v + 3 * n, sig->dtype, m->group, 0,
+                                    &inst->coll_id);
+        free(v);
+        inst->owner = req->serial;
+    } else if (inst->coll_id >= 0) {
         return DFCCL_OK;
+    } else {
+        st = dfcclRegister(&d, m->group, &inst->coll_id);
     }
-    st = dfcclRegister(&d, m->group, &inst->coll_id);
     if (st != DFCCL_OK) {
         inst->coll_id = -1;
     }
     return st;
+}
+
+/* The alltoallv registrations of a communicator. Module lock held. */
+static mca_coll_dfccl_entry_t *dfccl_a2av_entry(mca_coll_dfccl_module_t *m,
+                                                const mca_coll_dfccl_sig_t *sig)
+{
+    int k = mca_coll_dfccl_component.instances;
+
+    if (m->a2av == NULL) {
+        m->a2av = calloc(1, sizeof(*m->a2av) + (size_t)k * sizeof(m->a2av->inst[0]));
+        if (m->a2av == NULL) {
+            return NULL;
+        }
+        m->a2av->sig   = *sig;
+        m->a2av->ninst = k;
+        for (int i = 0; i < k; i++) {
+            m->a2av->inst[i].coll_id = -1;
+        }
+    }
+    return m->a2av;
+}
+
+int mca_coll_dfccl_gated(mca_coll_dfccl_module_t *m, mca_coll_dfccl_coll_t coll, int native)
+{
+    const mca_coll_dfccl_entry_t *e = m->a2av;
+
+    return native && coll == MCA_COLL_DFCCL_ALLTOALLV && e != NULL &&
+           !(m->refused & (1u << DFCCL_KIND_ALLTOALLV)) &&
+           e->inst[e->calls % (uint64_t)e->ninst].busy;
 }
 
 /* Start (or chain) the dfccl run of `req`, whose plan is set. */
@@ -466,7 +559,9 @@ static int dfccl_native_start(mca_coll_dfccl_module_t *m, mca_coll_dfccl_req_t *
     op->status     = DFCCL_OK;
     pthread_mutex_lock(&m->lock);
     if (op->entry == NULL) {
-        op->entry = dfccl_entry_get(m, &req->route.plan.sig);
+        op->entry = req->route.plan.sig.kind == DFCCL_KIND_ALLTOALLV
+                        ? dfccl_a2av_entry(m, &req->route.plan.sig)
+                        : dfccl_entry_get(m, &req->route.plan.sig);
         if (op->entry == NULL) {
             pthread_mutex_unlock(&m->lock);
             return MPI_ERR_NO_MEM;
@@ -474,7 +569,25 @@ static int dfccl_native_start(mca_coll_dfccl_module_t *m, mca_coll_dfccl_req_t *
     }
     op->inst = (int)(op->entry->calls++ % (uint64_t)op->entry->ninst);
     inst     = &op->entry->inst[op->inst];
-    st       = dfccl_inst_register(m, &req->route.plan.sig, inst);
+    st       = dfccl_inst_register(m, req, inst);
+    if (st == DFCCL_ERR_UNSUPPORTED) {
+        /* dfccl has no such collective on this group: the same answer on
+         * every rank, so this call and the later ones take the previous
+         * module everywhere */
+        char name[MPI_MAX_OBJECT_NAME + 32];
+        int first = !(m->refused & (1u << req->route.plan.sig.kind));
+
+        m->refused |= 1u << req->route.plan.sig.kind;
+        pthread_mutex_unlock(&m->lock);
+        if (first) {
+            MCA_COLL_DFCCL_VERBOSE(1, "%s on communicator %s: dfccl has none on this group; "
+                                   "its calls take the previous module",
+                                   mca_coll_dfccl_coll_name(req->args.coll),
+                                   mca_coll_dfccl_comm_name(m->comm, name, sizeof(name)));
+        }
+        req->native = 0;
+        return mca_coll_dfccl_fallback(m, &req->args, req);
+    }
     if (st != DFCCL_OK) {
         pthread_mutex_unlock(&m->lock);
         dfccl_run_failed(m, req, "could not be registered", st);
@@ -543,6 +656,10 @@ static void dfccl_op_done(mca_coll_dfccl_op_t *op)
     }
     pthread_mutex_unlock(&m->lock);
     mca_coll_dfccl_req_finish(req, rc);
+    /* a call queued behind this run's registration may start now */
+    if (m->pend_head != NULL && m->setup == MCA_COLL_DFCCL_SETUP_READY) {
+        mca_coll_dfccl_drain(m);
+    }
 }
 
 /* ---- routing ---------------------------------------------------------------------- */
@@ -605,7 +722,8 @@ static int dfccl_dispatch(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_args_
     int native = rt->native, now, rc;
 
     if (native) {
-        if (m->setup == MCA_COLL_DFCCL_SETUP_FAILED) {
+        if (m->setup == MCA_COLL_DFCCL_SETUP_FAILED ||
+            (m->refused & (1u << rt->plan.sig.kind))) {
             native = 0;
         } else if (m->setup != MCA_COLL_DFCCL_SETUP_READY) {
             mca_coll_dfccl_bind(rt->device);
@@ -621,7 +739,8 @@ static int dfccl_dispatch(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_args_
     }
     pthread_mutex_lock(&m->lock);
     now = m->pend_head == NULL && !m->draining &&
-          (!native || m->setup == MCA_COLL_DFCCL_SETUP_READY);
+          (!native || m->setup == MCA_COLL_DFCCL_SETUP_READY) &&
+          !mca_coll_dfccl_gated(m, a->coll, native);
     if (!now) {
         /* behind the setup: queued in call order */
         if (req == NULL) {
@@ -764,6 +883,7 @@ int mca_coll_dfccl_call(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_args_t 
     if (req == NULL) {
         return MPI_ERR_NO_MEM;
     }
+    req->serial = __atomic_add_fetch(&m->serials, 1, __ATOMIC_RELAXED);
     dfccl_req_set_route(req, &rt);
     *request = &req->super.super;
     return OMPI_SUCCESS;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Every MPI collective that the dfccl component does not run on dfccl
- * itself, under mpirun: alltoall, alltoallv (uneven and zero counts),
- * alltoallw, allgatherv, gather, gatherv, scatter, scatterv, scan, exscan,
+ * Every MPI collective that test_coll does not cover, under mpirun:
+ * alltoall and alltoallv (dfccl's; uneven and zero counts, five alltoallvs
+ * in flight at once, negative displacements), and, through the components
+ * below dfccl, alltoallw, allgatherv, gather, gatherv, scatter, scatterv, scan, exscan,
  * barrier, MPI_Reduce_local, and neighbor_allgather(v) and
  * neighbor_alltoall(v,w) on a cartesian and on a distributed-graph
  * communicator. Each is run blocking, nonblocking and persistent
@@ -15,8 +16,9 @@
  * different order on even and odd ranks.
  *
  * With --device (a CUDA build) the buffers are device memory on the GPU
- * chosen after MPI_Init from the node-local rank: the component must stage
- * them through host memory around the components below it. Without it they
+ * chosen after MPI_Init from the node-local rank: the component runs them
+ * on dfccl or stages them through host memory around the components below
+ * it. Without it they
  * are host memory (the host backend in CI). A failure names the collective,
  * form, type, count and rank; the exit status is 0 only if every check
  * passed on every rank.
@@ -1057,6 +1059,93 @@ static void t_mixed(MPI_Comm a, MPI_Comm b, size_t k)
     free(gd);
 }
 
+/*
+ * Alltoallvs in flight together on one communicator, more than dfccl's
+ * registrations per signature, with an allreduce among them: call j's
+ * counts change only between ranks other than 0 (rank 0 sees the same
+ * counts every time), and the receive displacements are taken from the
+ * middle of the buffer, so that some are negative.
+ */
+#define BURST 5
+static int cnt_burst(int src, int dst, int j, size_t k)
+{
+    return (int)(((src + 2 * dst + (src > 0 && dst > 0 ? j : 0)) % 3) * k);
+}
+
+static void t_alltoallv_burst(MPI_Comm a, size_t k)
+{
+    run_t c = run_new("alltoallv x5 + allreduce in flight", "int", k, NONBLOCKING, 0);
+    const dtype_t *t = &types[T_INT];
+    int sc[BURST][MAX_RANKS], sd[BURST][MAX_RANKS], rc[BURST][MAX_RANKS], rd[BURST][MAX_RANKS];
+    int rdm[BURST][MAX_RANKS]; /* MPI reads them until the call completes */
+    size_t rn[BURST];
+    MPI_Request reqs[BURST + 1];
+    buf_t s[BURST], r[BURST], ar;
+    char *cv;
+
+    buf_init(&ar, k * sizeof(int));
+    for (size_t i = 0; i < k; i++) {
+        ((int *)ar.h)[i] = (int)sval(0, rank, i);
+    }
+    buf_push(&ar);
+    for (int j = 0; j < BURST; j++) {
+        size_t sn;
+        for (int p = 0; p < size; p++) {
+            sc[j][p] = cnt_burst(rank, p, j, k);
+            rc[j][p] = cnt_burst(p, rank, j, k);
+        }
+        sn    = layout(size, sc[j], sd[j]);
+        rn[j] = layout(size, rc[j], rd[j]);
+        buf_init(&s[j], sn * sizeof(int));
+        buf_init(&r[j], rn[j] * sizeof(int));
+        for (int d = 0; d < size; d++) {
+            for (int i = 0; i < sc[j][d]; i++) {
+                el_put(t, s[j].h, (size_t)sd[j][d] + i, val(j, rank, d, i));
+            }
+        }
+        buf_push(&s[j]);
+        buf_push(&r[j]);
+    }
+    for (int j = 0; j < BURST; j++) {
+        int mid = (int)(rn[j] / 2);
+        for (int p = 0; p < size; p++) {
+            rdm[j][p] = rd[j][p] - mid;
+        }
+        call_rc(&c, MPI_Ialltoallv(s[j].d, sc[j], sd[j], MPI_INT,
+                                   (char *)r[j].d + (size_t)mid * sizeof(int), rc[j], rdm[j],
+                                   MPI_INT, a, &reqs[j]));
+        if (j == 2) {
+            call_rc(&c, MPI_Iallreduce(MPI_IN_PLACE, ar.d, (int)k, MPI_INT, MPI_SUM, a,
+                                       &reqs[BURST]));
+        }
+    }
+    call_rc(&c, MPI_Waitall(BURST + 1, reqs, MPI_STATUSES_IGNORE));
+    buf_pull(&ar);
+    for (size_t i = 0; i < k && !c.bad; i++) {
+        long sum = 0;
+        for (int p = 0; p < size; p++) {
+            sum += sval(0, p, i);
+        }
+        if (((int *)ar.h)[i] != sum) {
+            fail(&c, "allreduce element %zu is %d, expected %ld", i, ((int *)ar.h)[i], sum);
+        }
+    }
+    for (int j = 0; j < BURST; j++) {
+        buf_pull(&r[j]);
+        cv = covered_new(&r[j]);
+        c.round = j;
+        for (int src = 0; src < size; src++) {
+            expect_block(&c, r[j].h, cv, (size_t)rd[j][src] * sizeof(int), t, rc[j][src], src,
+                         rank, "block from rank");
+        }
+        expect_holes(&c, r[j].h, cv, r[j].bytes);
+        free(cv);
+        buf_fini(&s[j]);
+        buf_fini(&r[j]);
+    }
+    buf_fini(&ar);
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static void types_init(void)
@@ -1160,6 +1249,7 @@ int main(int argc, char **argv)
     }
     for (int ci = 0; ci < ncounts; ci++) {
         t_mixed(ca, cb, counts[ci]);
+        t_alltoallv_burst(ca, counts[ci]);
     }
 
     MPI_Comm_free(&ca);
