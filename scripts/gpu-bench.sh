@@ -9,7 +9,7 @@
 #   -b BUILDDIR   a dfccl build directory configured with CUDA, NCCL and MPI
 #   -n "N ..."    rank counts (default "2 4")
 #   -o OUTDIR     tables (.txt) and plots (.svg) go here (default $OUT or .)
-#   -c "C ..."    collectives (default: all five)
+#   -c "C ..."    collectives (default: all seven)
 #
 # For each rank count and collective: 8 B to 64 KiB (factor 8, 200 timed
 # calls: latency) and 256 KiB to 1 GiB (factor 4, 50 timed calls:
@@ -27,7 +27,7 @@ set -u
 build=
 ranks="2 4"
 out=${OUT:-.}
-colls="allreduce allgather reducescatter reduce broadcast"
+colls="allreduce allgather reducescatter reduce broadcast alltoall alltoallv"
 while [ $# -gt 0 ]; do
     case "$1" in
     -b) build=$2; shift 2 ;;

@@ -18,11 +18,10 @@
 # For each rank count, with -d cuda -c (device buffers, validation), for the
 # default type (MPI_CHAR) and -T mpi_float, blocking and nonblocking: the
 # collectives dfccl runs itself (osu_allreduce, osu_allgather,
-# osu_reduce_scatter, osu_reduce, osu_bcast and osu_iallreduce,
-# osu_iallgather, osu_ireduce_scatter, osu_ireduce, osu_ibcast) and those
-# the component stages through host memory (osu_alltoall, osu_alltoallv,
-# osu_allgatherv, osu_gather, osu_gatherv, osu_scatter, osu_scatterv and
-# their osu_i* forms); osu_barrier and osu_ibarrier, which have no buffers
+# osu_reduce_scatter, osu_reduce, osu_bcast, osu_alltoall, osu_alltoallv
+# and their osu_i* forms) and those the component stages through host
+# memory (osu_allgatherv, osu_gather, osu_gatherv, osu_scatter,
+# osu_scatterv and their osu_i* forms); osu_barrier and osu_ibarrier, which have no buffers
 # to validate, plainly; then osu_allreduce without validation (warm-daemon
 # latency). Exits non-zero if a run fails, a benchmark is missing, or any
 # line reports a validation failure. NVLink multicast stays off.
