@@ -168,7 +168,9 @@ typedef struct dfccl_net_chan {
     uint32_t           slot_bytes;
     uint64_t           sig[8];
     int                closing;
-    int                abandoned; /* closing gave up waiting: drop it as it is */
+    /* closing gave up waiting: never driven again (its memory may be
+     * gone); kept only while UCX still holds requests of it */
+    int                abandoned;
     char               group[64];
     /* send side */
     int                hello;   /* 0 not sent, 1 posted, 2 done */
@@ -339,6 +341,43 @@ static int dfccl_net_req_test(void **req_p)
     ucp_request_free(*req_p);
     *req_p = NULL;
     return s == UCS_OK ? 1 : DFCCL_ERR_TRANSPORT;
+}
+
+/*
+ * Test every request a channel has posted (freeing those that are done):
+ * nonzero while UCX still holds one, and so may still read or write the
+ * channel's slots (or its credit word). Net lock held.
+ */
+static int dfccl_net_chan_busy(dfccl_net_chan_t *c)
+{
+    int busy = dfccl_net_req_test(&c->hello_req) == 0 || dfccl_net_req_test(&c->creq) == 0;
+
+    for (int s = 0; s < 64; s++) {
+        busy |= dfccl_net_req_test(&c->sreq[s]) == 0;
+        busy |= dfccl_net_req_test(&c->rreq[s]) == 0;
+    }
+    return busy;
+}
+
+/* Free a channel record; UCX releases a request that is still in flight
+ * when it is done with it. */
+static void dfccl_net_chan_free(dfccl_net_chan_t *c)
+{
+    void **reqs[2 + 2 * 64];
+    int n = 0;
+
+    reqs[n++] = &c->hello_req;
+    reqs[n++] = &c->creq;
+    for (int s = 0; s < 64; s++) {
+        reqs[n++] = &c->sreq[s];
+        reqs[n++] = &c->rreq[s];
+    }
+    for (int i = 0; i < n; i++) {
+        if (*reqs[i] != NULL) {
+            ucp_request_free(*reqs[i]);
+        }
+    }
+    free(c);
 }
 
 /*
@@ -697,13 +736,23 @@ static int dfccl_net_progress(struct dfccl_net *net)
     }
     for (pp = &net->chans; *pp != NULL;) {
         dfccl_net_chan_t *c = *pp;
+        if (c->abandoned) {
+            /* its connector or staging may be freed or reused: only its
+             * requests are looked at, until UCX has none of them */
+            if (!dfccl_net_chan_busy(c)) {
+                *pp = c->next;
+                free(c);
+                continue;
+            }
+            pp = &c->next;
+            continue;
+        }
         if (!net->peers[c->peer]->failed) {
             moved += c->send ? dfccl_net_drive_send(net, c) : dfccl_net_drive_recv(net, c);
         }
-        if (c->closing && (dfccl_net_flushed(c) || net->peers[c->peer]->failed || net->stop ||
-                           c->abandoned)) {
+        if (c->closing && (dfccl_net_flushed(c) || net->peers[c->peer]->failed || net->stop)) {
             *pp = c->next;
-            free(c);
+            dfccl_net_chan_free(c);
             pthread_cond_broadcast(&net->cond);
             continue;
         }
@@ -1013,6 +1062,13 @@ dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, in
  * Remove the channels of collective `coll_id` before its memory is freed:
  * the proxy first sends what the daemon published (the sender completes a
  * collective before the data has left) and waits for its credits to go.
+ * Past the deadline, the channels are abandoned and DFCCL_ERR_TIMEOUT
+ * says that their memory must stay. Where no flush is waited for (an
+ * aborted context, a stopping proxy), no channel may outlive this call
+ * with a pointer into that memory: a channel with nothing in UCX goes
+ * now, and one with a request still there is abandoned, with
+ * DFCCL_ERR_ABORTED (its memory must stay too). Abandoned channels from
+ * an earlier registration under the same id are not this one's.
  */
 dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
                                      uint64_t deadline_ns)
@@ -1026,7 +1082,7 @@ dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
     }
     pthread_mutex_lock(&net->lock);
     for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
-        if (c->coll_id == coll_id) {
+        if (c->coll_id == coll_id && !c->abandoned) {
             c->closing = 1;
         }
     }
@@ -1034,11 +1090,28 @@ dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
         int left = 0;
         struct timespec ts;
         for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
-            left += c->coll_id == coll_id && c->closing;
+            left += c->coll_id == coll_id && c->closing && !c->abandoned;
         }
-        if (left == 0 || net->stop || !net->proxy_started ||
+        if (left == 0) {
+            break;
+        }
+        if (net->stop || !net->proxy_started ||
             __atomic_load_n(&ctx->aborted, __ATOMIC_ACQUIRE)) {
-            break; /* an aborted context flushes nothing more */
+            /* an aborted context flushes nothing more */
+            for (dfccl_net_chan_t **pp = &net->chans; *pp != NULL;) {
+                dfccl_net_chan_t *c = *pp;
+                if (c->coll_id != coll_id || !c->closing || c->abandoned) {
+                    pp = &c->next;
+                } else if (dfccl_net_chan_busy(c)) {
+                    c->abandoned = 1;
+                    st           = DFCCL_ERR_ABORTED;
+                    pp           = &c->next;
+                } else {
+                    *pp = c->next;
+                    free(c);
+                }
+            }
+            break;
         }
         if (deadline_ns != 0 && dfccl_time_ns() > deadline_ns) {
             for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
@@ -1145,7 +1218,7 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
         int has = 0;
         pthread_mutex_lock(&net->lock);
         for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
-            has |= c->coll_id == id;
+            has |= c->coll_id == id && !c->abandoned;
         }
         pthread_mutex_unlock(&net->lock);
         if (has) {
@@ -1159,11 +1232,6 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
         pthread_join(net->proxy, NULL);
     }
     /* the proxy is gone: this thread drives the worker now */
-    while (net->chans != NULL) {
-        dfccl_net_chan_t *c = net->chans;
-        net->chans          = c->next;
-        free(c);
-    }
     /* failure records: those in flight go out (a peer may wait on them),
      * for a bounded time */
     t0 = dfccl_time_ns();
@@ -1217,6 +1285,13 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
             }
             ucp_request_free(r);
         }
+    }
+    /* the channels go after their endpoints: a request still in flight
+     * (an abandoned channel's) may read the channel's credit word */
+    while (net->chans != NULL) {
+        dfccl_net_chan_t *c = net->chans;
+        net->chans          = c->next;
+        dfccl_net_chan_free(c);
     }
     /* Messages nobody will take any more (the last credits of collectives
      * the peers finished, data of collectives never registered here) are

@@ -386,6 +386,111 @@ START_TEST(test_net_dead_peer)
 }
 END_TEST
 
+/* Resident memory of this process, in KiB (0 if unknown). */
+static long net_rss_kib(void)
+{
+    char line[128];
+    long kib = 0;
+    FILE *f  = fopen("/proc/self/status", "r");
+
+    if (f == NULL) {
+        return 0;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return kib;
+}
+
+/*
+ * The next rank dies, and the root's next broadcast needs more slots than
+ * the connector has: it cannot complete, and the context is aborted (the
+ * dead process, or DFCCL_TIMEOUT). dfcclDeregister then frees the
+ * collective's staging at once, unless the proxy still has requests in
+ * UCX for it (DFCCL_ERR_ABORTED: it stays until dfcclDestroy). The proxy
+ * must never look at that memory again: it once read the freed staging's
+ * `tail` (a free-list pointer to malloc) and posted sends up to it, until
+ * the kernel killed the process for its memory. Its memory must not grow
+ * while the test watches, and dfcclDestroy returns in bounded time.
+ */
+static int net_dead_aborted_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    const size_t count = 16384; /* 64 KiB: 16 slots of 4 KiB, 4 in the connector */
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    dfccl_status_t st;
+    float *d;
+    double t0, secs;
+    long rss0, rss = 0;
+    int id;
+
+    (void)arg;
+    net_env(rank, n, NET_FORCED);
+    setenv("DFCCL_TIMEOUT", "3", 1);
+    setenv("DFCCL_SLOT_BYTES", "4096", 1);
+    setenv("DFCCL_SLOTS", "4", 1);
+    setenv("DFCCL_CHANNELS", "1", 1);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterBroadcast(count, DFCCL_FLOAT32, 0, g, 0, &id) == DFCCL_OK,
+                     "register");
+    d = dfccl_test_malloc(ctx, count * sizeof(float));
+    DFCCL_TEST_CHECK(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK,
+                     "the first broadcast failed");
+    dfccl_test_barrier(oob);
+    if (rank == 1) {
+        kill(getpid(), SIGKILL);
+    }
+    st = unit_run_wait(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx), id, 60000, ctx);
+    printf("net dead peer, aborted: the root's broadcast after rank 1 died: %s\n",
+           dfcclGetErrorString(st));
+    fflush(stdout);
+    DFCCL_TEST_CHECK(st == DFCCL_ERR_ABORTED || st == DFCCL_ERR_TIMEOUT,
+                     "the root's broadcast to a dead rank returned %s",
+                     dfcclGetErrorString(st));
+    t0   = unit_now_s();
+    st   = dfcclDeregister(id, ctx);
+    secs = unit_now_s() - t0;
+    printf("net dead peer, aborted: dfcclDeregister returned %s after %.1f s%s%s\n",
+           dfcclGetErrorString(st), secs, st != DFCCL_OK ? ": " : "",
+           st != DFCCL_OK ? dfcclGetLastErrorMessage() : "");
+    fflush(stdout);
+    DFCCL_TEST_CHECK(secs < 15.0 * dfccl_test_scale(), "dfcclDeregister took %.1f s", secs);
+    DFCCL_TEST_CHECK(st == DFCCL_OK || st == DFCCL_ERR_ABORTED,
+                     "dfcclDeregister on the aborted context returned %s",
+                     dfcclGetErrorString(st));
+    /* the proxy keeps running: its memory must stay put (a runaway grew by
+     * gigabytes a second; a slow machine only sees less of one) */
+    rss0 = net_rss_kib();
+    t0   = unit_now_s();
+    while (unit_now_s() - t0 < dfccl_test_wait_ms(1000) / 1000.0) {
+        rss = net_rss_kib();
+        if (rss - rss0 > 64 * 1024) {
+            break;
+        }
+        usleep(20000);
+    }
+    printf("net dead peer, aborted: resident memory %ld KiB, then %ld KiB\n", rss0, rss);
+    DFCCL_TEST_CHECK(rss - rss0 <= 64 * 1024, "the memory of rank 0 grew from %ld to %ld KiB "
+                     "after dfcclDeregister", rss0, rss);
+    t0   = unit_now_s();
+    st   = dfcclDestroy(ctx);
+    secs = unit_now_s() - t0;
+    printf("net dead peer, aborted: dfcclDestroy returned %s after %.1f s\n",
+           dfcclGetErrorString(st), secs);
+    DFCCL_TEST_CHECK(secs < 15.0 * dfccl_test_scale(), "dfcclDestroy took %.1f s", secs);
+    return 0;
+}
+
+START_TEST(test_net_dead_peer_aborted)
+{
+    ck_assert_int_eq(dfccl_test_mp_run_killed(2, 60, net_dead_aborted_body, NULL, 1), 0);
+}
+END_TEST
+
 /* one rank in each namespace: both edges of the ring cross the link */
 START_TEST(test_net_netns_matrix) { net_matrix(NET_NETNS, 2); }
 END_TEST
@@ -532,6 +637,7 @@ int main(void)
     tcase_add_test(forced, test_net_synchronize);
     tcase_add_test(fail, test_net_mismatch);
     tcase_add_test(fail, test_net_dead_peer);
+    tcase_add_test(fail, test_net_dead_peer_aborted);
     tcase_add_test(fail, test_net_mismatch_hosts);
     tcase_add_test(hosts, test_net_two_hosts_matrix);
     tcase_add_test(hosts, test_net_two_hosts_disorder);
