@@ -171,6 +171,7 @@ typedef struct dfccl_net_chan {
     /* closing gave up waiting: never driven again (its memory may be
      * gone); kept only while UCX still holds requests of it */
     int                abandoned;
+    int                broken;    /* its ctrl words made no sense: not driven */
     char               group[64];
     /* send side */
     int                hello;   /* 0 not sent, 1 posted, 2 done */
@@ -591,6 +592,19 @@ static int dfccl_net_drive_send(struct dfccl_net *net, dfccl_net_chan_t *c)
         c->hello = 2;
     }
     tail = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
+    /* The daemon publishes a slot only once we freed it (head_pub), so at
+     * most nslots sends are ever posted; a tail beyond that (or behind
+     * what was sent) is not the daemon's, and is not followed: each send
+     * would hold a UCX request and a slot's worth of its buffers. */
+    if (tail < c->sent || tail - c->head_pub > c->nslots) {
+        c->broken = 1;
+        dfccl_net_fail(net, c->coll_id, DFCCL_ERR_INTERNAL, "net transport: collective %d "
+                       "on group %s channel %d: the staging tail %llu is outside the window "
+                       "(%llu sent, %llu freed, %u slots)", c->coll_id, c->group, c->ch,
+                       (unsigned long long)tail, (unsigned long long)c->sent,
+                       (unsigned long long)c->head_pub, c->nslots);
+        return moved;
+    }
     while (c->sent < tail) {
         uint32_t s = (uint32_t)(c->sent % c->nslots);
         if (dfccl_net_send(net, c, c->data + (size_t)s * c->slot_bytes, c->slot_bytes,
@@ -747,10 +761,11 @@ static int dfccl_net_progress(struct dfccl_net *net)
             pp = &c->next;
             continue;
         }
-        if (!net->peers[c->peer]->failed) {
+        if (!net->peers[c->peer]->failed && !c->broken) {
             moved += c->send ? dfccl_net_drive_send(net, c) : dfccl_net_drive_recv(net, c);
         }
-        if (c->closing && (dfccl_net_flushed(c) || net->peers[c->peer]->failed || net->stop)) {
+        if (c->closing && (c->broken || dfccl_net_flushed(c) || net->peers[c->peer]->failed ||
+                           net->stop)) {
             *pp = c->next;
             dfccl_net_chan_free(c);
             pthread_cond_broadcast(&net->cond);
