@@ -444,7 +444,7 @@ START_TEST(test_algo_forced)
     /* 32 KiB allreduce: one shot only because it is forced; 1 MiB: no
      * channel fits an LL slot, so the default (the ring) runs it */
     static const forced_case_t one[] = {
-        {ar, 8192, "oneshot"}, {ag, 2048, "oneshot"}, {ar, 262144, "ring"}, {bc, 100, "ring"}};
+        {ar, 8192, "oneshot"}, {ag, 2048, "oneshot"}, {ar, 1048576, "ring"}, {bc, 100, "ring"}};
     /* two shot takes allreduces only: an allgather falls back to the default */
     static const forced_case_t two[] = {
         {ar, 16384, "twoshot"}, {ar, 10, "twoshot"}, {ag, 10, "oneshot"}};
