@@ -103,10 +103,10 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   0, DFCCL_ONESHOT_MAX_BYTES, 1, SIZE_MAX,
                   SIZE_MAX, 16 << 10, 256 << 10, NULL,
                   "0 (never) to 2 MiB, or SIZE_MAX (backend default)",
-                  "allgathers and reduce-scatters whose per-rank share is at most this many "
-                  "bytes, on the groups of `DFCCL_ONESHOT_BYTES`, take one shot: every rank "
-                  "writes to every peer what it needs of its input, one hop instead of the ring's "
-                  "n-1; 0: never; up to 2 MiB; same on every rank",
+                  "allgathers, reduce-scatters and alltoalls whose per-rank (alltoall: per-pair) "
+                  "share is at most this many bytes, on the groups of `DFCCL_ONESHOT_BYTES`, take "
+                  "one shot: every rank writes to every peer what it needs of its input, one hop "
+                  "instead of the ring's n-1; 0: never; up to 2 MiB; same on every rank",
                   "16 KiB / 256 KiB"),
     DFCCL_TUNABLE(twoshot_bytes, "DFCCL_TWOSHOT_BYTES", "twoshot_bytes", DFCCL_TUNABLE_SIZE,
                   0, DFCCL_TWOSHOT_MAX_BYTES, 1, SIZE_MAX,
