@@ -1024,61 +1024,22 @@ dfccl_status_t dfcclRun(const void *sendbuff, void *recvbuff, int coll_id,
     return dfccl_coll_run(-1, sendbuff, recvbuff, coll_id, callback, callback_args, ctx);
 }
 
-dfccl_status_t dfcclRunAllReduce(const void *sendbuff, void *recvbuff, int coll_id,
-                                 dfccl_callback_t callback, void *callback_args,
-                                 dfccl_rank_ctx_t ctx)
-{
-    return dfccl_coll_run(DFCCL_COLL_ALLREDUCE, sendbuff, recvbuff, coll_id, callback,
-                          callback_args, ctx);
-}
+/* The named runs: dfcclRun that checks the kind too. */
+#define DFCCL_RUN_NAMED(_name, _kind)                                                            \
+    dfccl_status_t dfcclRun##_name(const void *sendbuff, void *recvbuff, int coll_id,             \
+                                   dfccl_callback_t callback, void *callback_args,                \
+                                   dfccl_rank_ctx_t ctx)                                          \
+    {                                                                                            \
+        return dfccl_coll_run(_kind, sendbuff, recvbuff, coll_id, callback, callback_args, ctx); \
+    }
 
-dfccl_status_t dfcclRunAllGather(const void *sendbuff, void *recvbuff, int coll_id,
-                                 dfccl_callback_t callback, void *callback_args,
-                                 dfccl_rank_ctx_t ctx)
-{
-    return dfccl_coll_run(DFCCL_COLL_ALLGATHER, sendbuff, recvbuff, coll_id, callback,
-                          callback_args, ctx);
-}
-
-dfccl_status_t dfcclRunReduceScatter(const void *sendbuff, void *recvbuff, int coll_id,
-                                     dfccl_callback_t callback, void *callback_args,
-                                     dfccl_rank_ctx_t ctx)
-{
-    return dfccl_coll_run(DFCCL_COLL_REDUCESCATTER, sendbuff, recvbuff, coll_id, callback,
-                          callback_args, ctx);
-}
-
-dfccl_status_t dfcclRunReduce(const void *sendbuff, void *recvbuff, int coll_id,
-                              dfccl_callback_t callback, void *callback_args,
-                              dfccl_rank_ctx_t ctx)
-{
-    return dfccl_coll_run(DFCCL_COLL_REDUCE, sendbuff, recvbuff, coll_id, callback,
-                          callback_args, ctx);
-}
-
-dfccl_status_t dfcclRunBroadcast(const void *sendbuff, void *recvbuff, int coll_id,
-                                 dfccl_callback_t callback, void *callback_args,
-                                 dfccl_rank_ctx_t ctx)
-{
-    return dfccl_coll_run(DFCCL_COLL_BROADCAST, sendbuff, recvbuff, coll_id, callback,
-                          callback_args, ctx);
-}
-
-dfccl_status_t dfcclRunAllToAll(const void *sendbuff, void *recvbuff, int coll_id,
-                                dfccl_callback_t callback, void *callback_args,
-                                dfccl_rank_ctx_t ctx)
-{
-    return dfccl_coll_run(DFCCL_COLL_ALLTOALL, sendbuff, recvbuff, coll_id, callback,
-                          callback_args, ctx);
-}
-
-dfccl_status_t dfcclRunAllToAllv(const void *sendbuff, void *recvbuff, int coll_id,
-                                 dfccl_callback_t callback, void *callback_args,
-                                 dfccl_rank_ctx_t ctx)
-{
-    return dfccl_coll_run(DFCCL_COLL_ALLTOALLV, sendbuff, recvbuff, coll_id, callback,
-                          callback_args, ctx);
-}
+DFCCL_RUN_NAMED(AllReduce, DFCCL_COLL_ALLREDUCE)
+DFCCL_RUN_NAMED(AllGather, DFCCL_COLL_ALLGATHER)
+DFCCL_RUN_NAMED(ReduceScatter, DFCCL_COLL_REDUCESCATTER)
+DFCCL_RUN_NAMED(Reduce, DFCCL_COLL_REDUCE)
+DFCCL_RUN_NAMED(Broadcast, DFCCL_COLL_BROADCAST)
+DFCCL_RUN_NAMED(AllToAll, DFCCL_COLL_ALLTOALL)
+DFCCL_RUN_NAMED(AllToAllv, DFCCL_COLL_ALLTOALLV)
 
 /*
  * Submit deferred runs whose peers have registered by now. A run whose
