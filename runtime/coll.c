@@ -861,11 +861,19 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
     pthread_mutex_lock(&ctx->lock);
     if (nst != DFCCL_OK) {
         /* the proxy may still read the regions: they stay allocated */
-        st = dfccl_error(nst, "dfcclDeregister: collective %d (%s on group %s): its last data "
-                         "did not reach the next rank within %g s (DFCCL_TIMEOUT); it is "
-                         "deregistered, but its connector memory stays allocated until the "
-                         "context is destroyed", coll_id, dfccl_coll_name(c->st.kind),
-                         c->group->name, ctx->cfg.timeout_s);
+        if (nst == DFCCL_ERR_ABORTED) {
+            st = dfccl_error(nst, "dfcclDeregister: collective %d (%s on group %s): the rank "
+                             "context was aborted while the net transport still held its "
+                             "data; it is deregistered, but its connector memory stays "
+                             "allocated until the context is destroyed", coll_id,
+                             dfccl_coll_name(c->st.kind), c->group->name);
+        } else {
+            st = dfccl_error(nst, "dfcclDeregister: collective %d (%s on group %s): its last "
+                             "data did not reach the next rank within %g s (DFCCL_TIMEOUT); it "
+                             "is deregistered, but its connector memory stays allocated until "
+                             "the context is destroyed", coll_id, dfccl_coll_name(c->st.kind),
+                             c->group->name, ctx->cfg.timeout_s);
+        }
         dfccl_coll_keep_stage(ctx, c, c->st.nchannels);
         c->region = 0;
     }
