@@ -94,7 +94,7 @@ run_fatal() { # name ranks reached-pattern mca-args... -- program args...
     elif ! grep -q "$reached" "$log"; then
         status="FAIL (the program did not reach the failing call)"
     elif ! grep -q 'MPI_ERRORS_ARE_FATAL' "$log" &&
-         ! grep -qE 'ORTE_ERROR_LOG: .* show_help\.c' "$log"; then
+         ! grep -qE 'ORTE_ERROR_LOG: .*show_help\.c' "$log"; then
         # (when every rank aborts at once on a loaded machine, Open MPI 4.1's
         # mpirun can lose the message in show_help and say so in that line)
         status="FAIL (no MPI_ERRORS_ARE_FATAL message from Open MPI)"
