@@ -428,6 +428,11 @@ int mca_coll_dfccl_map_type(struct ompi_datatype_t *dt, dfccl_datatype_t *t);
 int mca_coll_dfccl_map_op(struct ompi_op_t *op, dfccl_op_t *o);
 /* bytes of `count` elements of a contiguous type at lb 0, or 0 */
 size_t mca_coll_dfccl_contig_bytes(struct ompi_datatype_t *dt, size_t count);
+/* A collective of a block per rank (allgather, alltoall): the bytes of one
+ * block, equal on both sides (MPI_IN_PLACE: the receive side's) and
+ * contiguous for all n blocks of the receive side (and of the send side
+ * when `send_n`), or 0 when it cannot run as bytes */
+size_t mca_coll_dfccl_block_bytes(const mca_coll_dfccl_args_t *a, int send_n);
 
 /* The entry points, a file per family; `module` is ours. */
 #define MCA_COLL_DFCCL_UNPAREN(...) __VA_ARGS__

@@ -12,13 +12,10 @@
 static int dfccl_plan_allgather(const mca_coll_dfccl_args_t *a, mca_coll_dfccl_plan_t *p)
 {
     int n = ompi_comm_size(a->comm), inplace = a->sbuf == MPI_IN_PLACE;
-    size_t rbytes = mca_coll_dfccl_contig_bytes(a->rdt, (size_t)(a->rcount > 0 ? a->rcount : 0));
-    size_t sbytes =
-        inplace ? rbytes : mca_coll_dfccl_contig_bytes(a->sdt, (size_t)(a->scount > 0 ? a->scount : 0));
+    size_t rbytes = mca_coll_dfccl_block_bytes(a, 0);
 
     memset(p, 0, sizeof(*p));
-    if (rbytes == 0 || sbytes != rbytes ||
-        mca_coll_dfccl_contig_bytes(a->rdt, (size_t)a->rcount * n) != rbytes * n) {
+    if (rbytes == 0) {
         return 0;
     }
     p->sig.kind  = DFCCL_KIND_ALLGATHER;

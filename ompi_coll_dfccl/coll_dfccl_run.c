@@ -129,6 +129,25 @@ size_t mca_coll_dfccl_contig_bytes(struct ompi_datatype_t *dt, size_t count)
     return lb == 0 ? size * count : 0;
 }
 
+size_t mca_coll_dfccl_block_bytes(const mca_coll_dfccl_args_t *a, int send_n)
+{
+    const size_t n = (size_t)ompi_comm_size(a->comm);
+    const int inplace = a->sbuf == MPI_IN_PLACE;
+    const size_t rbytes =
+        mca_coll_dfccl_contig_bytes(a->rdt, (size_t)(a->rcount > 0 ? a->rcount : 0));
+    const size_t sbytes =
+        inplace ? rbytes
+                : mca_coll_dfccl_contig_bytes(a->sdt, (size_t)(a->scount > 0 ? a->scount : 0));
+
+    if (rbytes == 0 || sbytes != rbytes ||
+        mca_coll_dfccl_contig_bytes(a->rdt, (size_t)a->rcount * n) != rbytes * n ||
+        (send_n && !inplace &&
+         mca_coll_dfccl_contig_bytes(a->sdt, (size_t)a->scount * n) != sbytes * n)) {
+        return 0;
+    }
+    return rbytes;
+}
+
 /* ---- requests ----------------------------------------------------------------- */
 
 static void dfccl_req_construct(mca_coll_dfccl_req_t *req)
