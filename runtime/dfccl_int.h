@@ -685,6 +685,22 @@ typedef struct dfccl_algo {
     double (*cost_us)(const struct dfccl_group *g, int kind, size_t bytes);
 } dfccl_algo_t;
 
+/* An algorithm's descriptor, from its functions dfccl_NAME_plan, _layout and
+ * _cost_us. */
+#define DFCCL_ALGO_DEFINE(NAME, ID, CANNOT)                                                   \
+    const dfccl_algo_t dfccl_algo_##NAME = {.name    = #NAME,                                  \
+                                            .id      = (ID),                                   \
+                                            .cannot  = (CANNOT),                               \
+                                            .plan    = dfccl_##NAME##_plan,                    \
+                                            .layout  = dfccl_##NAME##_layout,                  \
+                                            .cost_us = dfccl_##NAME##_cost_us}
+
+/* The α-β time of `hops` steps in sequence that move `bytes` over a link. */
+static inline double dfccl_algo_alpha_beta(const struct dfccl_group *g, double hops, double bytes)
+{
+    return hops * g->alpha_us + bytes / (g->beta_gbps * 1e3);
+}
+
 extern const dfccl_algo_t dfccl_algo_ring, dfccl_algo_oneshot, dfccl_algo_twoshot,
     dfccl_algo_mesh;
 

@@ -165,8 +165,30 @@ DFCCL_F_DEVICE int dfccl_ring_reducescatter(dfccl_exec_t *x)
 }
 
 /*
- * Broadcast from root along the ring root, root+1, ..., root-1. Per loop
- * (one chunk), by position p = (r - root) mod n:
+ * A chain along the ring: every chunk of the channel's range takes the same
+ * primitive, chosen by the rank's position in the chain. src and dst are the
+ * buffers that position reads and writes, NULL where it touches neither.
+ */
+DFCCL_F_DEVICE int dfccl_ring_chain(dfccl_exec_t *x, uint32_t flags, const char *src, char *dst)
+{
+    const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
+    const uint64_t ce     = dfccl_chunk_elems(x);
+    const uint32_t nloops = (uint32_t)DFCCL_DIV_UP(cnt, ce);
+
+    for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.slice = 0) {
+        uint64_t base = off + x->dyn.loop * ce;
+        int rc = dfccl_prim_chunk(x, flags, src ? src + base * esz : NULL,
+                                  dst ? dst + base * esz : NULL, DFCCL_MIN(ce, off + cnt - base));
+        if (rc != DFCCL_PRIM_OK) {
+            return rc;
+        }
+    }
+    return DFCCL_PRIM_DONE;
+}
+
+/*
+ * Broadcast from root along the ring root, root+1, ..., root-1. By position
+ * p = (r - root) mod n:
  *   p = 0          copySend      (root: input to output and to the ring)
  *   0 < p < n-1    recvCopySend
  *   p = n-1        recv
@@ -174,9 +196,6 @@ DFCCL_F_DEVICE int dfccl_ring_reducescatter(dfccl_exec_t *x)
 DFCCL_F_DEVICE int dfccl_ring_broadcast(dfccl_exec_t *x)
 {
     const int n = x->st->nranks, p = dfccl_mod(x->st->rank - x->st->root, x->st->nranks);
-    const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
-    const uint64_t ce     = dfccl_chunk_elems(x);
-    const uint32_t nloops = (uint32_t)DFCCL_DIV_UP(cnt, ce);
     uint32_t flags;
 
     if (n == 1) {
@@ -188,20 +207,12 @@ DFCCL_F_DEVICE int dfccl_ring_broadcast(dfccl_exec_t *x)
     } else {
         flags = DFCCL_P_RECV | DFCCL_P_COPY;
     }
-    for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.slice = 0) {
-        uint64_t base = off + x->dyn.loop * ce;
-        int rc = dfccl_prim_chunk(x, flags, p == 0 ? x->sendbuff + base * esz : NULL,
-                                  x->recvbuff + base * esz, DFCCL_MIN(ce, off + cnt - base));
-        if (rc != DFCCL_PRIM_OK) {
-            return rc;
-        }
-    }
-    return DFCCL_PRIM_DONE;
+    return dfccl_ring_chain(x, flags, p == 0 ? x->sendbuff : NULL, x->recvbuff);
 }
 
 /*
- * Reduce to root along the ring root+1, ..., root. Per loop (one chunk), by
- * position p = (r - root - 1) mod n:
+ * Reduce to root along the ring root+1, ..., root. By position
+ * p = (r - root - 1) mod n:
  *   p = 0          send
  *   0 < p < n-1    recvReduceSend
  *   p = n-1        recvReduceCopy (root, into recvbuff)
@@ -209,9 +220,6 @@ DFCCL_F_DEVICE int dfccl_ring_broadcast(dfccl_exec_t *x)
 DFCCL_F_DEVICE int dfccl_ring_reduce(dfccl_exec_t *x)
 {
     const int n = x->st->nranks, p = dfccl_mod(x->st->rank - x->st->root - 1, x->st->nranks);
-    const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
-    const uint64_t ce     = dfccl_chunk_elems(x);
-    const uint32_t nloops = (uint32_t)DFCCL_DIV_UP(cnt, ce);
     uint32_t flags;
 
     if (n == 1) {
@@ -223,16 +231,7 @@ DFCCL_F_DEVICE int dfccl_ring_reduce(dfccl_exec_t *x)
     } else {
         flags = DFCCL_P_RECV | DFCCL_P_REDUCE | DFCCL_P_COPY | DFCCL_P_FINAL;
     }
-    for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.slice = 0) {
-        uint64_t base = off + x->dyn.loop * ce;
-        int rc = dfccl_prim_chunk(x, flags, x->sendbuff + base * esz,
-                                  p == n - 1 ? x->recvbuff + base * esz : NULL,
-                                  DFCCL_MIN(ce, off + cnt - base));
-        if (rc != DFCCL_PRIM_OK) {
-            return rc;
-        }
-    }
-    return DFCCL_PRIM_DONE;
+    return dfccl_ring_chain(x, flags, x->sendbuff, p == n - 1 ? x->recvbuff : NULL);
 }
 
 #endif /* DFCCL_KERNELS_ALGO_RING_H_ */

@@ -85,15 +85,8 @@ static size_t dfccl_mesh_layout(const dfccl_config_t *cfg, const struct dfccl_gr
 static double dfccl_mesh_cost_us(const struct dfccl_group *g, int kind, size_t bytes)
 {
     (void)kind;
-    return g->alpha_us + (double)(g->nranks - 1) / g->nranks * (double)bytes /
-                             (g->beta_gbps * 1e3);
+    return dfccl_algo_alpha_beta(g, 1, (double)(g->nranks - 1) / g->nranks * (double)bytes);
 }
 
-const dfccl_algo_t dfccl_algo_mesh = {
-    .name    = "mesh",
-    .id      = DFCCL_K_ALGO_MESH,
-    .cannot  = "it takes all-to-alls on groups of 2 to 8 ranks that all write to each other",
-    .plan    = dfccl_mesh_plan,
-    .layout  = dfccl_mesh_layout,
-    .cost_us = dfccl_mesh_cost_us,
-};
+DFCCL_ALGO_DEFINE(mesh, DFCCL_K_ALGO_MESH,
+                  "it takes all-to-alls on groups of 2 to 8 ranks that all write to each other");

@@ -71,7 +71,7 @@ static size_t dfccl_oneshot_layout(const dfccl_config_t *cfg, const struct dfccl
 static double dfccl_oneshot_cost_us(const struct dfccl_group *g, int kind, size_t bytes)
 {
     (void)kind;
-    return g->alpha_us + 2.0 * (g->nranks - 1) * (double)bytes / (g->beta_gbps * 1e3);
+    return dfccl_algo_alpha_beta(g, 1, 2.0 * (g->nranks - 1) * (double)bytes);
 }
 
 /*
@@ -93,12 +93,6 @@ uint32_t dfccl_oneshot_team(const dfccl_config_t *cfg, uint64_t bytes)
     return team >= (uint64_t)cfg->threads_per_block ? 0 : (uint32_t)team;
 }
 
-const dfccl_algo_t dfccl_algo_oneshot = {
-    .name    = "oneshot",
-    .id      = DFCCL_K_ALGO_ONESHOT,
-    .cannot  = "it takes allreduces, allgathers, reduce-scatters and alltoalls of up to 64 KiB a channel, "
-               "on groups of 2 to 8 ranks that all write to each other, with LL allowed",
-    .plan    = dfccl_oneshot_plan,
-    .layout  = dfccl_oneshot_layout,
-    .cost_us = dfccl_oneshot_cost_us,
-};
+DFCCL_ALGO_DEFINE(oneshot, DFCCL_K_ALGO_ONESHOT,
+                  "it takes allreduces, allgathers, reduce-scatters and alltoalls of up to 64 KiB a "
+                  "channel, on groups of 2 to 8 ranks that all write to each other, with LL allowed");

@@ -253,14 +253,7 @@ static double dfccl_ring_cost_us(const struct dfccl_group *g, int kind, size_t b
     } else if (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER) {
         moved = (n - 1) * (double)bytes; /* bytes: one rank's share */
     }
-    return hops * g->alpha_us + moved / (g->beta_gbps * 1e3);
+    return dfccl_algo_alpha_beta(g, hops, moved);
 }
 
-const dfccl_algo_t dfccl_algo_ring = {
-    .name    = "ring",
-    .id      = DFCCL_K_ALGO_RING,
-    .cannot  = "the ring runs every collective but alltoallv",
-    .plan    = dfccl_ring_plan,
-    .layout  = dfccl_ring_layout,
-    .cost_us = dfccl_ring_cost_us,
-};
+DFCCL_ALGO_DEFINE(ring, DFCCL_K_ALGO_RING, "the ring runs every collective but alltoallv");

@@ -70,15 +70,9 @@ static double dfccl_twoshot_cost_us(const struct dfccl_group *g, int kind, size_
     double n = g->nranks;
 
     (void)kind;
-    return 2 * g->alpha_us + 2 * (n - 1) / n * (double)bytes / (g->beta_gbps * 1e3);
+    return dfccl_algo_alpha_beta(g, 2, 2 * (n - 1) / n * (double)bytes);
 }
 
-const dfccl_algo_t dfccl_algo_twoshot = {
-    .name    = "twoshot",
-    .id      = DFCCL_K_ALGO_TWOSHOT,
-    .cannot  = "it takes allreduces whose parts fit a 64 KiB slot, on groups of 2 to 8 ranks "
-               "that all write to each other, with LL allowed",
-    .plan    = dfccl_twoshot_plan,
-    .layout  = dfccl_twoshot_layout,
-    .cost_us = dfccl_twoshot_cost_us,
-};
+DFCCL_ALGO_DEFINE(twoshot, DFCCL_K_ALGO_TWOSHOT,
+                  "it takes allreduces whose parts fit a 64 KiB slot, on groups of 2 to 8 ranks "
+                  "that all write to each other, with LL allowed");

@@ -42,6 +42,7 @@
 
 #include "mp.h"
 #include "rel_colls.h"
+#include "suite.h"
 
 #define SHM_DIR      "/dev/shm"
 #define SHM_MAXRANKS 8
@@ -527,9 +528,7 @@ END_TEST
 int main(void)
 {
     Suite *s  = suite_create("shm");
-    TCase *tc = tcase_create("segments");
-    SRunner *sr;
-    int failed;
+    TCase *tc = dfccl_test_case(s, "segments", 600);
 
     if (getenv("DFCCL_BACKEND") == NULL) {
         setenv("DFCCL_BACKEND", "host", 1);
@@ -545,15 +544,9 @@ int main(void)
     }
     /* the checks run in the harness's children; Check's own fork would
      * hide the shared page, so it runs the tests in this process */
-    tcase_set_timeout(tc, 600 * dfccl_test_scale_max());
     tcase_add_test(tc, test_modes);
     tcase_add_test(tc, test_names_gone);
     tcase_add_test(tc, test_killed_rank);
     tcase_add_test(tc, test_sweep);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_VERBOSE);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return dfccl_test_run(s, CK_VERBOSE);
 }

@@ -27,6 +27,7 @@
 
 #include "mp.h"
 #include "rel_colls.h"
+#include "suite.h"
 
 #define SOAK_RANKS        4
 #define SOAK_GROUPS       3
@@ -266,9 +267,7 @@ int main(void)
 {
     const char *env = getenv("DFCCL_SOAK_COUNT");
     Suite *s        = suite_create("soak");
-    TCase *tc       = tcase_create("soak");
-    SRunner *sr;
-    int failed;
+    TCase *tc;
 
     soak_arg.count = env != NULL ? atol(env) : SOAK_DEFAULT;
     env = getenv("DFCCL_SOAK_SYNC_EVERY");
@@ -287,12 +286,7 @@ int main(void)
     printf("soak: harness timeout %.0f s\n", soak_timeout);
     fflush(stdout);
     /* the harness's own timeout (scaled with the load as it runs) fires first */
-    tcase_set_timeout(tc, (soak_timeout + 60.0) * dfccl_test_scale_max());
+    tc = dfccl_test_case(s, "soak", soak_timeout + 60.0);
     tcase_add_test(tc, test_soak);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_VERBOSE);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return dfccl_test_run(s, CK_VERBOSE);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "mp.h"
+#include "suite.h"
 #include "daemon_types.h"
 #include "reduce.h"
 
@@ -450,20 +451,12 @@ END_TEST
 int main(void)
 {
     Suite *s  = suite_create("alltoall");
-    TCase *tc = tcase_create("alltoall");
-    SRunner *sr;
-    int failed;
+    TCase *tc = dfccl_test_case(s, "alltoall", 3000);
 
-    tcase_set_timeout(tc, 3000 * dfccl_test_scale_max());
     tcase_add_test(tc, test_alltoall_badinput);
     tcase_add_test(tc, test_alltoall_mesh);
     tcase_add_test(tc, test_alltoall_ring);
     tcase_add_test(tc, test_alltoall_net);
     tcase_add_test(tc, test_alltoall_disorder);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return dfccl_test_run(s, CK_NORMAL);
 }

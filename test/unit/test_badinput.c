@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "mp.h"
+#include "suite.h"
 #include "unit_util.h"
 
 #define EXPECT(_call, _status, _needle)                                                   \
@@ -256,17 +257,9 @@ END_TEST
 int main(void)
 {
     Suite *s  = suite_create("bad input");
-    TCase *tc = tcase_create("api");
-    SRunner *sr;
-    int failed;
+    TCase *tc = dfccl_test_case(s, "api", 300);
 
-    tcase_set_timeout(tc, 300 * dfccl_test_scale_max());
     tcase_add_test(tc, test_bad_input);
     tcase_add_test(tc, test_bad_config);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return dfccl_test_run(s, CK_NORMAL);
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "mp.h"
+#include "suite.h"
 #include "daemon_types.h"
 #include "reduce.h"
 
@@ -650,11 +651,8 @@ END_TEST
 int main(void)
 {
     Suite *s  = suite_create("collectives");
-    TCase *tc = tcase_create("matrix");
-    SRunner *sr;
-    int failed;
+    TCase *tc = dfccl_test_case(s, "matrix", 1000);
 
-    tcase_set_timeout(tc, 1000 * dfccl_test_scale_max());
     tcase_add_test(tc, test_allreduce);
     tcase_add_test(tc, test_allreduce_algos);
     tcase_add_test(tc, test_algo_forced);
@@ -666,10 +664,5 @@ int main(void)
     tcase_add_test(tc, test_reduce);
     tcase_add_test(tc, test_broadcast);
     tcase_add_test(tc, test_single_rank);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return dfccl_test_run(s, CK_NORMAL);
 }

@@ -33,6 +33,7 @@
 
 #include "daemon_types.h"
 #include "mp.h"
+#include "suite.h"
 #include "unit_util.h"
 
 static unsigned long long stat_sum(dfccl_test_oob_t *oob, dfccl_rank_ctx_t ctx, int which)
@@ -1321,11 +1322,8 @@ END_TEST
 int main(void)
 {
     Suite *s  = suite_create("deadlock");
-    TCase *tc = tcase_create("scenarios");
-    SRunner *sr;
-    int failed;
+    TCase *tc = dfccl_test_case(s, "scenarios", 900);
 
-    tcase_set_timeout(tc, 900 * dfccl_test_scale_max());
     tcase_add_test(tc, test_disorder);
     tcase_add_test(tc, test_disorder_explicit_progress);
     tcase_add_test(tc, test_disorder_groups);
@@ -1345,14 +1343,7 @@ int main(void)
     tcase_add_test(tc, test_priority);
     tcase_add_test(tc, test_grid);
     tcase_add_test(tc, test_quit_race);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("rerun");
-    tcase_set_timeout(tc, 300 * dfccl_test_scale_max());
+    tc = dfccl_test_case(s, "rerun", 300);
     tcase_add_test(tc, test_rerun_after_callback);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_VERBOSE);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return dfccl_test_run(s, CK_VERBOSE);
 }

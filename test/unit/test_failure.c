@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "mp.h"
+#include "suite.h"
 #include "unit_util.h"
 
 /* Number of /dev/shm entries whose name starts with dfccl-<pid>-. */
@@ -785,12 +786,9 @@ END_TEST
 int main(void)
 {
     Suite *s  = suite_create("failure");
-    TCase *tc = tcase_create("fail-well");
-    SRunner *sr;
-    int failed;
-
     /* the outer bound: the harness's own (scaled) timeouts fire first */
-    tcase_set_timeout(tc, 600 * dfccl_test_scale_max());
+    TCase *tc = dfccl_test_case(s, "fail-well", 600);
+
     tcase_add_test(tc, test_timeout);
     tcase_add_test(tc, test_dead_rank);
     tcase_add_test(tc, test_abort);
@@ -801,10 +799,5 @@ int main(void)
     tcase_add_test(tc, test_destroyed_peer);
     tcase_add_test(tc, test_watchdog);
     tcase_add_test(tc, test_dump_state);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_VERBOSE);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return dfccl_test_run(s, CK_VERBOSE);
 }

@@ -584,9 +584,8 @@ static const char *netns_setup(void)
 int main(void)
 {
     Suite *s  = suite_create("net_ns");
-    TCase *tc = tcase_create("netns");
+    TCase *tc = dfccl_test_case(s, "netns", 1000);
     const char *why;
-    SRunner *sr;
     int failed;
 
 #ifndef HAVE_UCX
@@ -600,17 +599,12 @@ int main(void)
     }
     printf("network namespaces %s (%s, 10.231.0.1) and %s (%s, 10.231.0.2); UCX_TLS=tcp,self\n",
            netns_name[0], netns_dev[0], netns_name[1], netns_dev[1]);
-    tcase_set_timeout(tc, 1000 * dfccl_test_scale_max());
     tcase_add_test(tc, test_net_netns_matrix);
     tcase_add_test(tc, test_net_netns_disorder);
     tcase_add_test(tc, test_net_netns_synchronize);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    failed = dfccl_test_run(s, CK_NORMAL);
     netns_teardown();
-    return failed == 0 ? 0 : 1;
+    return failed;
 }
 #else
 int main(void)
@@ -618,18 +612,15 @@ int main(void)
     /* cases, for CK_RUN_CASE: forced (matrix, disorder, synchronization),
      * failure (mismatch, dead peer), two_hosts (DFCCL_HOST_ID) */
     Suite *s = suite_create("net");
-    TCase *forced = tcase_create("forced"), *fail = tcase_create("failure"),
-          *hosts = tcase_create("two_hosts");
-    SRunner *sr;
-    int failed;
+    TCase *forced, *fail, *hosts;
 
 #ifndef HAVE_UCX
     printf("the net transport is not built (no UCX): skipped\n");
     return 77;
 #endif
-    tcase_set_timeout(forced, 1000 * dfccl_test_scale_max());
-    tcase_set_timeout(fail, 300 * dfccl_test_scale_max());
-    tcase_set_timeout(hosts, 1000 * dfccl_test_scale_max());
+    forced = dfccl_test_case(s, "forced", 1000);
+    fail   = dfccl_test_case(s, "failure", 300);
+    hosts  = dfccl_test_case(s, "two_hosts", 1000);
     tcase_add_test(forced, test_net_matrix_2);
     tcase_add_test(forced, test_net_matrix_4);
     tcase_add_test(forced, test_net_disorder);
@@ -642,13 +633,6 @@ int main(void)
     tcase_add_test(hosts, test_net_two_hosts_matrix);
     tcase_add_test(hosts, test_net_two_hosts_disorder);
     tcase_add_test(hosts, test_net_two_hosts_late_peer);
-    suite_add_tcase(s, forced);
-    suite_add_tcase(s, fail);
-    suite_add_tcase(s, hosts);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return dfccl_test_run(s, CK_NORMAL);
 }
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "reduce.h"
+#include "suite.h"
 
 START_TEST(test_half_known_values)
 {
@@ -159,19 +160,12 @@ END_TEST
 int main(void)
 {
     Suite *s   = suite_create("reduce");
-    TCase *tc  = tcase_create("core");
-    SRunner *sr;
-    int failed;
+    TCase *tc  = dfccl_test_case(s, "core", 0);
 
     tcase_add_test(tc, test_half_known_values);
     tcase_add_test(tc, test_half_roundtrip_all);
     tcase_add_test(tc, test_bf16_values);
     tcase_add_test(tc, test_reduce_every_type_op);
     tcase_add_test(tc, test_copy_two_destinations);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return dfccl_test_run(s, CK_NORMAL);
 }

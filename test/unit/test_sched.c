@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "suite.h"
 
 static dfccl_task_t mk_task(int id, int prio)
 {
@@ -512,23 +513,15 @@ END_TEST
 int main(void)
 {
     Suite *s  = suite_create("sched");
-    TCase *tc = tcase_create("core");
-    SRunner *sr;
-    int failed;
-
     /* one process, no waits: a few seconds on an idle machine; generous
      * for a loaded one */
-    tcase_set_timeout(tc, 600);
+    TCase *tc = dfccl_test_case(s, "core", 600);
+
     tcase_add_test(tc, test_task_queue_fifo);
     tcase_add_test(tc, test_task_queue_priority);
     tcase_add_test(tc, test_take_control);
     tcase_add_test(tc, test_pull_log);
     tcase_add_test(tc, test_idle_step);
     tcase_add_test(tc, test_preempt_every_primitive);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return dfccl_test_run(s, CK_NORMAL);
 }

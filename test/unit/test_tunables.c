@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dfccl.h"
+#include "suite.h"
 #include "unit_util.h"
 
 #define BEGIN "<!-- tunables: begin -->"
@@ -207,9 +208,7 @@ END_TEST
 int main(int argc, char **argv)
 {
     Suite *s  = suite_create("tunables");
-    TCase *tc = tcase_create("table");
-    SRunner *sr;
-    int nf;
+    TCase *tc = dfccl_test_case(s, "table", 0);
 
     if (argc > 1 && strcmp(argv[1], "--markdown") == 0) {
         char *md = tunables_markdown();
@@ -221,10 +220,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_every_field);
     tcase_add_test(tc, test_unique_names);
     tcase_add_test(tc, test_env_reaches_field);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf == 0 ? 0 : 1;
+    return dfccl_test_run(s, CK_NORMAL);
 }
