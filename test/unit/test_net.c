@@ -324,6 +324,27 @@ START_TEST(test_net_mismatch_hosts)
 END_TEST
 
 /*
+ * The start of both dead-peer tests: every rank completes one broadcast of
+ * `count` floats from rank 0 (in place in *d), then rank 1 dies.
+ */
+static int net_broadcast_then_die(int rank, int n, dfccl_test_oob_t *oob, size_t count,
+                                  dfccl_rank_ctx_t *ctx, dfccl_group_t *g, int *id, float **d)
+{
+    dfccl_test_setup(rank, n, oob, NULL, ctx, g);
+    DFCCL_TEST_CHECK(dfcclRegisterBroadcast(count, DFCCL_FLOAT32, 0, *g, 0, id) == DFCCL_OK,
+                     "register");
+    *d = dfccl_test_malloc(*ctx, count * sizeof(float));
+    DFCCL_TEST_CHECK(dfcclRunBroadcast(*d, *d, *id, NULL, NULL, *ctx) == DFCCL_OK, "run");
+    DFCCL_TEST_CHECK(dfcclWait(*id, dfccl_test_wait_ms(60000), *ctx) == DFCCL_OK,
+                     "the first broadcast failed");
+    dfccl_test_barrier(oob);
+    if (rank == 1) {
+        kill(getpid(), SIGKILL);
+    }
+    return 0;
+}
+
+/*
  * The next rank dies between two broadcasts of its root. The root's second
  * broadcast completes locally, but its data may never leave the proxy:
  * dfcclDeregister then waits for the flush without the context lock and
@@ -342,17 +363,8 @@ static int net_dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
     net_env(rank, n, NET_FORCED);
     setenv("DFCCL_TIMEOUT", "3", 1);
-    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
-    DFCCL_TEST_CHECK(dfcclRegisterBroadcast(count, DFCCL_FLOAT32, 0, g, 0, &id) == DFCCL_OK,
-                     "register");
-    d = dfccl_test_malloc(ctx, count * sizeof(float));
-    DFCCL_TEST_CHECK(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
-    DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK,
-                     "the first broadcast failed");
-    dfccl_test_barrier(oob);
-    if (rank == 1) {
-        kill(getpid(), SIGKILL);
-    }
+    DFCCL_TEST_CHECK(net_broadcast_then_die(rank, n, oob, count, &ctx, &g, &id, &d) == 0,
+                     "the first broadcast");
     usleep(200000);
     st = unit_run_wait(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx), id, 20000, ctx);
     printf("net dead peer: the root's broadcast after rank 1 died: %s\n",
@@ -433,17 +445,8 @@ static int net_dead_aborted_body(int rank, int n, dfccl_test_oob_t *oob, void *a
     setenv("DFCCL_SLOT_BYTES", "4096", 1);
     setenv("DFCCL_SLOTS", "4", 1);
     setenv("DFCCL_CHANNELS", "1", 1);
-    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
-    DFCCL_TEST_CHECK(dfcclRegisterBroadcast(count, DFCCL_FLOAT32, 0, g, 0, &id) == DFCCL_OK,
-                     "register");
-    d = dfccl_test_malloc(ctx, count * sizeof(float));
-    DFCCL_TEST_CHECK(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
-    DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(60000), ctx) == DFCCL_OK,
-                     "the first broadcast failed");
-    dfccl_test_barrier(oob);
-    if (rank == 1) {
-        kill(getpid(), SIGKILL);
-    }
+    DFCCL_TEST_CHECK(net_broadcast_then_die(rank, n, oob, count, &ctx, &g, &id, &d) == 0,
+                     "the first broadcast");
     st = unit_run_wait(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx), id, 60000, ctx);
     printf("net dead peer, aborted: the root's broadcast after rank 1 died: %s\n",
            dfcclGetErrorString(st));
