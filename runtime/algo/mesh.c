@@ -8,7 +8,10 @@
  * ring would carry it up to n - 1 hops.
  *
  *   1. channels: a channel per DFCCL_CHANNEL_BYTES of a rank's data for its
- *      peers, at most DFCCL_CHANNELS; alltoallv (each rank knows only its
+ *      peers, at most DFCCL_CHANNELS, or DFCCL_MAX_BLOCKS from
+ *      DFCCL_MESH_WIDE_BYTES up (a block both sends and receives a slice
+ *      in turn, so large transfers need more blocks to fill the links
+ *      than the ring does); alltoallv (each rank knows only its
  *      own counts, and the layout must be the same on every rank):
  *      DFCCL_CHANNELS;
  *   2. layout: per sender, DFCCL_SLOTS slots as large as a pair's share of
@@ -29,15 +32,19 @@ static int dfccl_mesh_plan(const dfccl_config_t *cfg, const struct dfccl_group *
                            size_t count, int dtype, int *nch_p)
 {
     const size_t bytes = count * dfccl_dtype_bytes(dtype) * (size_t)(g->nranks - 1);
+    size_t most        = (size_t)cfg->max_channels;
 
     if ((kind != DFCCL_COLL_ALLTOALL && kind != DFCCL_COLL_ALLTOALLV) ||
         (g->nranks > 1 && (g->nranks > DFCCL_ONESHOT_MAX_RANKS || !g->all_local || g->net))) {
         return 0; /* one rank: a copy, with its table of pairs */
     }
+    if (cfg->mesh_wide_bytes != 0 && bytes >= cfg->mesh_wide_bytes &&
+        (size_t)cfg->max_blocks > most) {
+        most = (size_t)cfg->max_blocks;
+    }
     *nch_p = kind == DFCCL_COLL_ALLTOALLV
                  ? cfg->max_channels
-                 : dfccl_nchannels_for(bytes, cfg->min_channel_bytes,
-                                       (size_t)cfg->max_channels, count);
+                 : dfccl_nchannels_for(bytes, cfg->min_channel_bytes, most, count);
     return 1;
 }
 

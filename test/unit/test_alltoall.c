@@ -280,6 +280,61 @@ START_TEST(test_alltoall_mesh)
 }
 END_TEST
 
+/*
+ * From DFCCL_MESH_WIDE_BYTES up, an alltoall on the mesh takes
+ * DFCCL_MAX_BLOCKS channels, below it DFCCL_CHANNELS; both deliver every
+ * byte. (On GPUs the defaults make large alltoalls wide; here the
+ * settings make a small one so.)
+ */
+static int wide_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    /* a rank's data for its peers: 4000 (n - 1) bytes, then 1.2 (n - 1) MB */
+    static const size_t counts[] = {1000, 300000};
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int failures = 0;
+
+    (void)varg;
+    setenv("DFCCL_MAX_BLOCKS", "4", 1);
+    setenv("DFCCL_CHANNELS", "1", 1);
+    setenv("DFCCL_CHANNEL_BYTES", "4096", 1);
+    setenv("DFCCL_MESH_WIDE_BYTES", "65536", 1);
+    setenv("DFCCL_ONESHOT_GATHER_BYTES", "0", 1); /* the small one too on the mesh */
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    for (int c = 0; c < 2; c++) {
+        layout_t l;
+        bufs_t b;
+        dfccl_coll_info_t info;
+        int id;
+
+        make_layout(&l, n, counts[c], 0);
+        DFCCL_TEST_CHECK(reg(&l, 0, rank, DFCCL_FLOAT32, g, &id) == DFCCL_OK, "register: %s",
+                         dfcclGetLastErrorMessage());
+        DFCCL_TEST_CHECK(dfcclGetCollInfo(id, ctx, &info) == DFCCL_OK, "info");
+        DFCCL_TEST_CHECK(strcmp(info.algo, "mesh") == 0 && info.nchannels == (c == 0 ? 1 : 4),
+                         "alltoall of %zu float32 on %d ranks: %s on %d channels, expected the "
+                         "mesh on %d", counts[c], n, info.algo, info.nchannels, c == 0 ? 1 : 4);
+        bufs_make(ctx, &l, rank, DFCCL_FLOAT32, &b);
+        DFCCL_TEST_CHECK(dfcclRunAllToAll(b.ds, b.dr, id, NULL, NULL, ctx) == DFCCL_OK, "run: %s",
+                         dfcclGetLastErrorMessage());
+        DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(120000), ctx) == DFCCL_OK, "wait: %s",
+                         dfcclGetLastErrorMessage());
+        failures += bufs_check(ctx, &l, rank, &b, "wide alltoall");
+        bufs_free(ctx, &b);
+        DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+    }
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return failures;
+}
+
+START_TEST(test_alltoall_wide)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 300, wide_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, wide_body, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_alltoall_ring)
 {
     matrix_arg_t a = {"ring", NULL, "ring", 0};
@@ -456,6 +511,7 @@ int main(void)
     tcase_add_test(tc, test_alltoall_badinput);
     tcase_add_test(tc, test_alltoall_mesh);
     tcase_add_test(tc, test_alltoall_ring);
+    tcase_add_test(tc, test_alltoall_wide);
     tcase_add_test(tc, test_alltoall_net);
     tcase_add_test(tc, test_alltoall_disorder);
     return dfccl_test_run(s, CK_NORMAL);
