@@ -184,11 +184,11 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "= blocks / 20"),
     DFCCL_TUNABLE(mesh_wide_bytes, "DFCCL_MESH_WIDE_BYTES", "mesh_wide_bytes", DFCCL_TUNABLE_SIZE,
                   0, DFCCL_CF_BIG, 1, SIZE_MAX,
-                  SIZE_MAX, 0, (uint64_t)32 << 20, NULL,
+                  SIZE_MAX, 0, (uint64_t)2 << 20, NULL,
                   "0 (never) to 2^50, or SIZE_MAX (backend default)",
                   "alltoalls on the mesh of at least this many bytes (a rank's data for its peers) "
                   "use `DFCCL_MAX_BLOCKS` channels; 0: never",
-                  "never / 32 MiB"),
+                  "never / 2 MiB"),
     DFCCL_TUNABLE(pair_bytes, "DFCCL_PAIR_BYTES", "pair_bytes", DFCCL_TUNABLE_SIZE,
                   0, DFCCL_CF_BIG, 1, SIZE_MAX,
                   SIZE_MAX, 0, (uint64_t)64 << 20, NULL,
