@@ -616,6 +616,10 @@ int dfccl_group_failed_run(struct dfccl_group *g, const dfccl_coll_t *c, int fro
 /* 1 if rank r (on this host) has finished its part of c's current run: it
  * may leave, what it sent stays in our connectors. ctx->lock held. */
 int dfccl_group_rank_done(struct dfccl_group *g, int r, const dfccl_coll_t *c);
+/* 1 if rank r (on this host) has destroyed the group: its net sends were
+ * flushed by then (dfcclDeregister, dfcclDestroy), so what it sent over
+ * the net edge is on its way to us even after it exits. */
+int dfccl_group_rank_left(struct dfccl_group *g, int r);
 
 /* log.c: what messages call things */
 /* "collective 3 (allreduce of 1000 float32) on group world (rank 1 of 4)" */

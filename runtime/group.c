@@ -125,6 +125,13 @@ int dfccl_group_rank_done(struct dfccl_group *g, int r, const dfccl_coll_t *c)
     return d != NULL && dfccl_group_peer_done(d, c->sig[6], c->runs);
 }
 
+int dfccl_group_rank_left(struct dfccl_group *g, int r)
+{
+    const dfccl_dir_t *d = dfccl_pool_dir_of(g, r);
+
+    return d != NULL && __atomic_load_n(&d->closed, __ATOMIC_ACQUIRE) != 0;
+}
+
 int dfccl_group_failed_run(struct dfccl_group *g, const dfccl_coll_t *c, int from_only,
                            dfccl_status_t *status_p, char *msg, size_t len)
 {

@@ -704,12 +704,16 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
             break;
         }
         /* a dead peer: nothing can complete once what it sent is used up,
-         * unless it finished its part of this run before it left (and,
-         * without net edges, what it sent is in our connectors already) */
+         * unless it finished its part of this run before it left: without
+         * net edges what it sent is in our connectors already; with them,
+         * once it destroyed the group its sends had left it (a peer that
+         * finished and exited while our proxy still receives its last
+         * slices is not a failure) */
         for (r = 0; r < g->nranks && dfccl_since(now, ctx->last_done_ns) > 500000000ull; r++) {
             /* a process id means something only on our host */
             if (r != g->rank && g->same_host[r] && kill(g->pids[r], 0) != 0 &&
-                errno == ESRCH && (g->net || !dfccl_group_rank_done(g, r, c))) {
+                errno == ESRCH &&
+                (!dfccl_group_rank_done(g, r, c) || (g->net && !dfccl_group_rank_left(g, r)))) {
                 dfccl_pool_unlink_dead(g, r);
                 dfccl_coll_label(ctx, id, label, sizeof(label));
                 snprintf(msg, sizeof(msg), "%s cannot complete: rank %d (process %d) has "
