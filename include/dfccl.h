@@ -435,8 +435,11 @@ DFCCL_API dfccl_status_t dfcclRegisterAllToAll(size_t count, dfccl_datatype_t ty
  * from sendbuff + sdispls[q] go to rank q, and recvcounts[q] elements from
  * rank q land at recvbuff + rdispls[q] (displacements in elements). Rank
  * r's sendcounts[q] must equal rank q's recvcounts[r]. The arrays hold the
- * group's nranks entries each and are copied: the counts are fixed for the
- * registration (register one per pattern of counts). Each rank gives only
+ * group's nranks entries each and are copied. They are the counts of
+ * every dfcclRunAllToAllv; dfcclRunAllToAllvCounts gives others for one
+ * run and those that follow it. All four NULL: every count 0 until a run
+ * gives counts (register once, give the counts at each run, as
+ * MPI_Alltoallv does). Each rank gives only
  * its own counts, so the layout (channels, slots) comes from the
  * configuration, not from the sizes; it needs a group whose ranks all
  * write into each other's connectors (one host, at most 8 ranks, no net
@@ -509,6 +512,21 @@ DFCCL_API dfccl_status_t dfcclRunAllToAll(const void *sendbuff, void *recvbuff, 
 DFCCL_API dfccl_status_t dfcclRunAllToAllv(const void *sendbuff, void *recvbuff, int coll_id,
                                            dfccl_callback_t callback, void *callback_args,
                                            dfccl_rank_ctx_t ctx);
+/*
+ * An alltoallv with counts and displacements for this run (as
+ * dfcclRegisterAllToAllv takes them, checked the same way); they stay the
+ * alltoallv's counts for later dfcclRunAllToAllv calls. Each rank gives
+ * its own, and rank r's sendcounts[q] must equal rank q's recvcounts[r] in
+ * this run. Counts that differ from the previous run's cost a copy of the
+ * channels' table to the device (a few hundred bytes per rank) before the
+ * run is submitted.
+ */
+DFCCL_API dfccl_status_t dfcclRunAllToAllvCounts(const void *sendbuff, const size_t *sendcounts,
+                                                 const size_t *sdispls, void *recvbuff,
+                                                 const size_t *recvcounts,
+                                                 const size_t *rdispls, int coll_id,
+                                                 dfccl_callback_t callback,
+                                                 void *callback_args, dfccl_rank_ctx_t ctx);
 
 /* Run any registered collective (the named functions above check in
  * addition that coll_id was registered as their kind). */

@@ -272,12 +272,18 @@ typedef struct {
 /* An entry of dfccl_chan_t.pairs, for peer q, in elements: where in the
  * send buffer the channel's part of our data for q starts and how long it
  * is, and where in the receive buffer its part of q's data for us goes and
- * how long that is. */
+ * how long that is. Then the sequences of the pair's connectors (to q,
+ * from q) at the start of run RUN0: from there each run advances them by
+ * the pair's slices, until an alltoallv's counts change at a run
+ * (dfcclRunAllToAllvCounts) and the host writes the entry again. */
 enum {
     DFCCL_PAIR_SRC = 0,
     DFCCL_PAIR_SCNT,
     DFCCL_PAIR_DST,
     DFCCL_PAIR_RCNT,
+    DFCCL_PAIR_SBASE,
+    DFCCL_PAIR_RBASE,
+    DFCCL_PAIR_RUN0,
     DFCCL_PAIR_WORDS
 };
 
@@ -327,7 +333,7 @@ typedef struct {
     uint64_t head_cache;
     uint64_t tail_cache;
     /* runs completed: a mesh alltoall's connector of each pair advances by
-     * that pair's slices per run (the counts are fixed at registration) */
+     * that pair's slices per run (DFCCL_PAIR_RUN0) */
     uint64_t calls;
 } dfccl_dyn_t;
 

@@ -93,18 +93,18 @@ static dfccl_status_t dfccl_coll_check_args(dfccl_group_t g, int kind, size_t co
     return DFCCL_OK;
 }
 
-/* An alltoallv's counts and displacements: given, within the addressable
- * size, and our own block's the same both ways. */
+/* An alltoallv's counts and displacements (for `fn`): given, within the
+ * addressable size, and our own block's the same both ways. */
 static dfccl_status_t dfccl_coll_check_counts(dfccl_group_t g, int dtype,
-                                              const size_t *const *v)
+                                              const size_t *const *v, const char *fn)
 {
     static const char *const names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
     const size_t esz = dfccl_dtype_bytes(dtype);
 
     for (int i = 0; i < 4; i++) {
         if (v[i] == NULL) {
-            return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegisterAllToAllv on group %s: "
-                               "%s is NULL; pass %d entries", g->name, names[i], g->nranks);
+            return dfccl_error(DFCCL_ERR_INVALID_ARG, "%s on group %s: %s is NULL; pass %d "
+                               "entries", fn, g->name, names[i], g->nranks);
         }
     }
     for (int q = 0; q < g->nranks; q++) {
@@ -112,68 +112,140 @@ static dfccl_status_t dfccl_coll_check_counts(dfccl_group_t g, int dtype,
             size_t end;
             if (__builtin_add_overflow(v[i][q], v[i + 1][q], &end) ||
                 __builtin_mul_overflow(end, esz, &end) || end > (1ull << 50)) {
-                return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegisterAllToAllv on group "
-                                   "%s: %s[%d] + %s[%d] of %s overflows the addressable "
-                                   "size", g->name, names[i], q, names[i + 1], q,
-                                   dfccl_dtype_name(dtype));
+                return dfccl_error(DFCCL_ERR_INVALID_ARG, "%s on group %s: %s[%d] + %s[%d] "
+                                   "of %s overflows the addressable size", fn, g->name,
+                                   names[i], q, names[i + 1], q, dfccl_dtype_name(dtype));
             }
         }
     }
     if (v[0][g->rank] != v[2][g->rank]) {
-        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegisterAllToAllv on group %s: rank "
-                           "%d sends itself sendcounts[%d] = %zu elements but receives "
-                           "recvcounts[%d] = %zu; they must be equal", g->name, g->rank,
-                           g->rank, v[0][g->rank], g->rank, v[2][g->rank]);
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "%s on group %s: rank %d sends itself "
+                           "sendcounts[%d] = %zu elements but receives recvcounts[%d] = %zu; "
+                           "they must be equal", fn, g->name, g->rank, g->rank, v[0][g->rank],
+                           g->rank, v[2][g->rank]);
     }
     return DFCCL_OK;
 }
 
 /*
- * The mesh's pairs (dfccl_chan_t.pairs) of every channel, in one block of
- * device memory (*dev_p), and the spans of the buffers a run touches:
- * each pair's count cut into channels as the ring cuts a count.
+ * The mesh's table of pairs (every channel's dfccl_chan_t.pairs, in t) for
+ * the runs from `run` on, with counts v (NULL: the registered count for
+ * every pair), and the spans of the buffers those runs touch: each pair's
+ * count cut into channels as the ring cuts a count. Each pair's connector
+ * sequences go on from where the counts before, in force since their
+ * RUN0, left them.
  */
-static dfccl_status_t dfccl_coll_pairs(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c,
-                                       const size_t *const *v, void **dev_p)
+static void dfccl_coll_pairs_fill(const dfccl_coll_static_t *st, const size_t *const *v,
+                                  uint64_t run, uint64_t *t, size_t *span_send,
+                                  size_t *span_recv)
 {
-    const dfccl_coll_static_t *st = &c->st;
     const size_t n = (size_t)st->nranks, nch = (size_t)st->nchannels;
-    const size_t words = nch * n * DFCCL_PAIR_WORDS;
-    uint64_t *t = calloc(words, sizeof(*t));
-    dfccl_status_t rc;
+    const uint64_t se = st->slot_bytes >= st->elem_size ? st->slot_bytes / st->elem_size : 1;
 
-    if (t == NULL) {
-        return dfccl_error(DFCCL_ERR_NO_MEMORY, "%s: out of host memory",
-                           dfccl_reg_names[st->kind]);
-    }
+    *span_send = *span_recv = 0;
     for (size_t q = 0; q < n; q++) {
         const uint64_t sc = v != NULL ? v[0][q] : st->count, sd = v != NULL ? v[1][q] : q * st->count;
-        const uint64_t rc_ = v != NULL ? v[2][q] : st->count, rd = v != NULL ? v[3][q] : q * st->count;
+        const uint64_t rc = v != NULL ? v[2][q] : st->count, rd = v != NULL ? v[3][q] : q * st->count;
 
-        if (sc > 0 && (sc + sd) * st->elem_size > c->span_send) {
-            c->span_send = (sc + sd) * st->elem_size;
+        if (sc > 0 && (sc + sd) * st->elem_size > *span_send) {
+            *span_send = (sc + sd) * st->elem_size;
         }
-        if (rc_ > 0 && (rc_ + rd) * st->elem_size > c->span_recv) {
-            c->span_recv = (rc_ + rd) * st->elem_size;
+        if (rc > 0 && (rc + rd) * st->elem_size > *span_recv) {
+            *span_recv = (rc + rd) * st->elem_size;
         }
         for (size_t ch = 0; ch < nch; ch++) {
             uint64_t *e = t + (ch * n + q) * DFCCL_PAIR_WORDS;
+            const uint64_t done = run - e[DFCCL_PAIR_RUN0];
             uint64_t off, cnt;
 
+            e[DFCCL_PAIR_SBASE] += done * ((e[DFCCL_PAIR_SCNT] + se - 1) / se);
+            e[DFCCL_PAIR_RBASE] += done * ((e[DFCCL_PAIR_RCNT] + se - 1) / se);
+            e[DFCCL_PAIR_RUN0] = run;
             dfccl_ring_partition(st->kind, sc, (int)nch, (int)ch, &off, &cnt);
             e[DFCCL_PAIR_SRC]  = sd + off;
             e[DFCCL_PAIR_SCNT] = cnt;
-            dfccl_ring_partition(st->kind, rc_, (int)nch, (int)ch, &off, &cnt);
+            dfccl_ring_partition(st->kind, rc, (int)nch, (int)ch, &off, &cnt);
             e[DFCCL_PAIR_DST]  = rd + off;
             e[DFCCL_PAIR_RCNT] = cnt;
         }
     }
-    c->pairs_host = t;
-    rc = ctx->be->dev_alloc(ctx, words * sizeof(*t), dev_p);
+}
+
+/* Bytes of the table of pairs. */
+static size_t dfccl_coll_pairs_bytes(const dfccl_coll_static_t *st)
+{
+    return (size_t)st->nchannels * (size_t)st->nranks * DFCCL_PAIR_WORDS * sizeof(uint64_t);
+}
+
+/* The table of pairs at registration, on the host and in device memory
+ * (*dev_p). */
+static dfccl_status_t dfccl_coll_pairs(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c,
+                                       const size_t *const *v, void **dev_p)
+{
+    const size_t bytes = dfccl_coll_pairs_bytes(&c->st);
+    dfccl_status_t rc;
+
+    c->pairs_host = calloc(1, bytes);
+    if (c->pairs_host == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "%s: out of host memory",
+                           dfccl_reg_names[c->st.kind]);
+    }
+    dfccl_coll_pairs_fill(&c->st, v, 0, c->pairs_host, &c->span_send, &c->span_recv);
+    rc = ctx->be->dev_alloc(ctx, bytes, dev_p);
     if (rc == DFCCL_OK) {
-        rc = ctx->be->memcpy_h2d(ctx, *dev_p, t, words * sizeof(*t));
+        rc = ctx->be->memcpy_h2d(ctx, *dev_p, c->pairs_host, bytes);
     }
     return rc;
+}
+
+/*
+ * An alltoallv run with counts of its own (dfcclRunAllToAllvCounts), from
+ * this run on: where they differ from the table's, the new table goes to
+ * the device before the run, and a peer that now gets data from us and was
+ * never looked up is looked up at the run.
+ */
+static dfccl_status_t dfccl_coll_run_counts(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c,
+                                            const size_t *const *v, const char *fn)
+{
+    const dfccl_coll_static_t *st = &c->st;
+    const size_t bytes = dfccl_coll_pairs_bytes(st), n = (size_t)st->nranks;
+    size_t span_send, span_recv;
+    uint64_t *t;
+    int same = 1;
+    dfccl_status_t rc;
+
+    DFCCL_CHECK(dfccl_coll_check_counts(c->group, st->dtype, v, fn));
+    t = malloc(bytes);
+    if (t == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "%s: out of host memory", fn);
+    }
+    memcpy(t, c->pairs_host, bytes);
+    dfccl_coll_pairs_fill(st, v, c->runs, t, &span_send, &span_recv);
+    for (size_t e = 0; e < bytes / sizeof(*t); e += DFCCL_PAIR_WORDS) {
+        same = same && memcmp(&t[e], &c->pairs_host[e], DFCCL_PAIR_SBASE * sizeof(*t)) == 0;
+    }
+    if (same) {
+        free(t); /* the table stands: its sequences advance by themselves */
+        return DFCCL_OK;
+    }
+    rc = ctx->be->memcpy_h2d(ctx, c->pairs, t, bytes);
+    if (rc != DFCCL_OK) {
+        free(t);
+        return rc;
+    }
+    free(c->pairs_host);
+    c->pairs_host = t;
+    c->span_send  = span_send;
+    c->span_recv  = span_recv;
+    c->ctx_new    = 1;
+    for (size_t e = 0; e < bytes / sizeof(*t); e += DFCCL_PAIR_WORDS) {
+        const size_t ch = e / DFCCL_PAIR_WORDS / n, q = e / DFCCL_PAIR_WORDS % n;
+
+        if (t[e + DFCCL_PAIR_SCNT] > 0 && q != (size_t)st->rank && c->chans[ch].peer[q] == NULL) {
+            c->resolved = 0;
+        }
+    }
+    return DFCCL_OK;
 }
 
 static int dfccl_coll_find_free(struct dfccl_rank_ctx *ctx)
@@ -447,7 +519,11 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
 
     DFCCL_CHECK(dfccl_coll_check_args(g, kind, count, dtype, op, root, coll_id_p));
     if (kind == DFCCL_COLL_ALLTOALLV) {
-        DFCCL_CHECK(dfccl_coll_check_counts(g, dtype, v));
+        if (v[0] == NULL && v[1] == NULL && v[2] == NULL && v[3] == NULL) {
+            v = NULL; /* every count 0 until a run gives its own */
+        } else {
+            DFCCL_CHECK(dfccl_coll_check_counts(g, dtype, v, fn));
+        }
     }
     ctx = g->ctx;
     nb  = (size_t)ctx->cfg.max_blocks;
@@ -896,11 +972,14 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
     return st;
 }
 
+/* A run; v: an alltoallv's counts for it (dfcclRunAllToAllvCounts), or
+ * NULL. */
 static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvbuff,
                                      int coll_id, dfccl_callback_t callback, void *arg,
-                                     dfccl_rank_ctx_t ctx)
+                                     dfccl_rank_ctx_t ctx, const size_t *const *v)
 {
-    const char *fn = kind < 0 ? "dfcclRun" : dfccl_run_names[kind];
+    const char *fn = v != NULL ? "dfcclRunAllToAllvCounts"
+                     : kind < 0 ? "dfcclRun" : dfccl_run_names[kind];
     dfccl_coll_t *c;
     int need_send, need_recv, resolved;
     dfccl_status_t st;
@@ -939,6 +1018,13 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
         return dfccl_error(DFCCL_ERR_BUSY, "%s: collective %d (%s on group %s) is being "
                            "deregistered by another thread", fn, coll_id,
                            dfccl_coll_name(kind), c->group->name);
+    }
+    if (v != NULL) {
+        st = dfccl_coll_run_counts(ctx, c, v, fn);
+        if (st != DFCCL_OK) {
+            pthread_mutex_unlock(&ctx->lock);
+            return st;
+        }
     }
     need_send = c->st.count > 0 &&
                 !(kind == DFCCL_COLL_BROADCAST && c->st.rank != c->st.root);
@@ -1029,7 +1115,7 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
 dfccl_status_t dfcclRun(const void *sendbuff, void *recvbuff, int coll_id,
                         dfccl_callback_t callback, void *callback_args, dfccl_rank_ctx_t ctx)
 {
-    return dfccl_coll_run(-1, sendbuff, recvbuff, coll_id, callback, callback_args, ctx);
+    return dfccl_coll_run(-1, sendbuff, recvbuff, coll_id, callback, callback_args, ctx, NULL);
 }
 
 /* The named runs: dfcclRun that checks the kind too. */
@@ -1038,7 +1124,8 @@ dfccl_status_t dfcclRun(const void *sendbuff, void *recvbuff, int coll_id,
                                    dfccl_callback_t callback, void *callback_args,                \
                                    dfccl_rank_ctx_t ctx)                                          \
     {                                                                                            \
-        return dfccl_coll_run(_kind, sendbuff, recvbuff, coll_id, callback, callback_args, ctx); \
+        return dfccl_coll_run(_kind, sendbuff, recvbuff, coll_id, callback, callback_args, ctx,  \
+                              NULL);                                                             \
     }
 
 DFCCL_RUN_NAMED(AllReduce, DFCCL_COLL_ALLREDUCE)
@@ -1048,6 +1135,18 @@ DFCCL_RUN_NAMED(Reduce, DFCCL_COLL_REDUCE)
 DFCCL_RUN_NAMED(Broadcast, DFCCL_COLL_BROADCAST)
 DFCCL_RUN_NAMED(AllToAll, DFCCL_COLL_ALLTOALL)
 DFCCL_RUN_NAMED(AllToAllv, DFCCL_COLL_ALLTOALLV)
+
+dfccl_status_t dfcclRunAllToAllvCounts(const void *sendbuff, const size_t *sendcounts,
+                                       const size_t *sdispls, void *recvbuff,
+                                       const size_t *recvcounts, const size_t *rdispls,
+                                       int coll_id, dfccl_callback_t callback,
+                                       void *callback_args, dfccl_rank_ctx_t ctx)
+{
+    const size_t *const v[4] = {sendcounts, sdispls, recvcounts, rdispls};
+
+    return dfccl_coll_run(DFCCL_COLL_ALLTOALLV, sendbuff, recvbuff, coll_id, callback,
+                          callback_args, ctx, v);
+}
 
 /*
  * Submit deferred runs whose peers have registered by now. A run whose

@@ -16,7 +16,9 @@
  *    receive the block that rank me - s sent us.
  *
  * Each connector of the mesh has its own sequence: a pair's connector
- * advances by that pair's slices per run (dyn.calls runs so far), and the
+ * advances by that pair's slices per run (dyn.calls runs so far; from the
+ * sequence at run DFCCL_PAIR_RUN0, where an alltoallv's counts last
+ * changed), and the
  * primitives run on a view of the channel (dfccl_chan_t) whose send and
  * receive connectors are the pair's. dyn.step (1 + the round) and
  * dyn.slice (the round's n - 1 sends, then its n - 1 receives) say where a
@@ -126,7 +128,9 @@ DFCCL_F_DEVICE int dfccl_mesh_alltoall(dfccl_exec_t *x)
             const int q        = dfccl_mod(send ? me + k : me - k, n);
             const uint64_t *e  = home->pairs + (uint64_t)q * DFCCL_PAIR_WORDS;
             const uint64_t cnt = e[send ? DFCCL_PAIR_SCNT : DFCCL_PAIR_RCNT];
-            const uint64_t ns  = DFCCL_DIV_UP(cnt, se), base = x->dyn.calls * ns;
+            const uint64_t ns  = DFCCL_DIV_UP(cnt, se);
+            const uint64_t base = e[send ? DFCCL_PAIR_SBASE : DFCCL_PAIR_RBASE] +
+                                  (x->dyn.calls - e[DFCCL_PAIR_RUN0]) * ns;
 
             if (i >= ns) {
                 continue; /* nothing more for this pair */

@@ -281,6 +281,79 @@ START_TEST(test_alltoall_mesh)
 END_TEST
 
 /*
+ * Counts given at run time (dfcclRunAllToAllvCounts), different at almost
+ * every run: all zero, a peer that gets data for the first time, the same
+ * counts twice (the table stays), many slices per pair, then
+ * dfcclRunAllToAllv, which keeps the last counts. Registered with counts
+ * (varg 1) or with none (varg 0). Every byte is checked at every run.
+ */
+static int runtime_counts_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    static const size_t seq[] = {0, 5, 5, 40000, 37, 0, 6};
+    const int nseq = (int)(sizeof(seq) / sizeof(seq[0]));
+    const int with = *(const int *)varg;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int id, failures = 0;
+    layout_t l;
+    char what[96];
+
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    make_layout(&l, n, 17, 1);
+    if (with) {
+        DFCCL_TEST_CHECK(reg(&l, 1, rank, DFCCL_INT32, g, &id) == DFCCL_OK, "register: %s",
+                         dfcclGetLastErrorMessage());
+    } else {
+        DFCCL_TEST_CHECK(dfcclRegisterAllToAllv(NULL, NULL, NULL, NULL, DFCCL_INT32, g, 0,
+                                                &id) == DFCCL_OK,
+                         "register without counts: %s", dfcclGetLastErrorMessage());
+    }
+    for (int run = -1; run <= nseq; run++) {
+        /* -1: the registered counts (none: all 0); nseq: the last again */
+        const int counts = run >= 0 && run < nseq;
+        bufs_t b;
+        dfccl_status_t st;
+
+        if (run == -1 && !with) {
+            make_layout(&l, n, 0, 1);
+        } else if (counts) {
+            make_layout(&l, n, seq[run], 1);
+        }
+        snprintf(what, sizeof(what), "alltoallv run %d of counts %zu (%s) on %d ranks", run,
+                 counts ? seq[run] : (size_t)0, counts ? "at the run" : "kept", n);
+        bufs_make(ctx, &l, rank, DFCCL_INT32, &b);
+        st = counts ? dfcclRunAllToAllvCounts(b.ds, l.sc[rank], l.sd[rank], b.dr, l.rc[rank],
+                                              l.rd[rank], id, NULL, NULL, ctx)
+                    : dfcclRunAllToAllv(b.ds, b.dr, id, NULL, NULL, ctx);
+        DFCCL_TEST_CHECK(st == DFCCL_OK, "%s: %s", what, dfcclGetLastErrorMessage());
+        DFCCL_TEST_CHECK(dfcclWait(id, dfccl_test_wait_ms(120000), ctx) == DFCCL_OK,
+                         "wait %s: %s", what, dfcclGetLastErrorMessage());
+        failures += bufs_check(ctx, &l, rank, &b, what);
+        bufs_free(ctx, &b);
+    }
+    DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    if (rank == 0) {
+        printf("alltoallv with counts at run time (registered %s) on %d ranks: %d failures\n",
+               with ? "with counts" : "without", n, failures);
+    }
+    return failures;
+}
+
+START_TEST(test_alltoallv_runtime_counts)
+{
+    static const int def[] = {2, 3, 4, 8, 0};
+    int ns[MAXR], k = rank_counts(def, ns);
+    for (int i = 0; i < k; i++) {
+        for (int with = 0; with < 2; with++) {
+            ck_assert_int_eq(dfccl_test_mp_run(ns[i], 300, runtime_counts_body, &with), 0);
+        }
+    }
+}
+END_TEST
+
+/*
  * From DFCCL_MESH_WIDE_BYTES up, an alltoall on the mesh takes
  * DFCCL_MAX_BLOCKS channels, below it DFCCL_CHANNELS; both deliver every
  * byte. (On GPUs the defaults make large alltoalls wide; here the
@@ -512,6 +585,7 @@ int main(void)
     tcase_add_test(tc, test_alltoall_mesh);
     tcase_add_test(tc, test_alltoall_ring);
     tcase_add_test(tc, test_alltoall_wide);
+    tcase_add_test(tc, test_alltoallv_runtime_counts);
     tcase_add_test(tc, test_alltoall_net);
     tcase_add_test(tc, test_alltoall_disorder);
     return dfccl_test_run(s, CK_NORMAL);

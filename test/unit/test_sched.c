@@ -282,7 +282,7 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
     const int a2a = cs->kind == DFCCL_COLL_ALLTOALL || cs->kind == DFCCL_COLL_ALLTOALLV;
     const int mesh = cs->algo == DFCCL_K_ALGO_MESH;
     uint64_t scnt[8][8], sdis[8][8], rcnt[8][8], rdis[8][8], sendn = 0, recvn = 0;
-    uint64_t pairs[8][8 * DFCCL_PAIR_WORDS];
+    uint64_t pairs[8][8 * DFCCL_PAIR_WORDS] = {{0}};
     dfccl_coll_static_t st[8];
     dfccl_chan_t ch[8];
     dfccl_dyn_t saved[8];
