@@ -220,8 +220,6 @@ typedef struct {
     struct mca_coll_dfccl_op *wait_head, *wait_tail;
     void                     *tmp[2];  /* device temporaries: send, receive side */
     size_t                    tmp_bytes[2];
-    uint64_t                  owner;   /* alltoallv: the persistent request (serial)
-                                        * that registered it, 0 for none */
 } mca_coll_dfccl_inst_t;
 
 typedef struct mca_coll_dfccl_entry {
@@ -278,8 +276,6 @@ typedef struct mca_coll_dfccl_module {
     /* alltoallv: coll_dfccl_instances registrations used in turn, each
      * registered again for every call (its counts are fixed at
      * registration; see coll_dfccl_run.c); NULL until the first */
-    mca_coll_dfccl_entry_t     *a2av;
-    uint64_t                    serials; /* persistent requests made (call order) */
     unsigned                    refused; /* 1 << kind: dfccl refused it on this group */
 } mca_coll_dfccl_module_t;
 
@@ -316,8 +312,6 @@ typedef struct mca_coll_dfccl_req {
     mca_coll_dfccl_module_t     *module;
     mca_coll_dfccl_args_t        args;
     mca_coll_dfccl_route_t       route;    /* a persistent request's: taken at init */
-    uint64_t                     serial;   /* a persistent request's: 1, 2, ... in
-                                            * its communicator's call order */
     int                          native;   /* this run is dfccl's */
     mca_coll_dfccl_op_t          op;
     int                          freed;    /* MPI_Request_free while active */
@@ -363,8 +357,7 @@ void mca_coll_dfccl_bind(int device);
 void mca_coll_dfccl_setup_start(mca_coll_dfccl_module_t *m);
 /* Advance every setup in flight; ended ones start their queued calls. */
 int mca_coll_dfccl_setup_progress(void);
-/* Start the communicator's queued calls, in order, up to one that must
- * still wait (mca_coll_dfccl_gated). */
+/* Start the communicator's queued calls, in order. */
 void mca_coll_dfccl_drain(mca_coll_dfccl_module_t *m);
 /* Let the communicator's setup end (module destruction): bounded. */
 void mca_coll_dfccl_setup_finish(mca_coll_dfccl_module_t *m);
@@ -413,9 +406,6 @@ int mca_coll_dfccl_call(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_args_t 
                         mca_coll_dfccl_plan_fn_t plan, ompi_request_t **request);
 /* Start a queued call now that its communicator's setup ended. */
 void mca_coll_dfccl_start_queued(mca_coll_dfccl_module_t *m, mca_coll_dfccl_req_t *req);
-/* Whether a dfccl call of `coll` must wait in the queue before it starts
- * (an alltoallv whose registration is still in use). Module lock held. */
-int mca_coll_dfccl_gated(mca_coll_dfccl_module_t *m, mca_coll_dfccl_coll_t coll, int native);
 int mca_coll_dfccl_progress(void);
 /* Make sure opal_progress calls mca_coll_dfccl_progress. */
 void mca_coll_dfccl_progress_need(void);
@@ -485,6 +475,10 @@ int mca_coll_dfccl_ibarrier(struct ompi_communicator_t *comm, ompi_request_t **r
                             mca_coll_base_module_t *module);
 int mca_coll_dfccl_barrier_init(struct ompi_communicator_t *comm, struct ompi_info_t *info,
                                 ompi_request_t **request, mca_coll_base_module_t *module);
+/* dfccl's alltoallv needs its mesh, which takes at most this many ranks
+ * (dfcclRegisterAllToAllv in dfccl.h): larger communicators are not asked,
+ * so that dfccl does not print its refusal on every rank of them. */
+#define MCA_COLL_DFCCL_A2AV_MAX_RANKS 8
 /* coll_dfccl_alltoall.c: an alltoallv's blocks in bytes, for dfccl: v
  * (4 * comm size entries, or NULL) gets sendcounts, sdispls, recvcounts,
  * rdispls, displacements from the start of each side's span, whose offset

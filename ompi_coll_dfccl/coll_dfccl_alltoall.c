@@ -20,11 +20,6 @@
 
 #include <string.h>
 
-/* dfccl's alltoallv needs its mesh, which takes at most this many ranks
- * (dfcclRegisterAllToAllv in dfccl.h): larger communicators are not asked,
- * so that dfccl does not print its refusal on every rank of them. */
-#define DFCCL_A2AV_MAX_RANKS 8
-
 /* The size of a type whose `count` elements are count * size contiguous
  * bytes for every count, or 0. */
 static size_t dfccl_dense_size(struct ompi_datatype_t *dt)
@@ -113,7 +108,7 @@ static int dfccl_plan_alltoallv(const mca_coll_dfccl_args_t *a, mca_coll_dfccl_p
     memset(p, 0, sizeof(*p));
     /* whether the types are dense is the same on every rank (docs/mpi.md);
      * the counts are not, so they decide nothing here */
-    if (ompi_comm_size(a->comm) > DFCCL_A2AV_MAX_RANKS ||
+    if (ompi_comm_size(a->comm) > MCA_COLL_DFCCL_A2AV_MAX_RANKS ||
         !mca_coll_dfccl_alltoallv_layout(a, NULL, &s_lo, &s_len, &r_lo, &r_len)) {
         return 0;
     }

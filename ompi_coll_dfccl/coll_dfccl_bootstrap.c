@@ -316,8 +316,7 @@ void mca_coll_dfccl_setup_start(mca_coll_dfccl_module_t *m)
     mca_coll_dfccl_progress_need();
 }
 
-/* Start the queued calls of a communicator whose setup ended, in order,
- * up to one that must still wait for a run (its completion drains again);
+/* Start the queued calls of a communicator whose setup ended, in order;
  * one thread at a time. */
 void mca_coll_dfccl_drain(mca_coll_dfccl_module_t *m)
 {
@@ -329,9 +328,7 @@ void mca_coll_dfccl_drain(mca_coll_dfccl_module_t *m)
         return;
     }
     m->draining = 1;
-    while ((req = m->pend_head) != NULL &&
-           !mca_coll_dfccl_gated(m, req->args.coll,
-                                 req->native && m->setup == MCA_COLL_DFCCL_SETUP_READY)) {
+    while ((req = m->pend_head) != NULL) {
         m->pend_head = req->pend_next;
         if (m->pend_head == NULL) {
             m->pend_tail = NULL;

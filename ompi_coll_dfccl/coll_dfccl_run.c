@@ -41,20 +41,11 @@
  * and started from that run's completion: a nonblocking call never waits.
  * A persistent request runs as one such call per MPI_Start.
  *
- * Alltoallv. Its counts are fixed at registration, and each rank knows
- * only its own: two calls that look the same on one rank may differ on
- * another, so no rank can tell alone that a registration may be used
- * again, and a registration kept by some ranks and made anew by others
- * would put the group's registrations out of step. Every alltoallv call is
- * therefore registered afresh, on the next of coll_dfccl_instances
- * registrations used in turn (m->a2av), which is deregistered first: the
- * same sequence of registrations on every rank. The one exception is what
- * every rank knows: a start of a persistent request (its counts fixed by
- * MPI) whose registration was last made by that same request keeps it. A deregistration needs its
- * last run done; until then that call waits in the communicator's queue
- * (mca_coll_dfccl_gated), and the calls after it behind it, in call order,
- * so a nonblocking call never waits. Where dfccl refuses an alltoallv on a
- * group (DFCCL_ERR_UNSUPPORTED: the same on every rank), that call and the
+ * Alltoallv. Each rank knows only its own counts, so the registration
+ * holds none (the same on every rank): every run gives its call's counts
+ * and displacements (dfcclRunAllToAllvCounts), and its instances are used
+ * like any other signature's. Where dfccl refuses an alltoallv on a group
+ * (DFCCL_ERR_UNSUPPORTED: the same on every rank), that call and the
  * communicator's later ones take the previous module.
  *
  * Completion. dfccl callbacks (the poller thread, or dfcclProgress in
@@ -337,10 +328,6 @@ void mca_coll_dfccl_release_entries(mca_coll_dfccl_module_t *m)
         }
         m->hash[h] = NULL;
     }
-    if (m->a2av != NULL) {
-        busy |= dfccl_entry_free(m->a2av);
-        m->a2av = NULL;
-    }
     if (m->group != NULL) {
         if (busy || dfcclGroupDestroy(m->group) != DFCCL_OK) {
             mca_coll_dfccl_warn("communicator %s freed while dfccl collectives were still "
@@ -473,16 +460,28 @@ static dfccl_status_t dfccl_op_submit(mca_coll_dfccl_module_t *m, mca_coll_dfccl
     op->r_dev = r_dev;
     /* counted before the run starts: its completion may come first */
     __atomic_add_fetch(&mca_coll_dfccl_component.running, 1, __ATOMIC_RELAXED);
-    st = dfcclRun(s_dev, r_dev, inst->coll_id, dfccl_done_cb, op, mca_coll_dfccl_component.ctx);
+    if (plan->sig.kind == DFCCL_KIND_ALLTOALLV) {
+        /* this call's counts, in bytes from the start of each side's span */
+        const int n = ompi_comm_size(m->comm);
+        size_t v[4 * MCA_COLL_DFCCL_A2AV_MAX_RANKS], len[2];
+        ptrdiff_t lo[2];
+
+        mca_coll_dfccl_alltoallv_layout(&req->args, v, &lo[0], &len[0], &lo[1], &len[1]);
+        st = dfcclRunAllToAllvCounts(s_dev, v, v + n, r_dev, v + 2 * n, v + 3 * n,
+                                     inst->coll_id, dfccl_done_cb, op,
+                                     mca_coll_dfccl_component.ctx);
+    } else {
+        st = dfcclRun(s_dev, r_dev, inst->coll_id, dfccl_done_cb, op,
+                      mca_coll_dfccl_component.ctx);
+    }
     if (st != DFCCL_OK) {
         __atomic_sub_fetch(&mca_coll_dfccl_component.running, 1, __ATOMIC_RELAXED);
     }
     return st;
 }
 
-/* Register the instance at its first use; an alltoallv's for every call,
- * with its counts (its last run is done: mca_coll_dfccl_gated). Module
- * lock held. */
+/* Register the instance at its first use (an alltoallv without counts:
+ * each run gives its own). Module lock held. */
 static dfccl_status_t dfccl_inst_register(mca_coll_dfccl_module_t *m,
                                           const mca_coll_dfccl_req_t *req,
                                           mca_coll_dfccl_inst_t *inst)
@@ -491,68 +490,17 @@ static dfccl_status_t dfccl_inst_register(mca_coll_dfccl_module_t *m,
     dfccl_coll_desc_t d = {sig->kind, sig->count, sig->dtype, sig->op, sig->root, 0};
     dfccl_status_t st;
 
-    if (sig->kind == DFCCL_KIND_ALLTOALLV) {
-        int n = ompi_comm_size(m->comm);
-        ptrdiff_t lo[2];
-        size_t len[2], *v;
-
-        if (inst->coll_id >= 0 && req->serial != 0 && inst->owner == req->serial) {
-            return DFCCL_OK;
-        }
-        if (inst->coll_id >= 0) {
-            st = dfcclDeregister(inst->coll_id, mca_coll_dfccl_component.ctx);
-            if (st != DFCCL_OK) {
-                return st;
-            }
-            inst->coll_id = -1;
-        }
-        v = malloc(4 * (size_t)n * sizeof(*v));
-        if (v == NULL) {
-            return DFCCL_ERR_NO_MEMORY;
-        }
-        mca_coll_dfccl_alltoallv_layout(&req->args, v, &lo[0], &len[0], &lo[1], &len[1]);
-        st = dfcclRegisterAllToAllv(v, v + n, v + 2 * n, v + 3 * n, sig->dtype, m->group, 0,
-                                    &inst->coll_id);
-        free(v);
-        inst->owner = req->serial;
-    } else if (inst->coll_id >= 0) {
+    if (inst->coll_id >= 0) {
         return DFCCL_OK;
-    } else {
-        st = dfcclRegister(&d, m->group, &inst->coll_id);
     }
+    st = sig->kind == DFCCL_KIND_ALLTOALLV
+             ? dfcclRegisterAllToAllv(NULL, NULL, NULL, NULL, sig->dtype, m->group, 0,
+                                      &inst->coll_id)
+             : dfcclRegister(&d, m->group, &inst->coll_id);
     if (st != DFCCL_OK) {
         inst->coll_id = -1;
     }
     return st;
-}
-
-/* The alltoallv registrations of a communicator. Module lock held. */
-static mca_coll_dfccl_entry_t *dfccl_a2av_entry(mca_coll_dfccl_module_t *m,
-                                                const mca_coll_dfccl_sig_t *sig)
-{
-    int k = mca_coll_dfccl_component.instances;
-
-    if (m->a2av == NULL) {
-        m->a2av = calloc(1, sizeof(*m->a2av) + (size_t)k * sizeof(m->a2av->inst[0]));
-        if (m->a2av == NULL) {
-            return NULL;
-        }
-        m->a2av->sig   = *sig;
-        m->a2av->ninst = k;
-        for (int i = 0; i < k; i++) {
-            m->a2av->inst[i].coll_id = -1;
-        }
-    }
-    return m->a2av;
-}
-
-int mca_coll_dfccl_gated(mca_coll_dfccl_module_t *m, mca_coll_dfccl_coll_t coll, int native)
-{
-    const mca_coll_dfccl_entry_t *e = m->a2av;
-
-    return native && coll == MCA_COLL_DFCCL_ALLTOALLV && e != NULL &&
-           !(m->refused & (1u << DFCCL_KIND_ALLTOALLV)) &&
-           e->inst[e->calls % (uint64_t)e->ninst].busy;
 }
 
 /* Start (or chain) the dfccl run of `req`, whose plan is set. */
@@ -578,9 +526,7 @@ static int dfccl_native_start(mca_coll_dfccl_module_t *m, mca_coll_dfccl_req_t *
     op->status     = DFCCL_OK;
     pthread_mutex_lock(&m->lock);
     if (op->entry == NULL) {
-        op->entry = req->route.plan.sig.kind == DFCCL_KIND_ALLTOALLV
-                        ? dfccl_a2av_entry(m, &req->route.plan.sig)
-                        : dfccl_entry_get(m, &req->route.plan.sig);
+        op->entry = dfccl_entry_get(m, &req->route.plan.sig);
         if (op->entry == NULL) {
             pthread_mutex_unlock(&m->lock);
             return MPI_ERR_NO_MEM;
@@ -675,10 +621,6 @@ static void dfccl_op_done(mca_coll_dfccl_op_t *op)
     }
     pthread_mutex_unlock(&m->lock);
     mca_coll_dfccl_req_finish(req, rc);
-    /* a call queued behind this run's registration may start now */
-    if (m->pend_head != NULL && m->setup == MCA_COLL_DFCCL_SETUP_READY) {
-        mca_coll_dfccl_drain(m);
-    }
 }
 
 /* ---- routing ---------------------------------------------------------------------- */
@@ -758,8 +700,7 @@ static int dfccl_dispatch(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_args_
     }
     pthread_mutex_lock(&m->lock);
     now = m->pend_head == NULL && !m->draining &&
-          (!native || m->setup == MCA_COLL_DFCCL_SETUP_READY) &&
-          !mca_coll_dfccl_gated(m, a->coll, native);
+          (!native || m->setup == MCA_COLL_DFCCL_SETUP_READY);
     if (!now) {
         /* behind the setup: queued in call order */
         if (req == NULL) {
@@ -902,7 +843,6 @@ int mca_coll_dfccl_call(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_args_t 
     if (req == NULL) {
         return MPI_ERR_NO_MEM;
     }
-    req->serial = __atomic_add_fetch(&m->serials, 1, __ATOMIC_RELAXED);
     dfccl_req_set_route(req, &rt);
     *request = &req->super.super;
     return OMPI_SUCCESS;
