@@ -24,6 +24,8 @@
 #include <cuda.h> /* the driver's types only: its functions come through libcudart */
 #include <cuda_runtime_api.h>
 
+#include "../runtime/cuda_driver.h"
+
 typedef CUresult (*dfccl_ptr_attrs_fn)(unsigned int, CUpointer_attribute *, void **,
                                        CUdeviceptr);
 typedef CUresult (*dfccl_ptr_set_fn)(const void *, CUpointer_attribute, CUdeviceptr);
@@ -31,36 +33,11 @@ static dfccl_ptr_attrs_fn dfccl_ptr_attrs;
 static dfccl_ptr_set_fn dfccl_ptr_set;
 static pthread_once_t dfccl_ptr_once = PTHREAD_ONCE_INIT;
 
-static void *dfccl_driver_fn(const char *name)
-{
-    void *fn = NULL;
-#if CUDART_VERSION >= 12050
-    enum cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess || q != cudaDriverEntryPointSuccess) {
-        fn = NULL;
-    }
-#elif CUDART_VERSION >= 12000
-    enum cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-        fn = NULL;
-    }
-#elif CUDART_VERSION >= 11030
-    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault) != cudaSuccess) {
-        fn = NULL;
-    }
-#else
-    (void)name;
-#endif
-    cudaGetLastError();
-    return fn;
-}
 
 static void dfccl_ptr_init(void)
 {
-    dfccl_ptr_attrs = (dfccl_ptr_attrs_fn)dfccl_driver_fn("cuPointerGetAttributes");
-    dfccl_ptr_set   = (dfccl_ptr_set_fn)dfccl_driver_fn("cuPointerSetAttribute");
+    dfccl_ptr_attrs = (dfccl_ptr_attrs_fn)dfccl_cuda_driver_fn("cuPointerGetAttributes");
+    dfccl_ptr_set   = (dfccl_ptr_set_fn)dfccl_cuda_driver_fn("cuPointerSetAttribute");
     if (dfccl_ptr_attrs == NULL || dfccl_ptr_set == NULL) {
         dfccl_ptr_attrs = NULL;
         MCA_COLL_DFCCL_VERBOSE(1, "%s", "this CUDA gives no cuPointerGetAttributes or "

@@ -29,6 +29,7 @@
 #include <cuda.h> /* the driver's types only: its functions come through libcudart */
 #include <cuda_runtime_api.h>
 #endif
+#include "../../runtime/cuda_driver.h"
 #include "test_util.h"
 
 #ifndef HAVE_CUDART
@@ -93,41 +94,17 @@ static struct {
     addrfree_fn    addrfree;
 } vmm;
 
-static void *driver_fn(const char *name)
-{
-    void *fn = NULL;
-#if CUDART_VERSION >= 12050
-    enum cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-        fn = NULL;
-    }
-#elif CUDART_VERSION >= 12000
-    enum cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-        fn = NULL;
-    }
-#else
-    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault) != cudaSuccess) {
-        fn = NULL;
-    }
-#endif
-    cudaGetLastError();
-    return fn;
-}
 
 static int vmm_init(void)
 {
-    vmm.granularity = (granularity_fn)driver_fn("cuMemGetAllocationGranularity");
-    vmm.create      = (create_fn)driver_fn("cuMemCreate");
-    vmm.reserve     = (reserve_fn)driver_fn("cuMemAddressReserve");
-    vmm.map         = (map_fn)driver_fn("cuMemMap");
-    vmm.access      = (access_fn)driver_fn("cuMemSetAccess");
-    vmm.unmap       = (unmap_fn)driver_fn("cuMemUnmap");
-    vmm.release     = (release_fn)driver_fn("cuMemRelease");
-    vmm.addrfree    = (addrfree_fn)driver_fn("cuMemAddressFree");
+    vmm.granularity = (granularity_fn)dfccl_cuda_driver_fn("cuMemGetAllocationGranularity");
+    vmm.create      = (create_fn)dfccl_cuda_driver_fn("cuMemCreate");
+    vmm.reserve     = (reserve_fn)dfccl_cuda_driver_fn("cuMemAddressReserve");
+    vmm.map         = (map_fn)dfccl_cuda_driver_fn("cuMemMap");
+    vmm.access      = (access_fn)dfccl_cuda_driver_fn("cuMemSetAccess");
+    vmm.unmap       = (unmap_fn)dfccl_cuda_driver_fn("cuMemUnmap");
+    vmm.release     = (release_fn)dfccl_cuda_driver_fn("cuMemRelease");
+    vmm.addrfree    = (addrfree_fn)dfccl_cuda_driver_fn("cuMemAddressFree");
     return vmm.granularity && vmm.create && vmm.reserve && vmm.map && vmm.access &&
            vmm.unmap && vmm.release && vmm.addrfree;
 }
