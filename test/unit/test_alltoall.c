@@ -28,13 +28,18 @@ static const int dtypes[] = {DFCCL_INT8,    DFCCL_UINT8,    DFCCL_INT32,   DFCCL
 /*
  * The rank counts a test runs: `def` (a list ended by 0), or those of
  * DFCCL_TEST_RANKS ("2 4"), for machines where more ranks than GPUs would
- * share GPUs in time slices. Returns how many, at most MAXR.
+ * share GPUs in time slices; in quick mode (DFCCL_TEST_QUICK, used by make
+ * distcheck) 3 only. Returns how many, at most MAXR.
  */
 static int rank_counts(const int *def, int *ns)
 {
     const char *env = getenv("DFCCL_TEST_RANKS");
     int k = 0;
 
+    if ((env == NULL || *env == '\0') && getenv("DFCCL_TEST_QUICK") != NULL) {
+        ns[0] = 3;
+        return 1;
+    }
     if (env == NULL || *env == '\0') {
         for (; def[k] != 0 && k < MAXR; k++) {
             ns[k] = def[k];
