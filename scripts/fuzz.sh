@@ -3,18 +3,19 @@
 #
 # Fuzz dfccl with libFuzzer: builds libdfccl (and dfccl-sim's library) out of
 # tree with clang, AddressSanitizer and UndefinedBehaviorSanitizer, links the
-# two fuzz targets of test/fuzz (the native API's argument checking on a
-# one-rank host-backend context, and dfccl-sim's JSON configuration parser),
+# fuzz targets of test/fuzz (the native API's argument checking on a
+# one-rank host-backend context, dfccl-sim's JSON configuration parser, and
+# the MSCCL XML loader),
 # and runs each for a bounded time from the seed corpora in
 # test/fuzz/corpus. A crash leaves its input in <build>/crashes and fails.
 #
 #   scripts/fuzz.sh [seconds per target, default 60]
 #
 # On a fresh Debian 12 it installs what it needs with apt (clang, the
-# compiler-rt runtime with libFuzzer, json-c, autotools); set
+# compiler-rt runtime with libFuzzer, json-c, libxml2, autotools); set
 # DFCCL_FUZZ_NO_INSTALL=1 to install nothing (make check does). The build
 # goes to $DFCCL_FUZZ_BUILD (default ./build-fuzz). FUZZ_TARGETS selects
-# targets ("api sim", the default); FUZZ_INPUT_TIMEOUT (30 s) is how long one
+# targets ("api sim msccl", the default); FUZZ_INPUT_TIMEOUT (30 s) is how long one
 # input may run before it counts as a hang. FUZZ_SIM_WORLD=0 fuzzes the simulator's
 # parser alone (by default accepted configurations are also simulated);
 # FUZZ_API_NULL_CTX_WAIT=1 adds dfcclWait(id, t, NULL) to the API calls.
@@ -25,7 +26,7 @@ set -euo pipefail
 secs=${1:-60}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${DFCCL_FUZZ_BUILD:-$PWD/build-fuzz}
-targets=${FUZZ_TARGETS:-api sim}
+targets=${FUZZ_TARGETS:-api sim msccl}
 cc=${FUZZ_CC:-clang}
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="-g -O1 -fno-omit-frame-pointer $san"
@@ -55,7 +56,7 @@ probe() {
 }
 
 install_deps() {
-    local ver pkgs="clang libjson-c-dev pkg-config autoconf automake libtool make"
+    local ver pkgs="clang libjson-c-dev libxml2-dev pkg-config autoconf automake libtool make"
     log "installing $pkgs (apt)"
     sudo_cmd apt-get update -qq
     sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null
@@ -184,8 +185,18 @@ for t in $targets; do
             $(la_deps "$build/lib/tools/sim/libdfccl_sim.la") $(pkg-config --libs json-c)
         run_target fuzz_sim_config "$root/test/fuzz/corpus/sim_config"
         ;;
+    msccl)
+        if ! pkg-config --exists libxml-2.0; then
+            log "libxml2 missing: skipping the MSCCL loader"
+            continue
+        fi
+        build_target fuzz_msccl_xml "$root/test/fuzz/fuzz_msccl_xml.c" \
+            "-I$root/runtime -DHAVE_LIBXML2=1 $(pkg-config --cflags libxml-2.0)" \
+            $(pkg-config --libs libxml-2.0)
+        run_target fuzz_msccl_xml "$root/test/fuzz/corpus/msccl"
+        ;;
     *)
-        log "unknown target $t (api, sim)"
+        log "unknown target $t (api, sim, msccl)"
         exit 2
         ;;
     esac
