@@ -760,10 +760,11 @@ static int dfccl_mx_algo(dfccl_mx_t *mx, dfccl_msccl_prog_t *p, xmlNodePtr root)
         return -1;
     }
     p->min_bytes = (uint64_t)v;
-    if (dfccl_mx_int(mx, root, "maxBytes", 1, -1, -1, INT64_MAX, &v) != 0) {
+    /* 0, as MSCCL reads it, or none: no bound */
+    if (dfccl_mx_int(mx, root, "maxBytes", 1, 0, 0, INT64_MAX, &v) != 0) {
         return -1;
     }
-    p->max_bytes = v < 0 ? UINT64_MAX : (uint64_t)v;
+    p->max_bytes = v == 0 ? UINT64_MAX : (uint64_t)v;
     if (p->max_bytes < p->min_bytes) {
         return DFCCL_MX_FAIL(mx, xmlGetLineNo(root), "<algo> has maxBytes=\"%llu\" below "
                              "minBytes=\"%llu\"", (unsigned long long)p->max_bytes,

@@ -102,7 +102,7 @@ typedef struct {
     int32_t            inplace;
     int32_t            outofplace;
     uint64_t           min_bytes;
-    uint64_t           max_bytes; /* UINT64_MAX: no bound */
+    uint64_t           max_bytes; /* UINT64_MAX: no bound (maxBytes 0 or none) */
     dfccl_msccl_gpu_t *gpus;      /* by id */
 } dfccl_msccl_prog_t;
 

@@ -100,6 +100,12 @@ START_TEST(test_valid)
         ck_assert_msg(dfccl_msccl_load(path, &p, err, sizeof(err)) == 0, "%s", err);
         ck_assert_int_eq(p->outofplace, 1);
         ck_assert_uint_eq(p->max_bytes, UINT64_MAX);
+        dfccl_msccl_free(p);
+        /* maxBytes="0" is no bound too, as MSCCL reads it */
+        free(t);
+        t = mutate(1, "maxBytes=\"65536\"", "maxBytes=\"0\"");
+        ck_assert_msg(dfccl_msccl_parse(path, t, strlen(t), &p, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_uint_eq(p->max_bytes, UINT64_MAX);
         ck_assert_str_eq(p->file, path);
         dfccl_msccl_free(p);
         unlink(path);
