@@ -36,16 +36,8 @@
 #define FUZZ_API_NULL_CTX_WAIT 0
 #endif
 
-#define FZ_ASSERT(_cond, ...)                                                 \
-    do {                                                                      \
-        if (!(_cond)) {                                                       \
-            fprintf(stderr, "fuzz_api: %s:%d: %s: ", __FILE__, __LINE__,      \
-                    #_cond);                                                  \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            abort();                                                          \
-        }                                                                     \
-    } while (0)
+#define FZ_NAME "fuzz_api"
+#include "fuzz_assert.h"
 
 typedef struct {
     const uint8_t *p;

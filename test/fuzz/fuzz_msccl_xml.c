@@ -14,16 +14,8 @@
 
 #include "msccl.c"
 
-#define FZ_ASSERT(_cond, ...)                                                 \
-    do {                                                                      \
-        if (!(_cond)) {                                                       \
-            fprintf(stderr, "fuzz_msccl_xml: %s:%d: %s: ", __FILE__,          \
-                    __LINE__, #_cond);                                        \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            abort();                                                          \
-        }                                                                     \
-    } while (0)
+#define FZ_NAME "fuzz_msccl_xml"
+#include "fuzz_assert.h"
 
 static void fz_check(const dfccl_msccl_prog_t *p)
 {

@@ -24,16 +24,8 @@
 #define FUZZ_SIM_WORLD 0
 #endif
 
-#define FZ_ASSERT(_cond, ...)                                                 \
-    do {                                                                      \
-        if (!(_cond)) {                                                       \
-            fprintf(stderr, "fuzz_sim_config: %s:%d: %s: ", __FILE__,         \
-                    __LINE__, #_cond);                                        \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            abort();                                                          \
-        }                                                                     \
-    } while (0)
+#define FZ_NAME "fuzz_sim_config"
+#include "fuzz_assert.h"
 
 /* Collective parts of a configuration, saturating at FZ_MAX_PARTS + 1. */
 static int64_t fz_parts(const dfccl_sim_config_t *c)
