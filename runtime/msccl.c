@@ -39,7 +39,7 @@
 
 static const char *const dfccl_msccl_colls[DFCCL_MSCCL_NCOLLS] = {
     "allreduce", "allgather", "reducescatter", "alltoall", "reduce",  "broadcast",
-    "gather",    "scatter",   "alltoallv",     "send",     "recv"};
+    "gather",    "scatter",   "alltoallv",     "send",     "recv",   "custom"};
 static const char *const dfccl_msccl_types[DFCCL_MSCCL_NTYPES] = {
     "s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop"};
 static const char *const dfccl_msccl_protos[] = {"Simple", "LL", "LL128"};
@@ -399,10 +399,15 @@ static int dfccl_mx_tb(dfccl_mx_t *mx, const dfccl_msccl_prog_t *p, dfccl_msccl_
         return -1;
     }
     tb.recv = (int32_t)v;
-    if (dfccl_mx_int(mx, n, "chan", 1, 0, 0, p->nchannels - 1, &v) != 0) {
+    if (dfccl_mx_int(mx, n, "chan", 1, 0, -1, p->nchannels - 1, &v) != 0) {
         return -1;
     }
     tb.chan = (int32_t)v;
+    if (tb.chan < 0 && (tb.send >= 0 || tb.recv >= 0)) {
+        return DFCCL_MX_FAIL(mx, line, "thread block %lld of gpu %d has chan=\"-1\" but a peer; "
+                             "only a block that neither sends nor receives may have no channel",
+                             id, gid);
+    }
     if (tb.send == gid || tb.recv == gid) {
         return DFCCL_MX_FAIL(mx, line, "thread block %lld of gpu %d %s itself; local moves are "
                              "cpy and re steps", id, gid,

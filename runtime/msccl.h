@@ -59,6 +59,7 @@ typedef enum {
     DFCCL_MSCCL_COLL_ALLTOALLV,
     DFCCL_MSCCL_COLL_SEND,
     DFCCL_MSCCL_COLL_RECV,
+    DFCCL_MSCCL_COLL_CUSTOM, /* older MSCCL: a pattern of its own (AllToNext) */
     DFCCL_MSCCL_NCOLLS
 } dfccl_msccl_coll_t;
 
@@ -78,7 +79,8 @@ typedef struct {
 typedef struct {
     int32_t             send; /* peer rank, or -1 */
     int32_t             recv;
-    int32_t             chan;
+    int32_t             chan; /* -1 in older files for a block that neither sends nor
+                               * receives */
     int32_t             nsteps;
     int32_t             line;
     dfccl_msccl_step_t *steps;

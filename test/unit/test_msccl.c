@@ -143,7 +143,9 @@ static const bad_t bads[] = {
     {2, "i_chunks=\"2\"", "i_chunks=\"-1\"", "pair.xml:2:", "must be from 0"},
     {3, "<tb id=\"0\"", "<tb id=\"1\"", "pair.xml:3:", "must be from 0 to 0"},
     {3, "send=\"1\"", "send=\"0\"", "pair.xml:3:", "sends to itself"},
-    {3, "chan=\"0\"", "chan=\"1\"", "pair.xml:3:", "must be from 0 to 0"},
+    {3, "chan=\"0\"", "chan=\"1\"", "pair.xml:3:", "must be from -1 to 0"},
+    {3, "chan=\"0\"", "chan=\"-1\"", "pair.xml:3:", "only a block that neither sends nor receives"},
+    {1, "coll=\"allreduce\"", "coll=\"custom\"", NULL, NULL}, /* older MSCCL's own patterns */
     {3, "    <tb id=\"0\"", "    <foo/>\n    <tb id=\"0\"", "pair.xml:3:", "only <tb> elements"},
     {5, "s=\"1\"", "s=\"2\"", "pair.xml:5:", "numbered 0, 1, 2"},
     {5, "type=\"rrc\"", "type=\"rrx\"", "pair.xml:5:", "must be s, r, rcs"},
