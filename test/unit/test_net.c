@@ -323,6 +323,23 @@ START_TEST(test_net_mismatch_hosts)
 }
 END_TEST
 
+/* dfcclDeregister, timed and reported under `what`; its status in *st_p.
+ * Returns the seconds it took. */
+static double net_deregister_timed(int id, dfccl_rank_ctx_t ctx, const char *what,
+                                   dfccl_status_t *st_p)
+{
+    const double t0 = unit_now_s();
+    double secs;
+
+    *st_p = dfcclDeregister(id, ctx);
+    secs  = unit_now_s() - t0;
+    printf("%s: dfcclDeregister returned %s after %.1f s%s%s\n", what,
+           dfcclGetErrorString(*st_p), secs, *st_p != DFCCL_OK ? ": " : "",
+           *st_p != DFCCL_OK ? dfcclGetLastErrorMessage() : "");
+    fflush(stdout);
+    return secs;
+}
+
 /*
  * The start of both dead-peer tests: every rank completes one broadcast of
  * `count` floats from rank 0 (in place in *d), then rank 1 dies.
@@ -369,12 +386,7 @@ static int net_dead_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     st = unit_run_wait(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx), id, 20000, ctx);
     printf("net dead peer: the root's broadcast after rank 1 died: %s\n",
            dfcclGetErrorString(st));
-    t0   = unit_now_s();
-    st   = dfcclDeregister(id, ctx);
-    secs = unit_now_s() - t0;
-    printf("net dead peer: dfcclDeregister returned %s after %.1f s%s%s\n",
-           dfcclGetErrorString(st), secs, st != DFCCL_OK ? ": " : "",
-           st != DFCCL_OK ? dfcclGetLastErrorMessage() : "");
+    secs = net_deregister_timed(id, ctx, "net dead peer", &st);
     /* DFCCL_TIMEOUT is 3 s: 15 s is generous, scaled */
     DFCCL_TEST_CHECK(secs < 15.0 * dfccl_test_scale(), "dfcclDeregister took %.1f s "
                      "(DFCCL_TIMEOUT is 3 s)", secs);
@@ -454,13 +466,7 @@ static int net_dead_aborted_body(int rank, int n, dfccl_test_oob_t *oob, void *a
     DFCCL_TEST_CHECK(st == DFCCL_ERR_ABORTED || st == DFCCL_ERR_TIMEOUT,
                      "the root's broadcast to a dead rank returned %s",
                      dfcclGetErrorString(st));
-    t0   = unit_now_s();
-    st   = dfcclDeregister(id, ctx);
-    secs = unit_now_s() - t0;
-    printf("net dead peer, aborted: dfcclDeregister returned %s after %.1f s%s%s\n",
-           dfcclGetErrorString(st), secs, st != DFCCL_OK ? ": " : "",
-           st != DFCCL_OK ? dfcclGetLastErrorMessage() : "");
-    fflush(stdout);
+    secs = net_deregister_timed(id, ctx, "net dead peer, aborted", &st);
     DFCCL_TEST_CHECK(secs < 15.0 * dfccl_test_scale(), "dfcclDeregister took %.1f s", secs);
     DFCCL_TEST_CHECK(st == DFCCL_OK || st == DFCCL_ERR_ABORTED,
                      "dfcclDeregister on the aborted context returned %s",
