@@ -387,6 +387,16 @@ DFCCL_API void dfcclGroupBootFree(dfccl_group_boot_t boot);
 DFCCL_API dfccl_status_t dfcclGroupDestroy(dfccl_group_t group);
 
 /*
+ * Whether `group` can run collectives of `kind` (dfccl_coll_kind_t):
+ * DFCCL_OK, or DFCCL_ERR_UNSUPPORTED with the reason in
+ * dfcclGetLastErrorMessage(), not printed, for a caller that has another
+ * way (the MPI component's previous module). Local; the same answer on
+ * every rank. Today only alltoallv is refused, on groups that are not one
+ * mesh (dfcclRegisterAllToAllv).
+ */
+DFCCL_API dfccl_status_t dfcclGroupSupports(dfccl_group_t group, int kind);
+
+/*
  * Register a collective on `group`. Local: it needs no other rank, so it can
  * be called at any time, e.g. at the first use of a collective. Every rank
  * must register the group's collectives in the same order with the same

@@ -493,10 +493,17 @@ static dfccl_status_t dfccl_inst_register(mca_coll_dfccl_module_t *m,
     if (inst->coll_id >= 0) {
         return DFCCL_OK;
     }
-    st = sig->kind == DFCCL_KIND_ALLTOALLV
-             ? dfcclRegisterAllToAllv(NULL, NULL, NULL, NULL, sig->dtype, m->group, 0,
-                                      &inst->coll_id)
-             : dfcclRegister(&d, m->group, &inst->coll_id);
+    if (sig->kind == DFCCL_KIND_ALLTOALLV) {
+        /* asked first: a refusal is this module's to report (the previous
+         * module takes the calls), not an error dfccl prints */
+        st = dfcclGroupSupports(m->group, DFCCL_KIND_ALLTOALLV);
+        if (st == DFCCL_OK) {
+            st = dfcclRegisterAllToAllv(NULL, NULL, NULL, NULL, sig->dtype, m->group, 0,
+                                        &inst->coll_id);
+        }
+    } else {
+        st = dfcclRegister(&d, m->group, &inst->coll_id);
+    }
     if (st != DFCCL_OK) {
         inst->coll_id = -1;
     }
@@ -545,10 +552,11 @@ static int dfccl_native_start(mca_coll_dfccl_module_t *m, mca_coll_dfccl_req_t *
         m->refused |= 1u << req->route.plan.sig.kind;
         pthread_mutex_unlock(&m->lock);
         if (first) {
-            MCA_COLL_DFCCL_VERBOSE(1, "%s on communicator %s: dfccl has none on this group; "
-                                   "its calls take the previous module",
+            MCA_COLL_DFCCL_VERBOSE(1, "%s on communicator %s: dfccl has none on this group "
+                                   "(%s); its calls take the previous module",
                                    mca_coll_dfccl_coll_name(req->args.coll),
-                                   mca_coll_dfccl_comm_name(m->comm, name, sizeof(name)));
+                                   mca_coll_dfccl_comm_name(m->comm, name, sizeof(name)),
+                                   dfcclGetLastErrorMessage());
         }
         req->native = 0;
         return mca_coll_dfccl_fallback(m, &req->args, req);

@@ -248,6 +248,16 @@ static dfccl_status_t dfccl_coll_run_counts(struct dfccl_rank_ctx *ctx, dfccl_co
     return DFCCL_OK;
 }
 
+/* The refusal of an alltoallv on a group that is not one mesh. */
+static dfccl_status_t dfccl_coll_no_alltoallv(dfccl_group_t g, const char *fn)
+{
+    return dfccl_error(DFCCL_ERR_UNSUPPORTED, "%s on group %s: an alltoallv needs a group "
+                       "whose ranks all write into each other's connectors (one host, 2 to %d "
+                       "ranks, no net edge); on this group register dfcclRegisterAllToAll with "
+                       "the largest count and pad the blocks", fn, g->name,
+                       DFCCL_ONESHOT_MAX_RANKS);
+}
+
 static int dfccl_coll_find_free(struct dfccl_rank_ctx *ctx)
 {
     for (int i = 0; i < ctx->cfg.max_colls; i++) {
@@ -550,11 +560,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     st.algo         = algo->id;
     region          = algo->layout(&ctx->cfg, g, onch, &st);
     if (kind == DFCCL_COLL_ALLTOALLV && st.algo != DFCCL_K_ALGO_MESH) {
-        return dfccl_error(DFCCL_ERR_UNSUPPORTED, "%s on group %s: an alltoallv needs a group "
-                           "whose ranks all write into each other's connectors (one host, 2 "
-                           "to %d ranks, no net edge); on this group register "
-                           "dfcclRegisterAllToAll with the largest count and pad the blocks",
-                           fn, g->name, DFCCL_ONESHOT_MAX_RANKS);
+        return dfccl_coll_no_alltoallv(g, fn);
     }
     if (st.algo == DFCCL_K_ALGO_MESH) {
         st.recv_poll = 0; /* the region's own tail never moves: see its connectors */
@@ -802,6 +808,25 @@ dfccl_status_t dfcclRegisterBroadcast(size_t count, dfccl_datatype_t type, int r
 {
     return dfccl_coll_register(group, DFCCL_COLL_BROADCAST, count, type, 0, root, priority,
                                NULL, coll_id_p);
+}
+
+dfccl_status_t dfcclGroupSupports(dfccl_group_t g, int kind)
+{
+    int nch;
+    dfccl_status_t st;
+
+    if (g == NULL || kind < 0 || kind >= DFCCL_COLL_KIND_COUNT) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupSupports: %s",
+                           g == NULL ? "group is NULL" : "kind is not a dfccl_coll_kind_t");
+    }
+    if (kind != DFCCL_COLL_ALLTOALLV ||
+        dfccl_algo_mesh.plan(&g->ctx->cfg, g, kind, 0, DFCCL_UINT8, &nch)) {
+        return DFCCL_OK;
+    }
+    dfccl_error_quiet(1);
+    st = dfccl_coll_no_alltoallv(g, "dfcclRegisterAllToAllv");
+    dfccl_error_quiet(0);
+    return st;
 }
 
 dfccl_status_t dfcclRegisterAllToAll(size_t count, dfccl_datatype_t type, dfccl_group_t group,

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mp.h"
 #include "suite.h"
@@ -216,6 +217,34 @@ static int run_one(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int t
     return bad;
 }
 
+/* dfcclGroupSupports(g, alltoallv), which must print nothing (-1 if it
+ * did). */
+static int stderr_quiet_supports(dfccl_group_t g)
+{
+    char path[] = "/tmp/dfccl_supports_XXXXXX";
+    int fd = mkstemp(path), saved, rc;
+    off_t len;
+
+    if (fd < 0) {
+        return -1;
+    }
+    fflush(stderr);
+    saved = dup(2);
+    dup2(fd, 2);
+    rc = dfcclGroupSupports(g, DFCCL_KIND_ALLTOALLV);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    len = lseek(fd, 0, SEEK_END);
+    close(fd);
+    unlink(path);
+    if (len != 0) {
+        fprintf(stderr, "dfcclGroupSupports printed %lld bytes\n", (long long)len);
+        return -1;
+    }
+    return rc;
+}
+
 typedef struct {
     const char *algo;  /* DFCCL_ALGO, or NULL */
     const char *net;   /* DFCCL_NET, or NULL */
@@ -251,14 +280,23 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
             }
         }
     }
+    if (a->net == NULL) {
+        DFCCL_TEST_CHECK(stderr_quiet_supports(g) == DFCCL_OK,
+                         "dfcclGroupSupports(alltoallv) on a mesh: %s", dfcclGetLastErrorMessage());
+    }
     /* over 1 MiB a pair: many slices, on several channels */
     failures += run_one(ctx, g, rank, n, DFCCL_FLOAT32, 300000, 0, n > 1 ? a->want : NULL);
     if (a->net == NULL) {
         failures += run_one(ctx, g, rank, n, DFCCL_INT8, 1100000, 1, "mesh");
     } else {
-        /* alltoallv needs the mesh: refused on a net group, with a reason */
+        /* alltoallv needs the mesh: refused on a net group, with a reason;
+         * asked first, without an error line */
         layout_t l;
         int id;
+        DFCCL_TEST_CHECK(stderr_quiet_supports(g) == DFCCL_ERR_UNSUPPORTED,
+                         "dfcclGroupSupports(alltoallv) on a net group");
+        DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "dfcclRegisterAllToAll") != NULL,
+                         "the answer gives the reason: %s", dfcclGetLastErrorMessage());
         make_layout(&l, n, 5, 1);
         DFCCL_TEST_CHECK(reg(&l, 1, rank, DFCCL_INT32, g, &id) == DFCCL_ERR_UNSUPPORTED,
                          "alltoallv on a net group must be refused");
