@@ -215,6 +215,8 @@ int dfccl_group_failed_run(struct dfccl_group *g, const dfccl_coll_t *c, int fro
 /* Everything a group holds (the group itself included). */
 void dfccl_group_free(struct dfccl_group *g)
 {
+    /* before the pool: the goodbye is read from our directory */
+    dfccl_net_group_left(g);
     dfccl_pool_destroy(g);
     for (int i = 0; g->peer_bells != NULL && i < g->nranks; i++) {
         dfccl_shm_release(&g->peer_bells[i]);
@@ -488,8 +490,10 @@ dfccl_status_t dfcclGroupBootStart(dfccl_rank_ctx_t ctx, int nranks, int rank,
     }
     g = calloc(1, sizeof(*g));
     if (g != NULL) {
-        g->pids      = calloc((size_t)nranks, sizeof(int));
-        g->same_host = calloc((size_t)nranks, sizeof(int));
+        g->pids          = calloc((size_t)nranks, sizeof(int));
+        g->same_host     = calloc((size_t)nranks, sizeof(int));
+        g->net_next_peer = -1; /* not connected (dfccl_net_group_connect) */
+        g->net_prev_peer = -1;
     }
     if (g == NULL || g->pids == NULL || g->same_host == NULL) {
         if (g != NULL) {

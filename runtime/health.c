@@ -724,6 +724,16 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
                 break;
             }
         }
+        /* a net neighbour whose connection closed: no failure if it
+         * finished this run before it left */
+        if (culprit < 0 && (g->next_net || g->prev_net)) {
+            dfccl_coll_label(ctx, id, label, sizeof(label));
+            if (dfccl_net_neighbour_gone(g, c->sig[6], c->runs, label, &status, msg,
+                                         sizeof(msg))) {
+                culprit = id;
+                break;
+            }
+        }
         if (culprit < 0 && warn > 0) {
             dfccl_ctx_watchdog(ctx, id, now, &lines);
         }

@@ -329,9 +329,14 @@ void dfccl_ctx_complete(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t statu
 
     pthread_mutex_lock(&ctx->lock);
     if (c->state != DFCCL_COLL_INFLIGHT) {
+        int aborted = ctx->aborted;
         pthread_mutex_unlock(&ctx->lock);
-        dfccl_error(DFCCL_ERR_INTERNAL, "completion for collective %d which is not in flight",
-                    id);
+        /* after an abort, a block's completion may still come for a
+         * collective the abort completed: nothing is wrong then */
+        if (!aborted) {
+            dfccl_error(DFCCL_ERR_INTERNAL, "completion for collective %d which is not in "
+                        "flight", id);
+        }
         return;
     }
     cb        = c->callback;

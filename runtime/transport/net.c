@@ -96,6 +96,13 @@ int dfccl_net_fail_recv(struct dfccl_rank_ctx *ctx, int *gid_p, dfccl_dir_fail_t
     return 0;
 }
 void dfccl_net_stop(struct dfccl_rank_ctx *ctx) {}
+void dfccl_net_group_left(struct dfccl_group *g) {}
+int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
+                             const char *label, dfccl_status_t *status_p, char *msg,
+                             size_t len)
+{
+    return 0;
+}
 uint64_t dfccl_net_arrivals(struct dfccl_rank_ctx *ctx)
 {
     return 0;
@@ -128,9 +135,17 @@ int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *st
  * index (20) | channel (5) | slot sequence (25). The sequence is rebuilt
  * from the receiver's position: at most nslots (<= 64) are in flight. */
 enum { DFCCL_NET_CONNECT = 0, DFCCL_NET_HELLO = 1, DFCCL_NET_DATA = 2, DFCCL_NET_CREDIT = 3 };
-/* The sequence of a CONNECT-type message that carries a failure record
- * (dfccl_dir_fail_t) of the destination group instead of a connection. */
+/* Sequences of CONNECT-type messages that carry something else than a
+ * connection: a failure record (dfccl_dir_fail_t) of the destination
+ * group, a group's goodbye (dfccl_net_group_left), and a context's last
+ * message to a peer before its endpoints close (its worker address). */
 #define DFCCL_NET_FAIL_SEQ 1
+#define DFCCL_NET_LEFT_SEQ 2
+#define DFCCL_NET_BYE_SEQ  3
+/* A peer whose connection closed without its last message: how long the
+ * proxy keeps taking what arrives before the peer is taken as gone (what
+ * it sent last may come through another of UCX's connections). */
+#define DFCCL_NET_GONE_NS 500000000ull
 #define DFCCL_NET_CONNECT_S 120 /* connection wait without DFCCL_TIMEOUT */
 #define DFCCL_NET_DEFAULT_TLS "tcp,sm,self"
 #define DFCCL_NET_SEQ_BITS 25
@@ -148,10 +163,17 @@ typedef struct {
     uint8_t  addr[DFCCL_NET_ADDR_MAX];
     size_t   len;
     ucp_ep_h ep;
-    int      failed;
+    int      failed;     /* nothing more goes to it */
     int      rank;       /* for messages: the first group's rank of this peer */
     char     host[64];
     struct dfccl_net *net;
+    /* its connection closed or broke (UCS_OK: not); what it sent before
+     * is still taken */
+    ucs_status_t err;
+    uint64_t     err_ns;
+    int          bye;  /* its context's last message came: nothing follows */
+    int          gone; /* the closing is final: every message it sent before
+                        * has been taken (read by the health check) */
 } dfccl_net_peer_t;
 
 typedef struct dfccl_net_chan {
@@ -202,8 +224,21 @@ typedef struct dfccl_net_frec {
     int                    posted;
     int                    gid;    /* in: our group it is for */
     dfccl_dir_fail_t       rec;
+    void                  *buf;    /* out: sent instead of rec (a goodbye) */
+    size_t                 len;
     struct dfccl_net_frec *next;
 } dfccl_net_frec_t;
+
+/* A neighbour's goodbye to one of our groups (dfccl_net_group_left): the
+ * runs it completed of registrations base .. base + n - 1. On the wire:
+ * rank, base, n, then the n counts (uint64_t each). */
+typedef struct dfccl_net_left {
+    int                    gid;  /* our group's id */
+    int                    rank; /* the neighbour's rank in it */
+    uint64_t               base, n;
+    struct dfccl_net_left *next;
+    uint64_t               done[];
+} dfccl_net_left_t;
 
 struct dfccl_net {
     ucp_context_h     ucp;
@@ -225,6 +260,7 @@ struct dfccl_net {
     uint64_t          arrivals;
     /* failure records to send and received (dfccl_net_fail_send/recv) */
     dfccl_net_frec_t *fail_out, *fail_in;
+    dfccl_net_left_t *left;
     /* first failure, reported by the context's health check */
     int               failed;
     int               fail_coll;
@@ -280,13 +316,19 @@ static void dfccl_net_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     dfccl_net_peer_t *p = arg;
 
-    /* Called on the proxy thread from ucp_worker_progress. Reported to the
-     * context's health check, which aborts only while collectives are in
-     * flight: a peer that exits after its last collective does no harm. */
+    /* Called from ucp_worker_progress, net lock held (or by the thread
+     * that stops the transport). Nothing more goes to the peer; what it
+     * sent before still comes in. Whether the collectives in flight can do
+     * without it is the health check's question (dfccl_net_neighbour_gone),
+     * once the proxy made the closing final: a peer that finished its part
+     * and left is no failure. */
+    if (p->err == UCS_OK) {
+        p->err    = status;
+        p->err_ns = dfccl_time_ns();
+    }
     p->failed = 1;
-    dfccl_net_fail(p->net, -1, DFCCL_ERR_TRANSPORT, "net transport (UCX): the connection to "
-                   "rank %d on host %s failed: %s; the peer may have exited or the network "
-                   "dropped", p->rank, p->host, ucs_status_string(status));
+    dfccl_debug("net: the connection to rank %d on host %s closed: %s", p->rank, p->host,
+                ucs_status_string(status));
 }
 
 static ucp_ep_h dfccl_net_ep(struct dfccl_net *net, int pi)
@@ -402,7 +444,8 @@ static dfccl_status_t dfccl_net_send(struct dfccl_net *net, dfccl_net_chan_t *c,
     ucs_status_ptr_t r;
     ucp_ep_h ep = dfccl_net_ep(net, c->peer);
 
-    if (ep == NULL) {
+    /* a peer whose connection closed is judged by the health check */
+    if (ep == NULL || net->peers[c->peer]->failed) {
         return DFCCL_ERR_TRANSPORT;
     }
     dfccl_net_host_param(&prm);
@@ -471,6 +514,67 @@ static void dfccl_net_describe(const uint64_t sig[8], char *buf, size_t len)
              (unsigned)(sig[5] >> 32));
 }
 
+static void dfccl_net_drop(struct dfccl_net *net, ucp_tag_message_h msg,
+                           const ucp_tag_recv_info_t *info);
+
+/* Forget the goodbyes to our group `gid` (it is gone, or the id is new). */
+static void dfccl_net_left_drop(struct dfccl_net *net, int gid)
+{
+    for (dfccl_net_left_t **pp = &net->left; *pp != NULL;) {
+        dfccl_net_left_t *l = *pp;
+        if (l->gid == gid) {
+            *pp = l->next;
+            free(l);
+        } else {
+            pp = &l->next;
+        }
+    }
+}
+
+/* Receive a goodbye to our group `gid` and keep it (the latest per rank). */
+static int dfccl_net_take_left(struct dfccl_net *net, int gid, ucp_tag_message_h msg,
+                               const ucp_tag_recv_info_t *info)
+{
+    uint64_t *w = info->length >= 3 * sizeof(uint64_t) ? malloc(info->length) : NULL;
+    dfccl_net_left_t *l = NULL;
+    uint64_t n;
+
+    if (w == NULL) {
+        dfccl_net_drop(net, msg, info);
+        return 1;
+    }
+    if (dfccl_net_recv_now(net, w, info->length, msg) != DFCCL_OK) {
+        free(w);
+        return DFCCL_ERR_TRANSPORT;
+    }
+    n = w[2];
+    if (n == (info->length - 3 * sizeof(uint64_t)) / sizeof(uint64_t)) {
+        l = malloc(sizeof(*l) + n * sizeof(uint64_t));
+    }
+    if (l != NULL) {
+        dfccl_net_left_t **pp = &net->left;
+        l->gid  = gid;
+        l->rank = (int)w[0];
+        l->base = w[1];
+        l->n    = n;
+        memcpy(l->done, w + 3, n * sizeof(uint64_t));
+        while (*pp != NULL && !((*pp)->gid == gid && (*pp)->rank == l->rank)) {
+            pp = &(*pp)->next;
+        }
+        if (*pp != NULL) {
+            dfccl_net_left_t *old = *pp;
+            *pp                   = old->next;
+            free(old);
+        }
+        l->next   = net->left;
+        net->left = l;
+        dfccl_debug("net: rank %d left our group %d after %llu registration(s)", l->rank, gid,
+                    (unsigned long long)(l->base + l->n));
+    }
+    free(w);
+    return 1;
+}
+
 /*
  * Handle one probed message: 1 when consumed, 0 when its collective is not
  * registered here yet (keep it pending), negative on failure.
@@ -501,6 +605,24 @@ static int dfccl_net_handle(struct dfccl_net *net, ucp_tag_message_h msg,
         }
         __atomic_store_n(tl, f, __ATOMIC_RELEASE); /* fail_in is peeked without the lock */
         __atomic_fetch_add(&net->arrivals, 1, __ATOMIC_RELEASE);
+        return 1;
+    }
+    if (type == DFCCL_NET_CONNECT && seq == DFCCL_NET_LEFT_SEQ) {
+        return dfccl_net_take_left(net, gid, msg, info);
+    }
+    if (type == DFCCL_NET_CONNECT && seq == DFCCL_NET_BYE_SEQ) {
+        uint8_t addr[DFCCL_NET_ADDR_MAX];
+        if (info->length > sizeof(addr)) {
+            dfccl_net_drop(net, msg, info);
+            return 1;
+        }
+        DFCCL_CHECK(dfccl_net_recv_now(net, addr, info->length, msg));
+        for (int i = 0; i < net->npeers; i++) {
+            if (net->peers[i]->len == info->length &&
+                memcmp(net->peers[i]->addr, addr, info->length) == 0) {
+                net->peers[i]->bye = 1;
+            }
+        }
         return 1;
     }
     if (type == DFCCL_NET_CONNECT) {
@@ -643,7 +765,18 @@ static int dfccl_net_drive_recv(struct dfccl_net *net, dfccl_net_chan_t *c)
 
     for (uint64_t q = c->tail; q < c->posted; q++) {
         uint32_t s = (uint32_t)(q % c->nslots);
-        if (c->rreq[s] != NULL && dfccl_net_req_test(&c->rreq[s]) != 0) {
+        int rc     = c->rreq[s] != NULL ? dfccl_net_req_test(&c->rreq[s]) : 0;
+        if (rc < 0) {
+            /* never a slot of wrong data: the collective cannot complete */
+            c->broken = 1;
+            dfccl_net_fail(net, c->coll_id, DFCCL_ERR_TRANSPORT, "net transport (UCX): "
+                           "collective %d on group %s: slot %llu from rank %d on host %s "
+                           "could not be received; the peer may have exited or the network "
+                           "dropped", c->coll_id, c->group, (unsigned long long)q,
+                           net->peers[c->peer]->rank, net->peers[c->peer]->host);
+            return moved;
+        }
+        if (rc > 0) {
             c->rgot[s] = q + 1;
         }
     }
@@ -721,6 +854,19 @@ static int dfccl_net_progress(struct dfccl_net *net)
             *tl = q;
         }
     }
+    /* A closed connection is final once everything the peer sent before
+     * it has been taken (all of it probed above): at its last message, or
+     * after a grace period without one (it died, or that message comes
+     * through another connection). */
+    for (int i = 0; i < net->npeers; i++) {
+        dfccl_net_peer_t *p = net->peers[i];
+        if (p->err != UCS_OK && !p->gone &&
+            (p->bye || dfccl_time_ns() - p->err_ns > DFCCL_NET_GONE_NS)) {
+            __atomic_store_n(&p->gone, 1, __ATOMIC_RELEASE);
+            dfccl_debug("net: rank %d on host %s is gone (%s)", p->rank, p->host,
+                        p->bye ? "it said goodbye" : "no goodbye");
+        }
+    }
     /* failure records for peers: posted, then freed once sent (or given
      * up with the peer) */
     for (dfccl_net_frec_t **qq = &net->fail_out; *qq != NULL;) {
@@ -732,8 +878,9 @@ static int dfccl_net_progress(struct dfccl_net *net)
             ucs_status_ptr_t r;
 
             dfccl_net_host_param(&prm);
-            r = ep != NULL ? ucp_tag_send_nbx(ep, &q->rec, sizeof(q->rec), q->tag, &prm)
-                           : UCS_STATUS_PTR(UCS_ERR_UNREACHABLE);
+            r = ep == NULL ? UCS_STATUS_PTR(UCS_ERR_UNREACHABLE)
+                : q->buf != NULL ? ucp_tag_send_nbx(ep, q->buf, q->len, q->tag, &prm)
+                                 : ucp_tag_send_nbx(ep, &q->rec, sizeof(q->rec), q->tag, &prm);
             q->req    = UCS_PTR_IS_ERR(r) ? NULL : r;
             q->posted = 1;
             moved++;
@@ -743,6 +890,7 @@ static int dfccl_net_progress(struct dfccl_net *net)
         }
         if (rc != 0) {
             *qq = q->next;
+            free(q->buf);
             free(q);
         } else {
             qq = &q->next;
@@ -761,7 +909,9 @@ static int dfccl_net_progress(struct dfccl_net *net)
             pp = &c->next;
             continue;
         }
-        if (!net->peers[c->peer]->failed && !c->broken) {
+        /* a peer whose connection closed: what it sent is still taken,
+         * and nothing goes to it (dfccl_net_send) */
+        if (!c->broken) {
             moved += c->send ? dfccl_net_drive_send(net, c) : dfccl_net_drive_recv(net, c);
         }
         if (c->closing && (c->broken || dfccl_net_flushed(c) || net->peers[c->peer]->failed ||
@@ -962,6 +1112,8 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
 
     wait_s = g->ctx->cfg.timeout_s > 0 ? g->ctx->cfg.timeout_s : DFCCL_NET_CONNECT_S;
     pthread_mutex_lock(&net->lock);
+    /* goodbyes to an earlier group of this id are not this one's */
+    dfccl_net_left_drop(net, g->id & 0xfff);
     g->net_next_peer = -1;
     g->net_prev_peer = -1;
     rc = g->next_net ? dfccl_net_peer_add(net, (const char *)addrs + (size_t)nx * stride, nx,
@@ -1221,6 +1373,125 @@ int dfccl_net_fail_recv(struct dfccl_rank_ctx *ctx, int *gid_p, dfccl_dir_fail_t
     return 1;
 }
 
+void dfccl_net_group_left(struct dfccl_group *g)
+{
+    struct dfccl_net *net  = g->ctx->net;
+    const dfccl_dir_t *d   = g->pool.dir;
+    const int edges[2][3] = {{g->next_net, g->net_next_peer, g->net_next_gid},
+                             {g->prev_net, g->net_prev_peer, g->net_prev_gid}};
+    uint64_t nreg, base, n;
+
+    if (net == NULL || (!g->next_net && !g->prev_net)) {
+        return;
+    }
+    pthread_mutex_lock(&net->lock);
+    dfccl_net_left_drop(net, g->id & 0xfff);
+    pthread_mutex_unlock(&net->lock);
+    if (d == NULL) {
+        return;
+    }
+    nreg = __atomic_load_n(&d->nreg, __ATOMIC_ACQUIRE);
+    base = nreg > DFCCL_DIR_RUNS ? nreg - DFCCL_DIR_RUNS : 0;
+    n    = nreg - base;
+    for (int e = 0; e < 2; e++) {
+        size_t len = (3 + n) * sizeof(uint64_t);
+        dfccl_net_frec_t *q, **tl;
+        uint64_t *w;
+        /* a two-rank ring reaches the same peer both ways: once is enough */
+        if (!edges[e][0] || edges[e][1] < 0 ||
+            (e == 1 && edges[0][0] && edges[0][1] == edges[1][1] && edges[0][2] == edges[1][2])) {
+            continue;
+        }
+        q = calloc(1, sizeof(*q));
+        w = malloc(len);
+        if (q == NULL || w == NULL) {
+            free(q);
+            free(w);
+            break;
+        }
+        w[0] = (uint64_t)g->rank;
+        w[1] = base;
+        w[2] = n;
+        for (uint64_t i = 0; i < n; i++) {
+            dfccl_dir_reg_t r;
+            /* a registration never published was never run */
+            w[3 + i] = dfccl_dir_read_reg(d, base + i, &r) ? r.done : 0;
+        }
+        q->peer = edges[e][1];
+        q->tag  = dfccl_net_tag(DFCCL_NET_CONNECT, edges[e][2], 0, 0, DFCCL_NET_LEFT_SEQ);
+        q->buf  = w;
+        q->len  = len;
+        pthread_mutex_lock(&net->lock);
+        for (tl = &net->fail_out; *tl != NULL; tl = &(*tl)->next) {
+        }
+        *tl = q;
+        pthread_mutex_unlock(&net->lock);
+    }
+}
+
+int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
+                             const char *label, dfccl_status_t *status_p, char *msg,
+                             size_t len)
+{
+    struct dfccl_net *net = __atomic_load_n(&g->ctx->net, __ATOMIC_ACQUIRE);
+    const int n = g->nranks;
+    const int edges[2][3] = {{g->next_net, g->net_next_peer, (g->rank + 1) % n},
+                             {g->prev_net, g->net_prev_peer, (g->rank + n - 1) % n}};
+
+    if (net == NULL) {
+        return 0;
+    }
+    for (int e = 0; e < 2; e++) {
+        const dfccl_net_left_t *l;
+        dfccl_net_peer_t *p;
+        uint64_t done = 0;
+        ucs_status_t err;
+        char host[64];
+        int have = 0;
+
+        if (!edges[e][0] || edges[e][1] < 0) {
+            continue;
+        }
+        pthread_mutex_lock(&net->lock);
+        p = edges[e][1] < net->npeers ? net->peers[edges[e][1]] : NULL;
+        if (p == NULL || !__atomic_load_n(&p->gone, __ATOMIC_ACQUIRE)) {
+            pthread_mutex_unlock(&net->lock);
+            continue;
+        }
+        for (l = net->left; l != NULL; l = l->next) {
+            if (l->gid == (g->id & 0xfff) && l->rank == edges[e][2]) {
+                have = 1;
+                /* older than the record reaches: long finished */
+                done = reg < l->base ? UINT64_MAX : reg - l->base < l->n ? l->done[reg - l->base]
+                                                                          : 0;
+                break;
+            }
+        }
+        err = p->err;
+        snprintf(host, sizeof(host), "%s", p->host);
+        pthread_mutex_unlock(&net->lock);
+        if (have && done >= run) {
+            continue; /* it finished this run before it left */
+        }
+        if (have) {
+            *status_p = DFCCL_ERR_ABORTED;
+            snprintf(msg, len, "%s cannot complete: rank %d (host %s) destroyed the group "
+                     "after %llu run(s) of this collective, before run %llu, and its "
+                     "connection closed. The rank context is aborted; destroy it and end the "
+                     "job", label, edges[e][2], host, (unsigned long long)done,
+                     (unsigned long long)run);
+        } else {
+            *status_p = DFCCL_ERR_TRANSPORT;
+            snprintf(msg, len, "%s cannot complete: the net connection to rank %d on host %s "
+                     "failed (%s) before that rank finished it; the peer may have exited or "
+                     "the network dropped. The rank context is aborted; destroy it and end "
+                     "the job", label, edges[e][2], host, ucs_status_string(err));
+        }
+        return 1;
+    }
+    return 0;
+}
+
 void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
 {
     struct dfccl_net *net = ctx->net;
@@ -1267,12 +1538,29 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
             ucp_request_free(q->req);
         }
         net->fail_out = q->next;
+        free(q->buf);
         free(q);
     }
     while (net->fail_in != NULL) {
         dfccl_net_frec_t *q = net->fail_in;
         net->fail_in        = q->next;
         free(q);
+    }
+    /* The last message to each peer: nothing of ours follows it, so a
+     * peer that sees our connection close after it knows at once that it
+     * has all we sent (the close flushes it; UCX frees the request). */
+    for (int i = 0; i < net->npeers; i++) {
+        ucp_request_param_t prm;
+        ucs_status_ptr_t r;
+        if (net->peers[i]->ep == NULL || net->peers[i]->failed) {
+            continue;
+        }
+        dfccl_net_host_param(&prm);
+        r = ucp_tag_send_nbx(net->peers[i]->ep, net->addr, net->addr_len,
+                             dfccl_net_tag(DFCCL_NET_CONNECT, 0, 0, 0, DFCCL_NET_BYE_SEQ), &prm);
+        if (r != NULL && !UCS_PTR_IS_ERR(r)) {
+            ucp_request_free(r);
+        }
     }
     for (int i = 0; i < net->npeers; i++) {
         ucp_request_param_t prm;
@@ -1331,6 +1619,11 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
         free(net->peers[i]);
     }
     free(net->peers);
+    while (net->left != NULL) {
+        dfccl_net_left_t *l = net->left;
+        net->left           = l->next;
+        free(l);
+    }
     ucp_worker_release_address(net->worker, net->addr);
     ucp_worker_destroy(net->worker);
     ucp_cleanup(net->ucp);

@@ -410,6 +410,123 @@ START_TEST(test_net_dead_peer)
 }
 END_TEST
 
+/* Wait until process `pid` has exited (gone, or a zombie nobody reaped
+ * yet): 1, or 0 after `ms` milliseconds. */
+static int net_wait_exit(pid_t pid, int ms)
+{
+    const double t0 = unit_now_s();
+    char path[64], buf[256];
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    while (unit_now_s() - t0 < ms / 1000.0) {
+        FILE *f = fopen(path, "r");
+        char *rp;
+        if (f == NULL) {
+            return 1;
+        }
+        rp = fgets(buf, sizeof(buf), f) != NULL ? strrchr(buf, ')') : NULL;
+        fclose(f);
+        if (rp != NULL && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X')) {
+            return 1;
+        }
+        usleep(10000);
+    }
+    return 0;
+}
+
+/*
+ * Three ranks, ring 0 -> 1 -> 2 -> 0: ranks 0 and 2 on host a, rank 1 on
+ * host b, so both of rank 1's edges are net (TCP, where its exit closes
+ * the connection and UCX reports it). Rank 1, the root of a broadcast,
+ * finishes runs 2 and 3 and leaves in order (deregisters, destroys its
+ * group and context, exits) before the others start them: rank 0 starts
+ * at once and waits for rank 2, which starts 300 ms later. The data rank 1
+ * sent still completes both runs on both: a peer that finished its part
+ * and left is no failure. A fourth run, which rank 1 never made, fails
+ * promptly on both without DFCCL_TIMEOUT, naming rank 1.
+ */
+static int net_left_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    const size_t count = 1000;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    dfccl_status_t st;
+    float *d, *h = malloc(count * sizeof(float));
+    int id, pids[3], me = (int)getpid();
+    double t0, secs;
+
+    (void)arg;
+    net_env(rank, n, NET_TWO_HOSTS);
+    setenv("DFCCL_HOST_ID", rank == 1 ? "dfccl-test-host-b" : "dfccl-test-host-a", 1);
+    unsetenv("DFCCL_TIMEOUT");
+    setenv("UCX_TLS", "tcp,self", 1);
+    DFCCL_TEST_CHECK(h != NULL && dfccl_test_oob_allgather(&me, pids, sizeof(int), oob) == 0,
+                     "pids");
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterBroadcast(count, DFCCL_FLOAT32, 1, g, 0, &id) == DFCCL_OK,
+                     "register");
+    d = dfccl_test_malloc(ctx, count * sizeof(float));
+    /* one run together: the connections and the channels are up */
+    DFCCL_TEST_CHECK(unit_run_wait(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx), id, 60000,
+                                   ctx) == DFCCL_OK, "the first broadcast");
+    dfccl_test_barrier(oob);
+    if (rank == 1) {
+        for (int run = 2; run <= 3; run++) {
+            for (size_t i = 0; i < count; i++) {
+                h[i] = (float)(run * 1000 + (int)i);
+            }
+            dfccl_test_put(ctx, d, h, count * sizeof(float));
+            DFCCL_TEST_CHECK(unit_run_wait(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx), id,
+                                           60000, ctx) == DFCCL_OK, "root run %d", run);
+        }
+        DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+        DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+        dfccl_test_free(ctx, d);
+        DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+        free(h);
+        return 0;
+    }
+    DFCCL_TEST_CHECK(net_wait_exit(pids[1], dfccl_test_wait_ms(60000)), "rank 1 did not exit");
+    if (rank == 2) {
+        /* rank 0's run waits for this one meanwhile, in flight while its
+         * UCX sees rank 1's connection close */
+        usleep(300000);
+    }
+    for (int run = 2; run <= 3; run++) {
+        st = unit_run_wait(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx), id, 60000, ctx);
+        DFCCL_TEST_CHECK(st == DFCCL_OK, "run %d, whose root finished it and left: %s (%s)", run,
+                         dfcclGetErrorString(st), dfcclGetLastErrorMessage());
+        dfccl_test_get(ctx, h, d, count * sizeof(float));
+        for (size_t i = 0; i < count; i++) {
+            DFCCL_TEST_CHECK(h[i] == (float)(run * 1000 + (int)i), "run %d: element %zu is %g",
+                             run, i, (double)h[i]);
+        }
+    }
+    t0   = unit_now_s();
+    st   = unit_run_wait(dfcclRunBroadcast(d, d, id, NULL, NULL, ctx), id, 60000, ctx);
+    secs = unit_now_s() - t0;
+    printf("net peer left, rank %d: a run it never made: %s after %.1f s: %s\n", rank,
+           dfcclGetErrorString(st), secs, dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(st == DFCCL_ERR_ABORTED, "a run the departed root never made returned %s",
+                     dfcclGetErrorString(st));
+    DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "rank 1 ") != NULL,
+                     "the error does not name rank 1: %s", dfcclGetLastErrorMessage());
+    /* found by the health check within a second; 15 s is generous, scaled */
+    DFCCL_TEST_CHECK(secs < 15.0 * dfccl_test_scale(), "the failure took %.1f s", secs);
+    /* the context is aborted: the calls only end it */
+    (void)dfcclDeregister(id, ctx);
+    dfccl_test_free(ctx, d);
+    (void)dfcclDestroy(ctx);
+    free(h);
+    return 0;
+}
+
+START_TEST(test_net_peer_left)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(3, 120, net_left_body, NULL), 0);
+}
+END_TEST
+
 /* Resident memory of this process, in KiB (0 if unknown). */
 static long net_rss_kib(void)
 {
@@ -638,6 +755,7 @@ int main(void)
     tcase_add_test(fail, test_net_mismatch);
     tcase_add_test(fail, test_net_dead_peer);
     tcase_add_test(fail, test_net_dead_peer_aborted);
+    tcase_add_test(fail, test_net_peer_left);
     tcase_add_test(fail, test_net_mismatch_hosts);
     tcase_add_test(hosts, test_net_two_hosts_matrix);
     tcase_add_test(hosts, test_net_two_hosts_disorder);
