@@ -46,7 +46,8 @@
 #      2-rank run;
 #   6. test/reliability's make check on the CUDA backend (soak scaled down,
 #      shared memory, small run);
-#   7. the full soak: DFCCL_SOAK_COUNT=1000000 collectives per rank.
+#   7. the full soak: DFCCL_SOAK_COUNT=1000000 collectives per rank
+#      (DFCCL_LANE_SOAK_COUNT sets another count).
 # Prints a summary and exits non-zero if any step failed. Run it on a GPU
 # machine from any directory; NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 # DFCCL_LANE_STEP_TIMEOUT (seconds, default 1800) bounds every step.
@@ -330,8 +331,9 @@ if want reliability; then
     step reliability-cuda env DFCCL_BACKEND=cuda make -C test/reliability check
 fi
 if want soak; then
+    soak_count=${DFCCL_LANE_SOAK_COUNT:-1000000}
     make -C "$build/test/reliability" test_soak >/dev/null 2>&1
-    step soak-1000000 env DFCCL_BACKEND=cuda DFCCL_SOAK_COUNT=1000000 \
+    step soak-$soak_count env DFCCL_BACKEND=cuda DFCCL_SOAK_COUNT=$soak_count \
         CK_DEFAULT_TIMEOUT=3000 test/reliability/test_soak
 fi
 finish
