@@ -813,6 +813,27 @@ static int dfccl_net_flushed(dfccl_net_chan_t *c)
     return c->creq == NULL && c->posted == c->tail;
 }
 
+/* Post a failure record or a goodbye once (its peer still there): 1 if
+ * it was posted now. */
+static int dfccl_net_post_rec(struct dfccl_net *net, dfccl_net_frec_t *q)
+{
+    ucp_request_param_t prm;
+    ucs_status_ptr_t r;
+    ucp_ep_h ep;
+
+    if (q->posted || net->peers[q->peer]->failed) {
+        return 0;
+    }
+    ep = dfccl_net_ep(net, q->peer);
+    dfccl_net_host_param(&prm);
+    r = ep == NULL ? UCS_STATUS_PTR(UCS_ERR_UNREACHABLE)
+        : q->buf != NULL ? ucp_tag_send_nbx(ep, q->buf, q->len, q->tag, &prm)
+                         : ucp_tag_send_nbx(ep, &q->rec, sizeof(q->rec), q->tag, &prm);
+    q->req    = UCS_PTR_IS_ERR(r) ? NULL : r;
+    q->posted = 1;
+    return 1;
+}
+
 static int dfccl_net_progress(struct dfccl_net *net)
 {
     int moved = 0;
@@ -872,19 +893,7 @@ static int dfccl_net_progress(struct dfccl_net *net)
     for (dfccl_net_frec_t **qq = &net->fail_out; *qq != NULL;) {
         dfccl_net_frec_t *q = *qq;
         int rc              = 1;
-        if (!q->posted && !net->peers[q->peer]->failed) {
-            ucp_ep_h ep = dfccl_net_ep(net, q->peer);
-            ucp_request_param_t prm;
-            ucs_status_ptr_t r;
-
-            dfccl_net_host_param(&prm);
-            r = ep == NULL ? UCS_STATUS_PTR(UCS_ERR_UNREACHABLE)
-                : q->buf != NULL ? ucp_tag_send_nbx(ep, q->buf, q->len, q->tag, &prm)
-                                 : ucp_tag_send_nbx(ep, &q->rec, sizeof(q->rec), q->tag, &prm);
-            q->req    = UCS_PTR_IS_ERR(r) ? NULL : r;
-            q->posted = 1;
-            moved++;
-        }
+        moved += dfccl_net_post_rec(net, q);
         if (!net->peers[q->peer]->failed) {
             rc = dfccl_net_req_test(&q->req);
         }
@@ -1518,8 +1527,12 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
         pthread_join(net->proxy, NULL);
     }
     /* the proxy is gone: this thread drives the worker now */
-    /* failure records: those in flight go out (a peer may wait on them),
-     * for a bounded time */
+    /* failure records and goodbyes: those the proxy has not posted yet
+     * (the group may have gone just before) are posted now, and those in
+     * flight go out (a peer may wait on them), for a bounded time */
+    for (dfccl_net_frec_t *q = net->fail_out; q != NULL; q = q->next) {
+        dfccl_net_post_rec(net, q);
+    }
     t0 = dfccl_time_ns();
     while (net->fail_out != NULL) {
         dfccl_net_frec_t *q = net->fail_out;
