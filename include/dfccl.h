@@ -136,7 +136,9 @@ typedef enum {
     DFCCL_ALGO_AUTO = 0,
     DFCCL_ALGO_RING,
     DFCCL_ALGO_ONESHOT,
-    DFCCL_ALGO_TWOSHOT
+    DFCCL_ALGO_TWOSHOT,
+    DFCCL_ALGO_MESH,  /* all-to-alls only */
+    DFCCL_ALGO_MSCCL  /* a program of DFCCL_MSCCL_XML_FILES */
 } dfccl_algo_choice_t;
 
 /*
@@ -468,7 +470,9 @@ DFCCL_API dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_grou
 
 /* What a registered collective runs: its algorithm (DFCCL_ALGO's names:
  * "ring", "oneshot", "twoshot"; "mesh" for all-to-alls whose ranks write
- * into each other's connectors), channels and protocol ("simple", "ll"). */
+ * into each other's connectors; "msccl:NAME" for an MSCCL program, valid
+ * until the collective is deregistered), channels and protocol ("simple",
+ * "ll"). */
 typedef struct {
     const char *algo;
     int         nchannels;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The daemon's algorithms: each is a device program in kernels/algo/
- * (ring.h, oneshot.h, twoshot.h, alltoall.h, written as primitive calls) with its host
+ * (ring.h, oneshot.h, twoshot.h, alltoall.h, msccl.h, written as primitive calls) with its host
  * module in runtime/algo/, which chose it at registration and laid out its
  * connectors. dfccl_algo_run runs one channel of a collective on the
  * program its static context names, and returns what the program's last
@@ -11,6 +11,7 @@
 #define DFCCL_KERNELS_ALGO_H_
 
 #include "algo/alltoall.h"
+#include "algo/msccl.h"
 #include "algo/oneshot.h"
 #include "algo/ring.h"
 #include "algo/twoshot.h"
@@ -25,6 +26,9 @@ DFCCL_F_DEVICE int dfccl_algo_run(dfccl_exec_t *x)
     }
     if (x->st->algo == DFCCL_K_ALGO_MESH) {
         return dfccl_mesh_alltoall(x);
+    }
+    if (x->st->algo == DFCCL_K_ALGO_MSCCL) {
+        return dfccl_msccl_run(x);
     }
     switch (x->st->kind) {
     case DFCCL_COLL_ALLREDUCE:     return dfccl_ring_allreduce(x);

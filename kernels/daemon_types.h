@@ -38,9 +38,63 @@ enum {
     DFCCL_K_ALGO_RING    = 0,
     DFCCL_K_ALGO_ONESHOT = 1,
     DFCCL_K_ALGO_TWOSHOT = 2,
-    DFCCL_K_ALGO_MESH    = 3 /* alltoall: a connector per pair, each rank writes
-                              * into its own connector at every peer */
+    DFCCL_K_ALGO_MESH    = 3, /* alltoall: a connector per pair, each rank writes
+                               * into its own connector at every peer */
+    DFCCL_K_ALGO_MSCCL   = 4  /* an MSCCL program: the mesh's connectors, a
+                               * thread block per channel */
 };
+
+/* MSCCL programs (kernels/algo/msccl.h): the step types, in the order of
+ * runtime/msccl.h's dfccl_msccl_type_t, and the buffers */
+enum {
+    DFCCL_K_MS_SEND = 0, /* s */
+    DFCCL_K_MS_RECV,     /* r */
+    DFCCL_K_MS_RCS,      /* recv, copy, send */
+    DFCCL_K_MS_RRS,      /* recv, reduce, send */
+    DFCCL_K_MS_RRC,      /* recv, reduce, copy */
+    DFCCL_K_MS_RRCS,     /* recv, reduce, copy, send */
+    DFCCL_K_MS_COPY,     /* cpy */
+    DFCCL_K_MS_REDUCE,   /* re: dst = dst (op) src */
+    DFCCL_K_MS_NOP
+};
+enum { DFCCL_K_MS_IN = 0, DFCCL_K_MS_OUT, DFCCL_K_MS_SCRATCH };
+
+typedef struct {
+    uint8_t type;   /* DFCCL_K_MS_* */
+    uint8_t srcbuf; /* DFCCL_K_MS_IN, _OUT, _SCRATCH */
+    uint8_t dstbuf;
+    uint8_t hasdep; /* another thread block waits for it: publish its end */
+    int32_t srcoff; /* chunks */
+    int32_t dstoff;
+    int32_t cnt;
+    int32_t depid;  /* thread block waited for first, or -1 */
+    int32_t deps;   /* its step */
+} dfccl_ms_step_t;
+
+/*
+ * A thread block of an MSCCL program on this rank, run by the channel of its
+ * index (device memory, written at registration). Every chunk has
+ * chunk_elems elements; a loop moves one slot's worth of each chunk. A
+ * thread block counts its progress in done[tb]: per run, 1 + loops x steps
+ * events (the input copied, then each step), cumulative over runs, and
+ * publishes the count where a step of another thread block waits for it.
+ */
+typedef struct {
+    uint64_t               chunk_elems;
+    char                  *scratch;      /* buffer s */
+    uint64_t              *done;         /* per thread block of this rank */
+    const int32_t         *nsteps_of;    /* per thread block of this rank */
+    int32_t                ntbs;
+    int32_t                inplace_only; /* out of place: the input is copied
+                                          * into the output first */
+    int32_t                in_chunks;    /* chunks of buffer i */
+    int32_t                tb;
+    int32_t                chan;         /* its connectors: channel chan's regions */
+    int32_t                send;         /* peers, or -1 */
+    int32_t                recv;
+    int32_t                nsteps;
+    const dfccl_ms_step_t *steps;
+} dfccl_ms_tb_t;
 
 /* The most ranks of a one-shot or mesh collective (dfccl_chan_t.peer). */
 #define DFCCL_ONESHOT_MAX_RANKS 8
@@ -267,6 +321,8 @@ typedef struct {
     /* alltoall on the mesh: nranks entries of DFCCL_PAIR_WORDS words, what
      * this channel carries of each pair (device memory) */
     const uint64_t    *pairs;
+    /* an MSCCL program: the thread block this channel runs (NULL: none) */
+    const dfccl_ms_tb_t *msccl;
 } dfccl_chan_t;
 
 /* An entry of dfccl_chan_t.pairs, for peer q, in elements: where in the
@@ -335,6 +391,10 @@ typedef struct {
     /* runs completed: a mesh alltoall's connector of each pair advances by
      * that pair's slices per run (DFCCL_PAIR_RUN0) */
     uint64_t calls;
+    /* an MSCCL run's start: 1 once its share of the input was copied, 2
+     * once every thread block's was */
+    uint32_t phase;
+    uint32_t pad;
 } dfccl_dyn_t;
 
 /* A collective in a block's task queue. */

@@ -330,8 +330,9 @@ static int dfccl_coll_sends(const dfccl_coll_t *c, int ch)
     const dfccl_coll_static_t *st = &c->st;
     int last = (st->rank - st->root + st->nranks) % st->nranks == st->nranks - 1;
 
-    if (c->chans[ch].cnt == 0 || st->nranks == 1 || st->algo == DFCCL_K_ALGO_MESH) {
-        return 0; /* the mesh writes to its peers' regions (peer[]) */
+    if (c->chans[ch].cnt == 0 || st->nranks == 1 || st->algo == DFCCL_K_ALGO_MESH ||
+        st->algo == DFCCL_K_ALGO_MSCCL) {
+        return 0; /* the mesh and MSCCL write to their peers' regions (peer[]) */
     }
     if (st->kind == DFCCL_COLL_BROADCAST) {
         return !last; /* the root's predecessor only receives */
@@ -431,7 +432,8 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
             if (c->chans[ch].peer[q] != NULL ||
                 (c->st.algo == DFCCL_K_ALGO_MESH &&
                  c->pairs_host[((size_t)ch * (size_t)g->nranks + (size_t)q) * DFCCL_PAIR_WORDS +
-                               DFCCL_PAIR_SCNT] == 0)) {
+                               DFCCL_PAIR_SCNT] == 0) ||
+                (c->st.algo == DFCCL_K_ALGO_MSCCL && !dfccl_msccl_sends_to(c, ch, q))) {
                 continue;
             }
             rc = dfccl_coll_find_peer(ctx, id, q, ch, &dev);
@@ -467,6 +469,7 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
 
 static void dfccl_coll_free_host(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c)
 {
+    dfccl_msccl_release(ctx, c);
     if (c->pairs != NULL) {
         ctx->be->dev_free(ctx, c->pairs);
         c->pairs = NULL;
@@ -556,13 +559,13 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
      * would delay every pass, so it is off there */
     st.recv_poll    = ctx->backend == DFCCL_BACKEND_HOST ||
                       (g->pool.transport == DFCCL_TRANSPORT_P2P && !g->prev_net);
-    algo            = dfccl_algo_select(&ctx->cfg, g, kind, count, dtype, &onch);
+    algo            = dfccl_algo_select(&ctx->cfg, g, kind, count, dtype, op, &onch);
     st.algo         = algo->id;
     region          = algo->layout(&ctx->cfg, g, onch, &st);
     if (kind == DFCCL_COLL_ALLTOALLV && st.algo != DFCCL_K_ALGO_MESH) {
         return dfccl_coll_no_alltoallv(g, fn);
     }
-    if (st.algo == DFCCL_K_ALGO_MESH) {
+    if (st.algo == DFCCL_K_ALGO_MESH || st.algo == DFCCL_K_ALGO_MSCCL) {
         st.recv_poll = 0; /* the region's own tail never moves: see its connectors */
     }
 
@@ -642,7 +645,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
             rc = dfccl_pool_alloc(g, region, &host, &dev, &c->conn_seg[ch], &c->conn_off[ch]);
             if (rc == DFCCL_OK &&
                 (st.proto == DFCCL_K_PROTO_LL || st.algo == DFCCL_K_ALGO_TWOSHOT ||
-                 st.algo == DFCCL_K_ALGO_MESH)) {
+                 st.algo == DFCCL_K_ALGO_MESH || st.algo == DFCCL_K_ALGO_MSCCL)) {
                 /* LL and two-shot flags from an earlier owner of this
                  * memory must not match, nor the counters of the mesh's
                  * connectors start elsewhere than 0: zero the slots
@@ -696,6 +699,12 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
             if (rc != DFCCL_OK) {
                 goto err;
             }
+        }
+    }
+    if (st.algo == DFCCL_K_ALGO_MSCCL) {
+        rc = dfccl_msccl_setup(ctx, g, c);
+        if (rc != DFCCL_OK) {
+            goto err;
         }
     }
     if (st.algo == DFCCL_K_ALGO_MESH) {
@@ -915,7 +924,8 @@ dfccl_status_t dfcclGetCollInfo(int coll_id, dfccl_rank_ctx_t ctx, dfccl_coll_in
     if (st != DFCCL_OK) {
         return st;
     }
-    info.algo      = dfccl_algo_by_id(c->st.algo)->name;
+    info.algo      = c->st.algo == DFCCL_K_ALGO_MSCCL ? c->ms_name
+                                                      : dfccl_algo_by_id(c->st.algo)->name;
     info.nchannels = (int)c->st.nchannels;
     info.proto     = c->st.proto == DFCCL_K_PROTO_LL ? "ll" : "simple";
     pthread_mutex_unlock(&ctx->lock);

@@ -509,6 +509,12 @@ typedef struct {
     size_t              bytes;      /* memory held for this collective */
     size_t              region;     /* bytes of each channel's connector region */
     size_t              pool_bytes; /* of the group's pool (conn_bytes) */
+    /* an MSCCL program (algo/msccl.c): this rank's thread blocks and
+     * counters, and its scratch buffer (device memory); "msccl:<name>" */
+    const struct dfccl_msccl_prog *ms_prog;
+    void               *ms_dev;
+    void               *ms_scratch;
+    char                ms_name[160];
     dfccl_coll_static_t st;         /* host copy of the static context */
 } dfccl_coll_t;
 
@@ -718,19 +724,33 @@ static inline double dfccl_algo_alpha_beta(const struct dfccl_group *g, double h
 }
 
 extern const dfccl_algo_t dfccl_algo_ring, dfccl_algo_oneshot, dfccl_algo_twoshot,
-    dfccl_algo_mesh;
+    dfccl_algo_mesh, dfccl_algo_msccl;
 
 /* algo/algo.c */
 /* The algorithm of a collective: DFCCL_ALGO's if it can, else the default
  * policy (the configuration's thresholds); *nch_p its channels. */
 const dfccl_algo_t *dfccl_algo_select(const dfccl_config_t *cfg, struct dfccl_group *g,
-                                      int kind, size_t count, int dtype, int *nch_p);
+                                      int kind, size_t count, int dtype, int op, int *nch_p);
 const dfccl_algo_t *dfccl_algo_by_id(uint32_t id);
 
 /* algo/common.c */
 uint32_t dfccl_algo_ll_slots(const dfccl_config_t *cfg, uint32_t slot_bytes, size_t least);
+/* The mesh's layout (mesh, MSCCL programs): a channel's region holds a
+ * connector per sender of `slot`-byte slots, SIMPLE or LL (slots capped at
+ * DFCCL_LL_BYTES); fills st's layout and returns a region's bytes. */
+size_t dfccl_algo_sender_conns(const dfccl_config_t *cfg, dfccl_coll_static_t *st, int nch,
+                               uint32_t slot, int ll);
 /* every rank writes into every peer's connectors, in LL (one and two shot) */
 int dfccl_algo_all_local(const dfccl_config_t *cfg, const struct dfccl_group *g);
+
+/* algo/msccl.c: an MSCCL program's thread blocks in device memory, for
+ * collective c (registered with that algorithm) on g; released with
+ * dfccl_msccl_release; whether a thread block of ours sends to rank q on
+ * channel ch (the peers' regions to find) */
+dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group *g,
+                                 dfccl_coll_t *c);
+void dfccl_msccl_release(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c);
+int dfccl_msccl_sends_to(const dfccl_coll_t *c, int ch, int q);
 
 /* algo/oneshot.c */
 /* threads of a block that run a one-shot channel of `bytes` (0: all) */

@@ -93,7 +93,7 @@ typedef struct {
     dfccl_msccl_tb_t *tbs; /* by id */
 } dfccl_msccl_gpu_t;
 
-typedef struct {
+typedef struct dfccl_msccl_prog {
     char               file[256];
     char               name[128];
     int32_t            coll;  /* dfccl_msccl_coll_t */

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The algorithms as modules, and the one function that chooses among them.
- * Each module (ring.c, oneshot.c, twoshot.c) says whether it can run a
+ * Each module (ring.c, oneshot.c, twoshot.c, mesh.c, msccl.c) says whether it can run a
  * collective on a group and on how many channels, lays out its connectors,
  * and estimates its time in alpha-beta terms. The choice:
  *
  *   1. DFCCL_ALGO names a module: it runs the collective if it can; if it
  *      cannot, the default runs it and a warning says so, once per group;
- *   2. otherwise the default policy: the measured thresholds, one shot for
+ *   2. otherwise the default policy: an MSCCL program of
+ *      DFCCL_MSCCL_XML_FILES that serves the collective at its size; then
+ *      the measured thresholds, one shot for
  *      the smallest allreduces, allgathers and reduce-scatters on groups
  *      whose ranks all write to each other, two shot for allreduces up to
  *      DFCCL_TWOSHOT_BYTES, one shot for alltoalls of up to
@@ -22,7 +24,8 @@
 #include <string.h>
 
 static const dfccl_algo_t *const dfccl_algos[] = {&dfccl_algo_ring, &dfccl_algo_oneshot,
-                                                  &dfccl_algo_twoshot, &dfccl_algo_mesh};
+                                                  &dfccl_algo_twoshot, &dfccl_algo_mesh,
+                                                  &dfccl_algo_msccl};
 
 const dfccl_algo_t *dfccl_algo_by_id(uint32_t id)
 {
@@ -37,10 +40,15 @@ const dfccl_algo_t *dfccl_algo_by_id(uint32_t id)
 /* The default policy: the thresholds of the configuration. */
 static const dfccl_algo_t *dfccl_algo_default(const dfccl_config_t *cfg,
                                               const struct dfccl_group *g, int kind,
-                                              size_t count, int dtype, int *nch_p)
+                                              size_t count, int dtype, int op, int *nch_p)
 {
     const size_t bytes = count * dfccl_dtype_bytes(dtype);
     const size_t one = kind == DFCCL_COLL_ALLREDUCE ? cfg->oneshot_bytes : cfg->oneshot_gather_bytes;
+
+    /* a program the user gave for this size goes first */
+    if (op != DFCCL_AVG && dfccl_algo_msccl.plan(cfg, g, kind, count, dtype, nch_p)) {
+        return &dfccl_algo_msccl;
+    }
 
     if (kind == DFCCL_COLL_ALLTOALL && bytes <= cfg->oneshot_gather_bytes &&
         dfccl_algo_oneshot.plan(cfg, g, kind, count, dtype, nch_p)) {
@@ -61,17 +69,19 @@ static const dfccl_algo_t *dfccl_algo_default(const dfccl_config_t *cfg,
 }
 
 const dfccl_algo_t *dfccl_algo_select(const dfccl_config_t *cfg, struct dfccl_group *g,
-                                      int kind, size_t count, int dtype, int *nch_p)
+                                      int kind, size_t count, int dtype, int op, int *nch_p)
 {
     const dfccl_algo_t *forced = NULL, *a;
 
     if (cfg->algo != DFCCL_ALGO_AUTO) {
         forced = dfccl_algo_by_id((uint32_t)cfg->algo - 1);
-        if (forced->plan(cfg, g, kind, count, dtype, nch_p)) {
+        /* an MSCCL program only sums (and the like): AVG divides too */
+        if ((forced != &dfccl_algo_msccl || op != DFCCL_AVG) &&
+            forced->plan(cfg, g, kind, count, dtype, nch_p)) {
             return forced;
         }
     }
-    a = dfccl_algo_default(cfg, g, kind, count, dtype, nch_p);
+    a = dfccl_algo_default(cfg, g, kind, count, dtype, op, nch_p);
     if (forced != NULL && !g->algo_warned) {
         g->algo_warned = 1;
         dfccl_log_msg(0, __FILE__, __LINE__, "group %s: DFCCL_ALGO=%s cannot run the %s of %zu %s (%s); %s runs it, and "

@@ -24,6 +24,28 @@ uint32_t dfccl_algo_ll_slots(const dfccl_config_t *cfg, uint32_t slot_bytes, siz
     return (uint32_t)n;
 }
 
+size_t dfccl_algo_sender_conns(const dfccl_config_t *cfg, dfccl_coll_static_t *st, int nch,
+                               uint32_t slot, int ll)
+{
+    size_t conn;
+
+    st->team         = 0;
+    st->nchannels    = nch;
+    st->nslots       = (uint32_t)cfg->nslots;
+    st->chunk_slices = 1;
+    st->slot_bytes   = slot;
+    st->proto        = DFCCL_K_PROTO_SIMPLE;
+    if (ll) {
+        if (st->slot_bytes > cfg->ll_max_bytes) {
+            st->slot_bytes = (uint32_t)cfg->ll_max_bytes;
+        }
+        st->proto  = DFCCL_K_PROTO_LL;
+        st->nslots = dfccl_algo_ll_slots(cfg, st->slot_bytes, (size_t)cfg->nslots);
+    }
+    conn = sizeof(dfccl_conn_ctrl_t) + (size_t)st->nslots * st->slot_bytes * (ll ? 2 : 1);
+    return sizeof(dfccl_conn_ctrl_t) + (size_t)st->nranks * conn;
+}
+
 /* Whether the group's ranks all write into each other's connectors, with
  * LL allowed: what one and two shot need. Same on all ranks. */
 int dfccl_algo_all_local(const dfccl_config_t *cfg, const struct dfccl_group *g)

@@ -54,7 +54,6 @@ static size_t dfccl_mesh_layout(const dfccl_config_t *cfg, const struct dfccl_gr
     const uint32_t most = cfg->slot_bytes < DFCCL_MESH_SLOT_BYTES ? (uint32_t)cfg->slot_bytes
                                                                   : DFCCL_MESH_SLOT_BYTES;
     uint32_t slot = 256;
-    size_t conn;
 
     if (st->kind == DFCCL_COLL_ALLTOALLV) {
         slot = most;
@@ -68,24 +67,11 @@ static size_t dfccl_mesh_layout(const dfccl_config_t *cfg, const struct dfccl_gr
             slot <<= 1;
         }
     }
-    st->team         = 0;
-    st->nchannels    = nch;
-    st->nslots       = (uint32_t)cfg->nslots;
-    st->chunk_slices = 1;
-    st->slot_bytes   = slot;
-    st->proto        = DFCCL_K_PROTO_SIMPLE;
-    if (cfg->proto == DFCCL_PROTO_LL ||
-        (cfg->proto != DFCCL_PROTO_SIMPLE && slot <= cfg->ll_max_bytes)) {
-        if (st->slot_bytes > cfg->ll_max_bytes) {
-            st->slot_bytes = (uint32_t)cfg->ll_max_bytes;
-        }
-        st->proto  = DFCCL_K_PROTO_LL;
-        st->nslots = dfccl_algo_ll_slots(cfg, st->slot_bytes, (size_t)cfg->nslots);
-    }
     (void)g;
-    conn = sizeof(dfccl_conn_ctrl_t) +
-           (size_t)st->nslots * st->slot_bytes * (st->proto == DFCCL_K_PROTO_LL ? 2 : 1);
-    return sizeof(dfccl_conn_ctrl_t) + (size_t)st->nranks * conn;
+    return dfccl_algo_sender_conns(cfg, st, nch, slot,
+                                   cfg->proto == DFCCL_PROTO_LL ||
+                                       (cfg->proto != DFCCL_PROTO_SIMPLE &&
+                                        slot <= cfg->ll_max_bytes));
 }
 
 /* one hop; a rank sends (n - 1) / n of its data (bytes: all of it) */

@@ -132,6 +132,10 @@ typedef struct {
     const char *team;    /* DFCCL_TEAM_THREADS, or NULL: default */
 } matrix_arg_t;
 
+/* What dfcclGetCollInfo must name as each case's algorithm, where a
+ * program that includes this file sets it (NULL: anything). */
+static const char *run_case_algo;
+
 /* Runs one case; *algo_p: 0 ring, 1 one shot, 2 two shot (from the stats
  * of the registered collective). */
 static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int kind, int t,
@@ -161,8 +165,18 @@ static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int 
                      dfcclGetErrorString(st));
     DFCCL_TEST_CHECK(dfcclGetStats(ctx, &stats) == DFCCL_OK, "stats");
     DFCCL_TEST_CHECK(stats.registered == 1 && stats.oneshot + stats.twoshot <= 1,
-                     "one collective registered, on one algorithm");
+                     "one collective registered, on one algorithm (%d registered, "
+                     "%d one shot, %d two shot)", stats.registered,
+                     stats.oneshot, stats.twoshot);
     *algo_p = stats.oneshot ? 1 : stats.twoshot ? 2 : 0;
+    if (run_case_algo != NULL) {
+        dfccl_coll_info_t info;
+        DFCCL_TEST_CHECK(dfcclGetCollInfo(id, ctx, &info) == DFCCL_OK &&
+                             strcmp(info.algo, run_case_algo) == 0,
+                         "%s of %llu type %d op %d ran on %s, not %s",
+                         dfccl_coll_name_for_test(kind), (unsigned long long)count, t, op,
+                         info.algo, run_case_algo);
+    }
 
     hs = calloc(sendn + 1, es);
     hr = calloc(recvn + 1, es);
