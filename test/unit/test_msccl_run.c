@@ -50,7 +50,7 @@ static int ms_gen(const char *command, int n, const char *name, const char *opts
 
     snprintf(path, len, "%s/%s.xml", ms_dir, name);
     snprintf(cmd, sizeof(cmd), "python3 '%s/tools/msccl/msccl_gen.py' %s --ranks %d --name %s %s "
-             "-o '%s'", src != NULL ? src : "../..", command, n, name, opts, path);
+             "-o '%s'", src != NULL ? src : DFCCL_TOP_SRCDIR, command, n, name, opts, path);
     if (system(cmd) != 0) {
         fprintf(stderr, "cannot write %s: %s\n", path, cmd);
         return -1;
