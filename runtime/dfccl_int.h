@@ -409,12 +409,11 @@ int dfccl_net_fail_recv(struct dfccl_rank_ctx *ctx, int *gid_p, dfccl_dir_fail_t
  * before the pool goes. */
 void dfccl_net_group_left(struct dfccl_group *g);
 /* Can run `run` of registration `reg` of g still complete, as far as g's
- * net neighbours go? 0 if so; 1, with the status and a message that
- * starts with `label`, when a neighbour's connection closed and it had not
- * finished that run before it left (or said nothing: it died). */
+ * net neighbours go? 0 if so; 1, with the status and the reason, when a
+ * neighbour's connection closed and it had not finished that run before it
+ * left (or said nothing: it died). */
 int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
-                             const char *label, dfccl_status_t *status_p, char *msg,
-                             size_t len);
+                             dfccl_status_t *status_p, char *msg, size_t len);
 
 /* ---- groups and collectives --------------------------------------------- */
 

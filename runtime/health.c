@@ -727,9 +727,11 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
         /* a net neighbour whose connection closed: no failure if it
          * finished this run before it left */
         if (culprit < 0 && (g->next_net || g->prev_net)) {
-            dfccl_coll_label(ctx, id, label, sizeof(label));
-            if (dfccl_net_neighbour_gone(g, c->sig[6], c->runs, label, &status, msg,
-                                         sizeof(msg))) {
+            char why[512];
+            if (dfccl_net_neighbour_gone(g, c->sig[6], c->runs, &status, why, sizeof(why))) {
+                dfccl_coll_label(ctx, id, label, sizeof(label));
+                snprintf(msg, sizeof(msg), "%s cannot complete: %s. The rank context is "
+                         "aborted; destroy it and end the job", label, why);
                 culprit = id;
                 break;
             }

@@ -98,8 +98,7 @@ int dfccl_net_fail_recv(struct dfccl_rank_ctx *ctx, int *gid_p, dfccl_dir_fail_t
 void dfccl_net_stop(struct dfccl_rank_ctx *ctx) {}
 void dfccl_net_group_left(struct dfccl_group *g) {}
 int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
-                             const char *label, dfccl_status_t *status_p, char *msg,
-                             size_t len)
+                             dfccl_status_t *status_p, char *msg, size_t len)
 {
     return 0;
 }
@@ -1326,16 +1325,16 @@ static void dfccl_net_drop(struct dfccl_net *net, ucp_tag_message_h msg,
     }
 }
 
-/* Flush every channel, stop the proxy, close endpoints, free UCX. */
-void dfccl_net_fail_send(struct dfccl_group *g, const dfccl_dir_fail_t *f)
+/* Queue a message of CONNECT sequence `seq` for each of g's net
+ * neighbours, which the proxy sends: the failure record `f`, or a copy of
+ * `buf` (`len` bytes). */
+static void dfccl_net_queue_edges(struct dfccl_group *g, uint64_t seq, const dfccl_dir_fail_t *f,
+                                  const void *buf, size_t len)
 {
     struct dfccl_net *net = g->ctx->net;
-    const int edges[2][2] = {{g->next_net, g->net_next_peer}, {g->prev_net, g->net_prev_peer}};
-    const int gids[2]     = {g->net_next_gid, g->net_prev_gid};
+    const int edges[2][3] = {{g->next_net, g->net_next_peer, g->net_next_gid},
+                             {g->prev_net, g->net_prev_peer, g->net_prev_gid}};
 
-    if (net == NULL) {
-        return;
-    }
     pthread_mutex_lock(&net->lock);
     for (int e = 0; e < 2; e++) {
         dfccl_net_frec_t *q, **tl = &net->fail_out;
@@ -1345,18 +1344,34 @@ void dfccl_net_fail_send(struct dfccl_group *g, const dfccl_dir_fail_t *f)
             continue;
         }
         q = calloc(1, sizeof(*q));
+        if (q != NULL && buf != NULL && (q->buf = malloc(len)) == NULL) {
+            free(q);
+            q = NULL;
+        }
         if (q == NULL) {
             break;
         }
         q->peer = edges[e][1];
-        q->tag  = dfccl_net_tag(DFCCL_NET_CONNECT, gids[e], 0, 0, DFCCL_NET_FAIL_SEQ);
-        q->rec  = *f;
+        q->tag  = dfccl_net_tag(DFCCL_NET_CONNECT, edges[e][2], 0, 0, seq);
+        if (buf != NULL) {
+            memcpy(q->buf, buf, len);
+            q->len = len;
+        } else {
+            q->rec = *f;
+        }
         while (*tl != NULL) {
             tl = &(*tl)->next;
         }
         *tl = q;
     }
     pthread_mutex_unlock(&net->lock);
+}
+
+void dfccl_net_fail_send(struct dfccl_group *g, const dfccl_dir_fail_t *f)
+{
+    if (g->ctx->net != NULL) {
+        dfccl_net_queue_edges(g, DFCCL_NET_FAIL_SEQ, f, NULL, 0);
+    }
 }
 
 int dfccl_net_fail_recv(struct dfccl_rank_ctx *ctx, int *gid_p, dfccl_dir_fail_t *f)
@@ -1384,11 +1399,10 @@ int dfccl_net_fail_recv(struct dfccl_rank_ctx *ctx, int *gid_p, dfccl_dir_fail_t
 
 void dfccl_net_group_left(struct dfccl_group *g)
 {
-    struct dfccl_net *net  = g->ctx->net;
-    const dfccl_dir_t *d   = g->pool.dir;
-    const int edges[2][3] = {{g->next_net, g->net_next_peer, g->net_next_gid},
-                             {g->prev_net, g->net_prev_peer, g->net_prev_gid}};
-    uint64_t nreg, base, n;
+    struct dfccl_net *net = g->ctx->net;
+    const dfccl_dir_t *d  = g->pool.dir;
+    uint64_t nreg, base, n, *w;
+    size_t len;
 
     if (net == NULL || (!g->next_net && !g->prev_net)) {
         return;
@@ -1402,45 +1416,25 @@ void dfccl_net_group_left(struct dfccl_group *g)
     nreg = __atomic_load_n(&d->nreg, __ATOMIC_ACQUIRE);
     base = nreg > DFCCL_DIR_RUNS ? nreg - DFCCL_DIR_RUNS : 0;
     n    = nreg - base;
-    for (int e = 0; e < 2; e++) {
-        size_t len = (3 + n) * sizeof(uint64_t);
-        dfccl_net_frec_t *q, **tl;
-        uint64_t *w;
-        /* a two-rank ring reaches the same peer both ways: once is enough */
-        if (!edges[e][0] || edges[e][1] < 0 ||
-            (e == 1 && edges[0][0] && edges[0][1] == edges[1][1] && edges[0][2] == edges[1][2])) {
-            continue;
-        }
-        q = calloc(1, sizeof(*q));
-        w = malloc(len);
-        if (q == NULL || w == NULL) {
-            free(q);
-            free(w);
-            break;
-        }
-        w[0] = (uint64_t)g->rank;
-        w[1] = base;
-        w[2] = n;
-        for (uint64_t i = 0; i < n; i++) {
-            dfccl_dir_reg_t r;
-            /* a registration never published was never run */
-            w[3 + i] = dfccl_dir_read_reg(d, base + i, &r) ? r.done : 0;
-        }
-        q->peer = edges[e][1];
-        q->tag  = dfccl_net_tag(DFCCL_NET_CONNECT, edges[e][2], 0, 0, DFCCL_NET_LEFT_SEQ);
-        q->buf  = w;
-        q->len  = len;
-        pthread_mutex_lock(&net->lock);
-        for (tl = &net->fail_out; *tl != NULL; tl = &(*tl)->next) {
-        }
-        *tl = q;
-        pthread_mutex_unlock(&net->lock);
+    len  = (3 + n) * sizeof(uint64_t);
+    w    = malloc(len);
+    if (w == NULL) {
+        return;
     }
+    w[0] = (uint64_t)g->rank;
+    w[1] = base;
+    w[2] = n;
+    for (uint64_t i = 0; i < n; i++) {
+        dfccl_dir_reg_t r;
+        /* a registration never published was never run */
+        w[3 + i] = dfccl_dir_read_reg(d, base + i, &r) ? r.done : 0;
+    }
+    dfccl_net_queue_edges(g, DFCCL_NET_LEFT_SEQ, NULL, w, len);
+    free(w);
 }
 
 int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
-                             const char *label, dfccl_status_t *status_p, char *msg,
-                             size_t len)
+                             dfccl_status_t *status_p, char *msg, size_t len)
 {
     struct dfccl_net *net = __atomic_load_n(&g->ctx->net, __ATOMIC_ACQUIRE);
     const int n = g->nranks;
@@ -1484,23 +1478,21 @@ int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
         }
         if (have) {
             *status_p = DFCCL_ERR_ABORTED;
-            snprintf(msg, len, "%s cannot complete: rank %d (host %s) destroyed the group "
-                     "after %llu run(s) of this collective, before run %llu, and its "
-                     "connection closed. The rank context is aborted; destroy it and end the "
-                     "job", label, edges[e][2], host, (unsigned long long)done,
-                     (unsigned long long)run);
+            snprintf(msg, len, "rank %d (host %s) destroyed the group after %llu run(s) of "
+                     "this collective, before run %llu, and its connection closed",
+                     edges[e][2], host, (unsigned long long)done, (unsigned long long)run);
         } else {
             *status_p = DFCCL_ERR_TRANSPORT;
-            snprintf(msg, len, "%s cannot complete: the net connection to rank %d on host %s "
-                     "failed (%s) before that rank finished it; the peer may have exited or "
-                     "the network dropped. The rank context is aborted; destroy it and end "
-                     "the job", label, edges[e][2], host, ucs_status_string(err));
+            snprintf(msg, len, "the net connection to rank %d on host %s failed (%s) before "
+                     "that rank finished it; the peer may have exited or the network dropped",
+                     edges[e][2], host, ucs_status_string(err));
         }
         return 1;
     }
     return 0;
 }
 
+/* Flush every channel, stop the proxy, close endpoints, free UCX. */
 void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
 {
     struct dfccl_net *net = ctx->net;
