@@ -507,15 +507,40 @@ DFCCL_F_DEVICE uint64_t dfccl_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Host blocks share few cores with other ranks: always give the CPU away. */
+/*
+ * Host blocks share few cores with other ranks: a pause always gives the CPU
+ * away. A yield that comes back late means the core is oversubscribed (more
+ * runnable threads than cores, other jobs beside the ranks). A thread that
+ * only yields then stays runnable and takes a scheduler slice per poll from
+ * the threads that have work, so for a while it sleeps instead: it leaves
+ * the run queue, and a wakeup after sleeping preempts a thread that never
+ * sleeps. On a core of its own, a yield returns at once and polls stay
+ * sub-microsecond.
+ */
+#define DFCCL_HOST_LATE_YIELD_NS 50000ull    /* far above a yield with nobody waiting */
+#define DFCCL_HOST_SLEEPY_NS     10000000ull /* how long one late yield keeps sleeps on */
+#define DFCCL_HOST_NAP_NS        20000L /* shorter naps act as yields do */
+
+static __thread uint64_t dfccl_host_sleepy_until;
+
 DFCCL_F_DEVICE void dfccl_pause(void)
 {
+    struct timespec ts = {0, DFCCL_HOST_NAP_NS};
+    uint64_t t0        = dfccl_now_ns();
+
+    if (t0 < dfccl_host_sleepy_until) {
+        nanosleep(&ts, NULL);
+        return;
+    }
     sched_yield();
+    if (dfccl_now_ns() - t0 > DFCCL_HOST_LATE_YIELD_NS) {
+        dfccl_host_sleepy_until = t0 + DFCCL_HOST_SLEEPY_NS;
+    }
 }
 
 DFCCL_F_DEVICE void dfccl_spin_pause(void)
 {
-    sched_yield();
+    dfccl_pause();
 }
 
 DFCCL_F_DEVICE void dfccl_block_sync(void)
