@@ -228,6 +228,8 @@ static void ms_run(const char *command, const char *opts, const char *tag, uint6
     static const int all[] = {2, 3, 4, 8, 0}, quick[] = {2, 3, 0}, three[] = {3, 0};
     static const int a2a_all[] = {4, 8, 0}, a2a_quick[] = {4, 0};
     const int *ranks = alltoall ? (ms_quick() ? a2a_quick : a2a_all) : (ms_quick() ? quick : all);
+    const char *ins     = strstr(opts, "--instances ");
+    const int instances = ins != NULL ? atoi(ins + strlen("--instances ")) : 1;
 
     /* preempted at every primitive, every block of every rank spins on 2
      * cores: 2 and 3 ranks */
@@ -253,8 +255,10 @@ static void ms_run(const char *command, const char *opts, const char *tag, uint6
         a.algo    = algo;
         a.chunks  = chunks_fixed + chunks_per_rank * (uint64_t)n;
         a.preempt = preempt;
-        /* all-pairs: n - 1 thread blocks; the two-step alltoall: n / 2 + 1 */
-        snprintf(a.blocks, sizeof(a.blocks), "%d", n < 4 ? 2 : n);
+        /* all-pairs: n - 1 thread blocks an instance; rings: one an instance;
+         * the two-step alltoall: n / 2 + 1 */
+        snprintf(a.blocks, sizeof(a.blocks), "%d",
+                 strncmp(command, "allpairs", 8) == 0 ? (n - 1) * instances : n < 4 ? 2 : n);
         if (strncmp(command, "allpairs", 8) == 0 && n > 4) {
             continue; /* 7 thread blocks on each of 8 ranks: too many threads for CI */
         }
@@ -287,6 +291,15 @@ START_TEST(test_ms_allpairs)
 {
     ms_run("allpairs-allreduce", "--max-bytes none --inplace --outofplace", "allpairs", 1, 0, 0,
            0);
+}
+END_TEST
+
+START_TEST(test_ms_allpairs_one_phase)
+{
+    /* every rank's whole input to every peer, two instances: a count that
+     * is a multiple of 2 */
+    ms_run("allpairs-allreduce", "--phases 1 --instances 2 --max-bytes none --inplace --outofplace",
+           "allpairs1k2_", 0, 2, 0, 0);
 }
 END_TEST
 
@@ -380,6 +393,7 @@ int main(void)
     tcase_add_test(tc, test_ms_ring);
     tcase_add_test(tc, test_ms_ring_two_ll);
     tcase_add_test(tc, test_ms_allpairs);
+    tcase_add_test(tc, test_ms_allpairs_one_phase);
     tcase_add_test(tc, test_ms_alltoall);
     tcase_add_test(tc, test_ms_preempted);
     tcase_add_test(tc, test_ms_disorder);

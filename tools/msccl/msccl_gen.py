@@ -8,6 +8,7 @@ thread blocks (<tb>), each a list of <step>s.
 
     msccl_gen.py ring-allreduce --ranks 8 --instances 2 -o ring.xml
     msccl_gen.py allpairs-allreduce --ranks 8 -o allpairs.xml
+    msccl_gen.py allpairs-allreduce --ranks 2 --phases 1 --instances 8 -o ap1.xml
     msccl_gen.py hierarchical-allreduce --ranks 8 --local 4 -o hier.xml
     msccl_gen.py two-step-alltoall --ranks 8 --local 4 -o a2a.xml
     msccl_gen.py check ring.xml allpairs.xml
@@ -292,12 +293,40 @@ def gen_ring_allreduce(n, k, opts):
     return b
 
 
-def gen_allpairs_allreduce(n, opts):
-    b = Builder(opts.name or 'allpairs_allreduce_n%d' % n, 'allreduce', n, n, 1,
-                (n, n, max(0, n - 2)), opts.proto or 'LL', opts.inplace,
+def allpairs_oneshot(b, n, chunk, chan, sbase):
+    """One-phase all-pairs allreduce of input chunk `chunk`: every rank sends
+    it whole to every peer and reduces what it receives, one hop instead of
+    two, for n - 1 times the data on each link. One thread block per peer;
+    the first peer's data is reduced as it arrives (rrc), the others land in
+    scratch (slots from `sbase`) and are added once received."""
+    for r in range(n):
+        peers = [(r + k) % n for k in range(1, n)]
+        tbs = [b.tb(r, send=q, recv=q, chan=chan) for q in peers]
+        sends = [b.step(r, tb, 's', ('i', chunk), ('i', chunk), 1) for tb in tbs]
+        got = [(sbase + k - 1, b.step(r, tbs[k], 'r', ('s', sbase + k - 1),
+                                      ('s', sbase + k - 1), 1))
+               for k in range(1, len(peers))]
+        # in place the input is the output: every copy of it leaves first
+        b.step(r, tbs[0], 'rrc', ('i', chunk), ('o', chunk), 1, sends[1:])
+        for slot, rs in got:
+            b.step(r, tbs[0], 're', ('s', slot), ('o', chunk), 1, [rs])
+
+
+def gen_allpairs_allreduce(n, k, phases, opts):
+    """K instances on K channels, instance c on its own share of the data."""
+    per = n if phases == 2 else 1
+    name = 'allpairs%s_allreduce_n%d%s' % ('' if phases == 2 else '1', n,
+                                          '' if k == 1 else '_k%d' % k)
+    b = Builder(opts.name or name, 'allreduce', n, per * k, k,
+                (per * k, per * k, max(0, n - 2) * k), opts.proto or 'LL', opts.inplace,
                 opts.outofplace, opts.min_bytes,
                 opts.max_bytes if opts.max_bytes is not None else 256 * 1024)
-    allpairs_allreduce(b, list(range(n)), lambda j: j, 1, 'i', 0, 0)
+    for c in range(k):
+        if phases == 2:
+            allpairs_allreduce(b, list(range(n)), (lambda base: lambda j: base + j)(c * n), 1,
+                               'i', c, c * max(0, n - 2))
+        else:
+            allpairs_oneshot(b, n, c, c, c * max(0, n - 2))
     return b
 
 
@@ -999,8 +1028,16 @@ def main(argv=None):
                        help='ring allreduce, one ring per channel')
     p.add_argument('--instances', type=int, default=1, metavar='K',
                    help='rings, each on its own channel (1 to %d; default 1)' % EXEC_MAX_CHANNELS)
-    sub.add_parser('allpairs-allreduce', parents=[common],
-                   help='all-pairs allreduce through scratch, for small sizes')
+    p = sub.add_parser('allpairs-allreduce', parents=[common],
+                       help='all-pairs allreduce through scratch, for small sizes')
+    p.add_argument('--instances', type=int, default=1, metavar='K',
+                   help='copies of the program, each on its own channel and share of the '
+                        'data (1 to %d; default 1)' % EXEC_MAX_CHANNELS)
+    p.add_argument('--phases', type=int, choices=(1, 2), default=2,
+                   help='2 (default): each rank reduces its shard of the data and sends '
+                        'the result to every peer; 1: each rank sends its whole input '
+                        'to every peer and reduces all of it, one hop instead of two '
+                        'for n - 1 times the data on each link')
     p = sub.add_parser('hierarchical-allreduce', parents=[common],
                        help='reduce-scatter in groups, allreduce across, all-gather in groups')
     p.add_argument('--local', type=int, required=True, metavar='L',
@@ -1042,12 +1079,13 @@ def main(argv=None):
     both = args.inplace == args.outofplace
     args.inplace, args.outofplace = int(both or args.inplace), int(both or args.outofplace)
 
-    if args.cmd == 'ring-allreduce':
+    if args.cmd in ('ring-allreduce', 'allpairs-allreduce'):
         if not 1 <= args.instances <= EXEC_MAX_CHANNELS:
             ap.error('--instances must be 1 to %d' % EXEC_MAX_CHANNELS)
+    if args.cmd == 'ring-allreduce':
         b = gen_ring_allreduce(n, args.instances, args)
     elif args.cmd == 'allpairs-allreduce':
-        b = gen_allpairs_allreduce(n, args)
+        b = gen_allpairs_allreduce(n, args.instances, args.phases, args)
     else:
         L = args.local
         if L < 2 or n % L or n // L < 2:
