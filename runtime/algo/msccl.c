@@ -169,8 +169,9 @@ static size_t dfccl_msccl_layout(const dfccl_config_t *cfg, const struct dfccl_g
 
     /* A channel holds a connector per rank where the ring holds one: as
      * much memory per channel as the ring's slots take, shared among the
-     * ranks, and never less than DFCCL_MS_SLOT_BYTES. Small slots cost a
-     * handshake per slot and cap a channel's bandwidth. */
+     * ranks, and at least DFCCL_MS_SLOT_BYTES where DFCCL_SLOT_BYTES
+     * allows it. Small slots cost a handshake per slot and cap a
+     * channel's bandwidth. */
     while ((uint64_t)most * 2 * (uint64_t)g->nranks <= cfg->slot_bytes) {
         most <<= 1;
     }
