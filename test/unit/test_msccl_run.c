@@ -163,51 +163,46 @@ static int ms_alltoall_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         }
         for (int k = 0; k < (int)(sizeof(counts) / sizeof(counts[0])); k++) {
             const uint64_t c = counts[k], total = c * (uint64_t)n;
-            /* dfccl takes all-to-alls out of place only */
-            for (int inplace = 0; inplace < 1; inplace++) {
-                char *hs = calloc(total + 1, es), *hr = calloc(total + 1, es);
-                char *he = calloc(total + 1, es), *ds, *dr;
-                dfccl_coll_info_t info;
-                dfccl_status_t st;
-                int id;
+            /* out of place: dfccl takes all-to-alls out of place only */
+            char *hs = calloc(total + 1, es), *hr = calloc(total + 1, es);
+            char *he = calloc(total + 1, es), *ds, *dr;
+            dfccl_coll_info_t info;
+            dfccl_status_t st;
+            int id;
 
-                for (int q = 0; q < n; q++) {
-                    for (uint64_t i = 0; i < c; i++) {
-                        store(t, hs, (uint64_t)q * c + i, (rank * 10 + q + (double)(i % 7)));
-                        store(t, he, (uint64_t)q * c + i, (q * 10 + rank + (double)(i % 7)));
-                    }
+            for (int q = 0; q < n; q++) {
+                for (uint64_t i = 0; i < c; i++) {
+                    store(t, hs, (uint64_t)q * c + i, (rank * 10 + q + (double)(i % 7)));
+                    store(t, he, (uint64_t)q * c + i, (q * 10 + rank + (double)(i % 7)));
                 }
-                DFCCL_TEST_CHECK(dfcclRegisterAllToAll(c, t, g, 0, &id) == DFCCL_OK,
-                                 "register");
-                DFCCL_TEST_CHECK(dfcclGetCollInfo(id, ctx, &info) == DFCCL_OK &&
-                                     strcmp(info.algo, a->algo) == 0,
-                                 "alltoall of %llu type %d ran on %s, not %s",
-                                 (unsigned long long)c, t, info.algo, a->algo);
-                dr = dfccl_test_malloc(ctx, total * es + es);
-                ds = inplace ? dr : dfccl_test_malloc(ctx, total * es + es);
-                dfccl_test_put(ctx, ds, hs, total * es);
-                st = unit_run_wait(dfcclRunAllToAll(ds, dr, id, NULL, NULL, ctx), id, 60000, ctx);
-                DFCCL_TEST_CHECK(st == DFCCL_OK, "alltoall: %s", dfcclGetErrorString(st));
-                dfccl_test_get(ctx, hr, dr, total * es);
-                for (uint64_t i = 0; i < total; i++) {
-                    if (!same(t, hr, he, i)) {
-                        fprintf(stderr, "rank %d/%d alltoall type %d count %llu %s: [%llu] "
-                                "wrong\n", rank, n, t, (unsigned long long)c,
-                                inplace ? "in place" : "out of place", (unsigned long long)i);
-                        failures++;
-                        break;
-                    }
-                }
-                if (!inplace) {
-                    dfccl_test_free(ctx, ds);
-                }
-                dfccl_test_free(ctx, dr);
-                free(hs);
-                free(hr);
-                free(he);
-                DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
-                cases++;
             }
+            DFCCL_TEST_CHECK(dfcclRegisterAllToAll(c, t, g, 0, &id) == DFCCL_OK,
+                             "register");
+            DFCCL_TEST_CHECK(dfcclGetCollInfo(id, ctx, &info) == DFCCL_OK &&
+                                 strcmp(info.algo, a->algo) == 0,
+                             "alltoall of %llu type %d ran on %s, not %s",
+                             (unsigned long long)c, t, info.algo, a->algo);
+            dr = dfccl_test_malloc(ctx, total * es + es);
+            ds = dfccl_test_malloc(ctx, total * es + es);
+            dfccl_test_put(ctx, ds, hs, total * es);
+            st = unit_run_wait(dfcclRunAllToAll(ds, dr, id, NULL, NULL, ctx), id, 60000, ctx);
+            DFCCL_TEST_CHECK(st == DFCCL_OK, "alltoall: %s", dfcclGetErrorString(st));
+            dfccl_test_get(ctx, hr, dr, total * es);
+            for (uint64_t i = 0; i < total; i++) {
+                if (!same(t, hr, he, i)) {
+                    fprintf(stderr, "rank %d/%d alltoall type %d count %llu: [%llu] wrong\n",
+                            rank, n, t, (unsigned long long)c, (unsigned long long)i);
+                    failures++;
+                    break;
+                }
+            }
+            dfccl_test_free(ctx, ds);
+            dfccl_test_free(ctx, dr);
+            free(hs);
+            free(hr);
+            free(he);
+            DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+            cases++;
         }
     }
     DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
