@@ -136,8 +136,8 @@ typedef struct {
  * program that includes this file sets it (NULL: anything). */
 static const char *run_case_algo;
 
-/* Runs one case; *algo_p: 0 ring, 1 one shot, 2 two shot (from the stats
- * of the registered collective). */
+/* Runs one case (an alltoall out of place only); *algo_p: 0 ring, 1 one
+ * shot, 2 two shot (from the stats of the registered collective). */
 static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int kind, int t,
                     int op, uint64_t count, int inplace, int *algo_p)
 {
@@ -153,12 +153,15 @@ static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int 
         recvn = count * (uint64_t)n;
     } else if (kind == DFCCL_COLL_REDUCESCATTER) {
         sendn = count * (uint64_t)n;
+    } else if (kind == DFCCL_COLL_ALLTOALL) {
+        sendn = recvn = count * (uint64_t)n; /* out of place only */
     }
     switch (kind) {
     case DFCCL_COLL_ALLREDUCE:     st = dfcclRegisterAllReduce(count, t, op, g, 0, &id); break;
     case DFCCL_COLL_ALLGATHER:     st = dfcclRegisterAllGather(count, t, g, 0, &id); break;
     case DFCCL_COLL_REDUCESCATTER: st = dfcclRegisterReduceScatter(count, t, op, g, 0, &id); break;
     case DFCCL_COLL_REDUCE:        st = dfcclRegisterReduce(count, t, op, root, g, 0, &id); break;
+    case DFCCL_COLL_ALLTOALL:      st = dfcclRegisterAllToAll(count, t, g, 0, &id); break;
     default:                       st = dfcclRegisterBroadcast(count, t, root, g, 0, &id); break;
     }
     DFCCL_TEST_CHECK(st == DFCCL_OK, "register %s: %s", dfccl_coll_name_for_test(kind),
@@ -183,8 +186,9 @@ static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int 
     he = calloc(recvn + 1, es);
     for (i = 0; i < sendn; i++) {
         uint64_t gi = kind == DFCCL_COLL_ALLGATHER ? (uint64_t)rank * count + i : i;
-        store(t, hs, i, kind == DFCCL_COLL_BROADCAST ? input(DFCCL_SUM, rank, i) :
-                        input(op, rank, gi));
+        store(t, hs, i, kind == DFCCL_COLL_BROADCAST || kind == DFCCL_COLL_ALLTOALL
+                            ? input(DFCCL_SUM, rank, i)
+                            : input(op, rank, gi));
     }
     /* expected */
     for (i = 0; i < recvn; i++) {
@@ -202,6 +206,10 @@ static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int 
             break;
         case DFCCL_COLL_ALLGATHER:
             store(t, he, i, input(op, (int)(i / (count ? count : 1)), i));
+            break;
+        case DFCCL_COLL_ALLTOALL: /* block q came from rank q's block for us */
+            store(t, he, i, input(DFCCL_SUM, (int)(i / (count ? count : 1)),
+                                  (uint64_t)rank * count + i % (count ? count : 1)));
             break;
         default:
             store(t, he, i, input(DFCCL_SUM, root, i));
@@ -226,6 +234,7 @@ static int run_case(dfccl_rank_ctx_t ctx, dfccl_group_t g, int rank, int n, int 
     case DFCCL_COLL_ALLGATHER:     st = dfcclRunAllGather(ds, dr, id, NULL, NULL, ctx); break;
     case DFCCL_COLL_REDUCESCATTER: st = dfcclRunReduceScatter(ds, dr, id, NULL, NULL, ctx); break;
     case DFCCL_COLL_REDUCE:        st = dfcclRunReduce(ds, dr, id, NULL, NULL, ctx); break;
+    case DFCCL_COLL_ALLTOALL:      st = dfcclRunAllToAll(ds, dr, id, NULL, NULL, ctx); break;
     default:                       st = dfcclRunBroadcast(ds, dr, id, NULL, NULL, ctx); break;
     }
     DFCCL_TEST_CHECK(st == DFCCL_OK, "run: %s", dfcclGetErrorString(st));

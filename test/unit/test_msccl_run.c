@@ -28,15 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wunused-variable"
-
-#define main dfccl_test_coll_main
-#include "test_coll.c"
-#undef main
-#define main dfccl_test_deadlock_main
-#include "test_deadlock.c"
-#undef main
+#include "reuse_cases.h"
 
 static char ms_dir[64];
 
@@ -143,8 +135,8 @@ static int ms_allreduce_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     return failures;
 }
 
-/* Alltoalls of every type on the program: rank r's block for q holds
- * r * 1000 + q + i / 7 (exact in every type for small i). */
+/* Alltoalls of every type on the program (test_coll.c's run_case, out of
+ * place: dfccl takes all-to-alls out of place only). */
 static int ms_alltoall_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     const ms_arg_t *a = varg;
@@ -155,56 +147,20 @@ static int ms_alltoall_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 
     ms_env(a);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    run_case_algo = a->algo;
     for (int ti = 0; ti < NDTYPES; ti++) {
         const int t = dtypes[ti];
-        const size_t es = esize(t);
         if (n > 4 && t != DFCCL_FLOAT32 && t != DFCCL_INT8) {
             continue;
         }
         for (int k = 0; k < (int)(sizeof(counts) / sizeof(counts[0])); k++) {
-            const uint64_t c = counts[k], total = c * (uint64_t)n;
-            /* out of place: dfccl takes all-to-alls out of place only */
-            char *hs = calloc(total + 1, es), *hr = calloc(total + 1, es);
-            char *he = calloc(total + 1, es), *ds, *dr;
-            dfccl_coll_info_t info;
-            dfccl_status_t st;
-            int id;
-
-            for (int q = 0; q < n; q++) {
-                for (uint64_t i = 0; i < c; i++) {
-                    store(t, hs, (uint64_t)q * c + i, (rank * 10 + q + (double)(i % 7)));
-                    store(t, he, (uint64_t)q * c + i, (q * 10 + rank + (double)(i % 7)));
-                }
-            }
-            DFCCL_TEST_CHECK(dfcclRegisterAllToAll(c, t, g, 0, &id) == DFCCL_OK,
-                             "register");
-            DFCCL_TEST_CHECK(dfcclGetCollInfo(id, ctx, &info) == DFCCL_OK &&
-                                 strcmp(info.algo, a->algo) == 0,
-                             "alltoall of %llu type %d ran on %s, not %s",
-                             (unsigned long long)c, t, info.algo, a->algo);
-            dr = dfccl_test_malloc(ctx, total * es + es);
-            ds = dfccl_test_malloc(ctx, total * es + es);
-            dfccl_test_put(ctx, ds, hs, total * es);
-            st = unit_run_wait(dfcclRunAllToAll(ds, dr, id, NULL, NULL, ctx), id, 60000, ctx);
-            DFCCL_TEST_CHECK(st == DFCCL_OK, "alltoall: %s", dfcclGetErrorString(st));
-            dfccl_test_get(ctx, hr, dr, total * es);
-            for (uint64_t i = 0; i < total; i++) {
-                if (!same(t, hr, he, i)) {
-                    fprintf(stderr, "rank %d/%d alltoall type %d count %llu: [%llu] wrong\n",
-                            rank, n, t, (unsigned long long)c, (unsigned long long)i);
-                    failures++;
-                    break;
-                }
-            }
-            dfccl_test_free(ctx, ds);
-            dfccl_test_free(ctx, dr);
-            free(hs);
-            free(hr);
-            free(he);
-            DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+            int algo = 0;
+            failures += run_case(ctx, g, rank, n, DFCCL_COLL_ALLTOALL, t, DFCCL_SUM, counts[k],
+                                 0, &algo);
             cases++;
         }
     }
+    run_case_algo = NULL;
     DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
     DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
     if (rank == 0) {

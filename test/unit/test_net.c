@@ -29,15 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wunused-variable"
-
-#define main dfccl_test_coll_main
-#include "test_coll.c"
-#undef main
-#define main dfccl_test_deadlock_main
-#include "test_deadlock.c"
-#undef main
+#include "reuse_cases.h"
 
 #include "unit_util.h"
 
