@@ -11,9 +11,12 @@
  *     in place and out of place; dfcclGetCollInfo must name the program
  *     for every case but AVG;
  *   - the two-step alltoall (4 and 8 ranks, pairs), every type;
+ *   - ring all-gathers (two rings) and reduce-scatters (two rings, and one
+ *     LL ring on 3 ranks), every type up to 4 ranks, in place and out of
+ *     place, the reduce-scatters with SUM, MAX and AVG;
  *   - preempted at every primitive (spin thresholds of 1, 256-byte slots:
- *     many loops; 2 and 3 ranks) with results checked and preemptions
- *     counted;
+ *     many loops; 2 and 3 ranks; the allreduces, an all-gather and a
+ *     reduce-scatter) with results checked and preemptions counted;
  *   - without DFCCL_ALGO, in disorder with built-in allgathers and
  *     reduce-scatters (test_deadlock's scenario): a program that matches a
  *     size goes first.
@@ -60,7 +63,9 @@ typedef struct {
     const char *algo;   /* what dfcclGetCollInfo must say */
     uint64_t    chunks; /* counts are multiples of this */
     int         preempt; /* spin thresholds of 1 and small slots */
-    int         all_types; /* every type (else int8 and float32) */
+    int         all_types; /* every type and operation of a reduction (else int8 and
+                            * float32; SUM, MAX and AVG) */
+    int         kind;      /* the collective */
     char        blocks[16]; /* DFCCL_MAX_BLOCKS: the program's thread blocks */
 } ms_arg_t;
 
@@ -86,11 +91,16 @@ static void ms_preempt_env(void)
     setenv("DFCCL_SLOT_BYTES", "256", 1);
 }
 
-/* Allreduces of every type and operation on the program. */
-static int ms_allreduce_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+/* Collectives of a->kind on the program: every type (on more than 4
+ * ranks, and for reductions unless a->all_types: int8 and float32), every
+ * operation of the reductions (a few unless a->all_types), counts that are multiples of the program's
+ * chunks, in place and out of place (alltoall: out of place only, which is
+ * all dfccl takes). */
+static int ms_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     const ms_arg_t *a = varg;
     const uint64_t counts[] = {0, a->chunks, a->chunks * 37, a->chunks * 4099};
+    const int reduces = a->kind == DFCCL_COLL_ALLREDUCE || a->kind == DFCCL_COLL_REDUCESCATTER;
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     dfccl_stats_t s;
@@ -101,10 +111,10 @@ static int ms_allreduce_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     for (int ti = 0; ti < NDTYPES; ti++) {
         const int t = dtypes[ti];
-        const int few = !a->all_types;
-        for (int op = 0; op < DFCCL_OP_COUNT; op++) {
+        const int few = reduces && !a->all_types;
+        for (int op = 0; op < (reduces ? DFCCL_OP_COUNT : 1); op++) {
             if ((op == DFCCL_AVG && !is_float(t)) || (op == DFCCL_PROD && t != DFCCL_INT32) ||
-                (few && t != DFCCL_FLOAT32 && t != DFCCL_INT8) ||
+                ((few || n > 4) && t != DFCCL_FLOAT32 && t != DFCCL_INT8) ||
                 (few && op != DFCCL_SUM && op != DFCCL_MAX && op != DFCCL_AVG)) {
                 continue;
             }
@@ -112,11 +122,12 @@ static int ms_allreduce_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
                 if (k == 3 && (op != DFCCL_SUM || (t != DFCCL_FLOAT32 && t != DFCCL_INT8))) {
                     continue; /* the large count: a few cases */
                 }
-                for (int inplace = 0; inplace < 2; inplace++) {
+                for (int inplace = 0; inplace < (a->kind == DFCCL_COLL_ALLTOALL ? 1 : 2);
+                     inplace++) {
                     int algo = 0;
                     run_case_algo = op == DFCCL_AVG ? NULL : a->algo;
-                    failures += run_case(ctx, g, rank, n, DFCCL_COLL_ALLREDUCE, t, op,
-                                         counts[k], inplace, &algo);
+                    failures += run_case(ctx, g, rank, n, a->kind, t, op, counts[k], inplace,
+                                         &algo);
                     cases++;
                 }
             }
@@ -128,45 +139,11 @@ static int ms_allreduce_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
     DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
     if (rank == 0) {
-        printf("%s on %d ranks%s: %d allreduce cases, %d failures, %llu preemptions\n", a->algo,
-               n, a->preempt ? " (preempted at every primitive)" : "", cases, failures, pre);
+        printf("%s on %d ranks%s: %d %s cases, %d failures, %llu preemptions\n", a->algo, n,
+               a->preempt ? " (preempted at every primitive)" : "", cases,
+               dfccl_coll_name_for_test(a->kind), failures, pre);
     }
     DFCCL_TEST_CHECK(!a->preempt || pre > 0, "no preemption with spin thresholds of 1");
-    return failures;
-}
-
-/* Alltoalls of every type on the program (test_coll.c's run_case, out of
- * place: dfccl takes all-to-alls out of place only). */
-static int ms_alltoall_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
-{
-    const ms_arg_t *a = varg;
-    const uint64_t counts[] = {0, a->chunks, a->chunks * 53};
-    dfccl_rank_ctx_t ctx;
-    dfccl_group_t g;
-    int failures = 0, cases = 0;
-
-    ms_env(a);
-    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
-    run_case_algo = a->algo;
-    for (int ti = 0; ti < NDTYPES; ti++) {
-        const int t = dtypes[ti];
-        if (n > 4 && t != DFCCL_FLOAT32 && t != DFCCL_INT8) {
-            continue;
-        }
-        for (int k = 0; k < (int)(sizeof(counts) / sizeof(counts[0])); k++) {
-            int algo = 0;
-            failures += run_case(ctx, g, rank, n, DFCCL_COLL_ALLTOALL, t, DFCCL_SUM, counts[k],
-                                 0, &algo);
-            cases++;
-        }
-    }
-    run_case_algo = NULL;
-    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
-    if (rank == 0) {
-        printf("%s on %d ranks%s: %d alltoall cases, %d failures\n", a->algo, n,
-               a->preempt ? " (preempted at every primitive)" : "", cases, failures);
-    }
     return failures;
 }
 
@@ -174,8 +151,9 @@ static int ms_alltoall_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
  * mode: 2 and 3); the two-step alltoall needs two groups of two ranks or
  * more: 4 and 8 (quick mode: 4). */
 static void ms_run(const char *command, const char *opts, const char *tag, uint64_t chunks_per_rank,
-                   uint64_t chunks_fixed, int alltoall, int preempt)
+                   uint64_t chunks_fixed, int kind, int preempt)
 {
+    const int alltoall = kind == DFCCL_COLL_ALLTOALL;
     static const int all[] = {2, 3, 4, 8, 0}, quick[] = {2, 3, 0}, three[] = {3, 0};
     static const int a2a_all[] = {4, 8, 0}, a2a_quick[] = {4, 0};
     const int *ranks = alltoall ? (ms_quick() ? a2a_quick : a2a_all) : (ms_quick() ? quick : all);
@@ -206,6 +184,7 @@ static void ms_run(const char *command, const char *opts, const char *tag, uint6
         a.algo    = algo;
         a.chunks  = chunks_fixed + chunks_per_rank * (uint64_t)n;
         a.preempt = preempt;
+        a.kind    = kind;
         /* all-pairs: n - 1 thread blocks an instance; rings: one an instance;
          * the two-step alltoall: n / 2 + 1 */
         snprintf(a.blocks, sizeof(a.blocks), "%d",
@@ -214,57 +193,57 @@ static void ms_run(const char *command, const char *opts, const char *tag, uint6
             continue; /* 7 thread blocks on each of 8 ranks: too many threads for CI */
         }
         /* every type once: the one-ring program on 2 ranks */
-        a.all_types = !preempt && !alltoall && n == 2 && strcmp(tag, "ring") == 0;
+        a.all_types = !preempt && kind == DFCCL_COLL_ALLREDUCE && n == 2 &&
+                      strcmp(tag, "ring") == 0;
         {
             const double t0 = unit_now_s();
-            ck_assert_int_eq(dfccl_test_mp_run(n, 300, alltoall ? ms_alltoall_body
-                                                                : ms_allreduce_body, &a), 0);
+            ck_assert_int_eq(dfccl_test_mp_run(n, 300, ms_body, &a), 0);
             printf("  (%s on %d ranks: %.1f s)\n", name, n, unit_now_s() - t0);
             fflush(stdout);
         }
     }
 }
 
-START_TEST(test_ms_ring)
-{
-    ms_run("ring-allreduce", "--inplace --outofplace", "ring", 1, 0, 0, 0);
-}
-END_TEST
-
-START_TEST(test_ms_ring_two_ll)
-{
+/* The programs run, each with its msccl_gen.py command and options, its
+ * tag (the program's name, before the rank count), the chunks of its
+ * counts (per rank, and fixed), the collective, and whether it is
+ * preempted at every primitive. */
+static const struct {
+    const char *command, *opts, *tag;
+    uint64_t    per_rank, fixed;
+    int         kind, preempt;
+} ms_programs[] = {
+    {"ring-allreduce", "--inplace --outofplace", "ring", 1, 0, DFCCL_COLL_ALLREDUCE, 0},
     /* two rings, LL, in place only: an out-of-place run copies first */
-    ms_run("ring-allreduce", "--instances 2 --proto LL --inplace", "ringll", 2, 0, 0, 0);
-}
-END_TEST
+    {"ring-allreduce", "--instances 2 --proto LL --inplace", "ringll", 2, 0, DFCCL_COLL_ALLREDUCE,
+     0},
+    {"allpairs-allreduce", "--max-bytes none --inplace --outofplace", "allpairs", 1, 0,
+     DFCCL_COLL_ALLREDUCE, 0},
+    /* every rank's whole input to every peer, two instances */
+    {"allpairs-allreduce", "--phases 1 --instances 2 --max-bytes none --inplace --outofplace",
+     "allpairs1k2_", 0, 2, DFCCL_COLL_ALLREDUCE, 0},
+    {"two-step-alltoall", "--inplace --outofplace", "a2a", 0, 1, DFCCL_COLL_ALLTOALL, 0},
+    /* counts: a rank's input (all-gather) or output (reduce-scatter), a
+     * multiple of the instances */
+    {"ring-allgather", "--instances 2 --inplace --outofplace", "ag", 0, 2, DFCCL_COLL_ALLGATHER,
+     0},
+    {"ring-reduce-scatter", "--instances 2 --inplace --outofplace", "rs", 0, 2,
+     DFCCL_COLL_REDUCESCATTER, 0},
+    {"ring-reduce-scatter", "--proto LL --inplace --outofplace", "rsll", 0, 1,
+     DFCCL_COLL_REDUCESCATTER, 0},
+    {"ring-allreduce", "--instances 2 --inplace --outofplace", "ringp", 2, 0,
+     DFCCL_COLL_ALLREDUCE, 1},
+    {"allpairs-allreduce", "--max-bytes none --inplace --outofplace", "allpairsp", 1, 0,
+     DFCCL_COLL_ALLREDUCE, 1},
+    {"ring-allgather", "--inplace --outofplace", "agp", 0, 1, DFCCL_COLL_ALLGATHER, 1},
+    {"ring-reduce-scatter", "--inplace --outofplace", "rsp", 0, 1, DFCCL_COLL_REDUCESCATTER, 1},
+};
 
-START_TEST(test_ms_allpairs)
+START_TEST(test_ms_program)
 {
-    ms_run("allpairs-allreduce", "--max-bytes none --inplace --outofplace", "allpairs", 1, 0, 0,
-           0);
-}
-END_TEST
-
-START_TEST(test_ms_allpairs_one_phase)
-{
-    /* every rank's whole input to every peer, two instances: a count that
-     * is a multiple of 2 */
-    ms_run("allpairs-allreduce", "--phases 1 --instances 2 --max-bytes none --inplace --outofplace",
-           "allpairs1k2_", 0, 2, 0, 0);
-}
-END_TEST
-
-START_TEST(test_ms_alltoall)
-{
-    ms_run("two-step-alltoall", "--inplace --outofplace", "a2a", 0, 1, 1, 0);
-}
-END_TEST
-
-START_TEST(test_ms_preempted)
-{
-    ms_run("ring-allreduce", "--instances 2 --inplace --outofplace", "ringp", 2, 0, 0, 1);
-    ms_run("allpairs-allreduce", "--max-bytes none --inplace --outofplace", "allpairsp", 1, 0, 0,
-           1);
+    ms_run(ms_programs[_i].command, ms_programs[_i].opts, ms_programs[_i].tag,
+           ms_programs[_i].per_rank, ms_programs[_i].fixed, ms_programs[_i].kind,
+           ms_programs[_i].preempt);
 }
 END_TEST
 
@@ -341,12 +320,8 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
-    tcase_add_test(tc, test_ms_ring);
-    tcase_add_test(tc, test_ms_ring_two_ll);
-    tcase_add_test(tc, test_ms_allpairs);
-    tcase_add_test(tc, test_ms_allpairs_one_phase);
-    tcase_add_test(tc, test_ms_alltoall);
-    tcase_add_test(tc, test_ms_preempted);
+    tcase_add_loop_test(tc, test_ms_program, 0,
+                        (int)(sizeof(ms_programs) / sizeof(ms_programs[0])));
     tcase_add_test(tc, test_ms_disorder);
     failed = dfccl_test_run(s, CK_NORMAL);
     {

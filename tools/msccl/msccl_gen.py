@@ -7,6 +7,8 @@ executor (msccl-executor-nccl) reads: an <algo> of <gpu>s, each a list of
 thread blocks (<tb>), each a list of <step>s.
 
     msccl_gen.py ring-allreduce --ranks 8 --instances 2 -o ring.xml
+    msccl_gen.py ring-allgather --ranks 8 --instances 4 -o ag.xml
+    msccl_gen.py ring-reduce-scatter --ranks 8 --instances 4 -o rs.xml
     msccl_gen.py allpairs-allreduce --ranks 8 -o allpairs.xml
     msccl_gen.py allpairs-allreduce --ranks 2 --phases 1 --instances 8 -o ap1.xml
     msccl_gen.py hierarchical-allreduce --ranks 8 --local 4 -o hier.xml
@@ -290,6 +292,48 @@ def gen_ring_allreduce(n, k, opts):
         off = (lambda base: lambda j: base + j)(c * n)
         tbs, _ = ring_reduce_scatter(b, members, off, 1, 'i', c, 'rrcs')
         ring_allgather(b, members, off, 1, tbs, started=True)
+    return b
+
+
+def gen_ring_allgather(n, k, opts):
+    """K rings on K channels; ring c carries chunk c of every rank's input
+    (output chunk j*K + c is rank j's). Each rank sends its own chunk on,
+    forwards the n - 2 that reach it (rcs) and keeps the last (r); its own
+    goes to its place in the output last (in place that is where it is)."""
+    b = Builder(opts.name or 'ring_allgather_n%d_k%d' % (n, k), 'allgather', n,
+                n * k, k, (k, n * k, 0), opts.proto or 'Simple',
+                opts.inplace, opts.outofplace, opts.min_bytes,
+                opts.max_bytes if opts.max_bytes is not None else INT64_MAX)
+    for c in range(k):
+        for p in range(n):
+            tb = b.tb(p, send=(p + 1) % n, recv=(p - 1) % n, chan=c)
+            b.step(p, tb, 's', ('i', c), ('i', c), 1)
+            for t in range(1, n):
+                j = (p - t) % n
+                b.step(p, tb, 'rcs' if t < n - 1 else 'r', ('o', j * k + c),
+                       ('o', j * k + c), 1)
+            b.step(p, tb, 'cpy', ('i', c), ('o', p * k + c), 1)
+    return b
+
+
+def gen_ring_reduce_scatter(n, k, opts):
+    """K rings on K channels; ring c reduces chunk c of every rank's block
+    (input chunk j*K + c belongs to rank j). Block j starts at rank j + 1
+    and gathers one contribution a hop (rrs) until rank j adds its own and
+    writes the result (rrc): n - 1 hops."""
+    b = Builder(opts.name or 'ring_reduce_scatter_n%d_k%d' % (n, k), 'reducescatter', n,
+                n * k, k, (n * k, k, 0), opts.proto or 'Simple',
+                opts.inplace, opts.outofplace, opts.min_bytes,
+                opts.max_bytes if opts.max_bytes is not None else INT64_MAX)
+    for c in range(k):
+        for p in range(n):
+            tb = b.tb(p, send=(p + 1) % n, recv=(p - 1) % n, chan=c)
+            j = (p - 1) % n
+            b.step(p, tb, 's', ('i', j * k + c), ('i', j * k + c), 1)
+            for t in range(1, n - 1):
+                j = (p - 1 - t) % n
+                b.step(p, tb, 'rrs', ('i', j * k + c), ('i', j * k + c), 1)
+            b.step(p, tb, 'rrc', ('i', p * k + c), ('o', c), 1)
     return b
 
 
@@ -1028,6 +1072,16 @@ def main(argv=None):
                        help='ring allreduce, one ring per channel')
     p.add_argument('--instances', type=int, default=1, metavar='K',
                    help='rings, each on its own channel (1 to %d; default 1)' % EXEC_MAX_CHANNELS)
+    p = sub.add_parser('ring-allgather', parents=[common],
+                       help='ring all-gather, one ring per channel')
+    p.add_argument('--instances', type=int, default=1, metavar='K',
+                   help='rings, each on its own channel and chunk of every input '
+                        '(1 to %d; default 1)' % EXEC_MAX_CHANNELS)
+    p = sub.add_parser('ring-reduce-scatter', parents=[common],
+                       help='ring reduce-scatter, one ring per channel')
+    p.add_argument('--instances', type=int, default=1, metavar='K',
+                   help='rings, each on its own channel and chunk of every output '
+                        '(1 to %d; default 1)' % EXEC_MAX_CHANNELS)
     p = sub.add_parser('allpairs-allreduce', parents=[common],
                        help='all-pairs allreduce through scratch, for small sizes')
     p.add_argument('--instances', type=int, default=1, metavar='K',
@@ -1079,11 +1133,16 @@ def main(argv=None):
     both = args.inplace == args.outofplace
     args.inplace, args.outofplace = int(both or args.inplace), int(both or args.outofplace)
 
-    if args.cmd in ('ring-allreduce', 'allpairs-allreduce'):
+    if args.cmd in ('ring-allreduce', 'allpairs-allreduce', 'ring-allgather',
+                    'ring-reduce-scatter'):
         if not 1 <= args.instances <= EXEC_MAX_CHANNELS:
             ap.error('--instances must be 1 to %d' % EXEC_MAX_CHANNELS)
     if args.cmd == 'ring-allreduce':
         b = gen_ring_allreduce(n, args.instances, args)
+    elif args.cmd == 'ring-allgather':
+        b = gen_ring_allgather(n, args.instances, args)
+    elif args.cmd == 'ring-reduce-scatter':
+        b = gen_ring_reduce_scatter(n, args.instances, args)
     elif args.cmd == 'allpairs-allreduce':
         b = gen_allpairs_allreduce(n, args.instances, args.phases, args)
     else:

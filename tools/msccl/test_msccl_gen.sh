@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # Test of msccl_gen.py: every program at every rank count from 2 to 8 (the
-# ring with 1 and 2 instances; hierarchical and two-step with every group
+# ring allreduce with 1 and 2 instances, the ring all-gather and
+# reduce-scatter with 1 and 3; hierarchical and two-step with every group
 # size L that divides N with L >= 2 and N/L >= 2, the hierarchical one with
 # both allreduces across groups) is generated and checked by simulation,
 # with unbounded and with the executor's tightest buffering. Then damaged
@@ -38,6 +39,10 @@ for n in 2 3 4 5 6 7 8; do
     gen "ring_n${n}_k1.xml" ring-allreduce --ranks "$n" --instances 1
     gen "ring_n${n}_k2.xml" ring-allreduce --ranks "$n" --instances 2
     gen "allpairs_n${n}.xml" allpairs-allreduce --ranks "$n"
+    gen "ag_n${n}_k1.xml" ring-allgather --ranks "$n"
+    gen "ag_n${n}_k3.xml" ring-allgather --ranks "$n" --instances 3
+    gen "rs_n${n}_k1.xml" ring-reduce-scatter --ranks "$n"
+    gen "rs_n${n}_k3.xml" ring-reduce-scatter --ranks "$n" --instances 3
     for l in 2 3 4; do
         if [ $((n % l)) -ne 0 ] || [ $((n / l)) -lt 2 ]; then
             continue
@@ -113,6 +118,13 @@ damage hasdep 'no thread block waits' '!d && /hasdep="0"/ { sub(/hasdep="0"/, "h
 damage deadlock 'cycle: gpu 0 tb' 'g == "0" && /<step s="0"/ {
         sub(/depid="-1" deps="-1"/, "depid=\"" (1 - t) "\" deps=\"6\"") }
     g == "0" && /<step s="6"/ { sub(/hasdep="0"/, "hasdep=\"1\"") }'
+base=$dir/rs_n4_k1.xml
+# a reduce-scatter hop that forwards without adding its own block
+damage rs-reduce-lost 'wrong result' '!d && /type="rrs"/ { sub(/type="rrs"/, "type=\"rcs\""); d = 1 }'
+base=$dir/ag_n4_k1.xml
+# an all-gather that never puts its own input in its place of the output
+# (out of place; in place it is there already)
+damage ag-own-lost 'out of place: wrong result' 'g == "2" && /type="cpy"/ { next }'
 base=$dir/hier_n4_l2_ring.xml
 # the allreduce across groups no longer waits for the reduce-scatter's result
 damage race 'race on gpu 0' 'g == "0" && t == "1" && /<step s="0"/ {
@@ -136,6 +148,8 @@ refuse hierarchical-allreduce --ranks 6 --local 4
 refuse hierarchical-allreduce --ranks 4 --local 4
 refuse two-step-alltoall --ranks 8 --local 1
 refuse ring-allreduce --ranks 4 --max-bytes 0
+refuse ring-allgather --ranks 4 --instances 33
+refuse ring-reduce-scatter --ranks 1
 
 if [ $failed -ne 0 ]; then
     echo "test_msccl_gen: FAILED"
