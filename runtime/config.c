@@ -6,7 +6,9 @@
  */
 #include "dfccl_int.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -477,6 +479,21 @@ dfccl_status_t dfcclConfigCheck(const dfccl_config_t *config)
     return st;
 }
 
+/* Scale *v by a size suffix as Open MPI's MCA parameters take them (K, M,
+ * G, T: powers of 1024, either case); 0 for another letter or an
+ * overflow. */
+static int dfccl_cfg_size_suffix(char suffix, unsigned long long *v)
+{
+    const char *units = "KMGT", *u = strchr(units, toupper((unsigned char)suffix));
+    const unsigned shift = u != NULL && suffix != '\0' ? 10u * (unsigned)(u - units + 1) : 0;
+
+    if (shift == 0 || *v > (ULLONG_MAX >> shift)) {
+        return 0;
+    }
+    *v <<= shift;
+    return 1;
+}
+
 /* Read `f`'s environment variable, if set, into `c`. A value that is not
  * a number (a name, for enums) of the field's range is refused, naming the
  * variable, the value and the range. */
@@ -511,7 +528,12 @@ static dfccl_status_t dfccl_cfg_env(dfccl_config_t *c, const dfccl_cfg_field_t *
     } else {
         unsigned long long v = strtoull(s, &end, 0);
         /* strtoull takes "-1" as its largest value: a sign is not a size */
-        ok = end != s && *end == '\0' && errno == 0 && strchr(s, '-') == NULL;
+        ok = end != s && errno == 0 && strchr(s, '-') == NULL;
+        if (ok && f->type == DFCCL_TUNABLE_SIZE && *end != '\0' && end[1] == '\0') {
+            ok = dfccl_cfg_size_suffix(*end, &v);
+            end++;
+        }
+        ok = ok && *end == '\0';
         if (f->type == DFCCL_TUNABLE_U32) {
             ok = ok && v <= UINT32_MAX;
             *(uint32_t *)(void *)q = (uint32_t)v;
@@ -521,8 +543,12 @@ static dfccl_status_t dfccl_cfg_env(dfccl_config_t *c, const dfccl_cfg_field_t *
     }
     if (!ok || !dfccl_cfg_valid(&probe, f)) {
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "environment variable %s=\"%s\" is not "
-                           "valid: it takes %s (configuration field %s); fix or unset it",
-                           f->env, s, f->valid, f->field);
+                           "valid: it takes %s%s (configuration field %s); fix or unset it",
+                           f->env, s, f->valid,
+                           f->type == DFCCL_TUNABLE_SIZE
+                               ? " bytes, with an optional K, M, G or T suffix (powers of 1024)"
+                               : "",
+                           f->field);
     }
     memcpy(p, q, f->type == DFCCL_TUNABLE_SECONDS ? sizeof(double)
                  : f->type == DFCCL_TUNABLE_SIZE  ? sizeof(size_t)

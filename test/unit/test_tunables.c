@@ -205,6 +205,60 @@ START_TEST(test_env_reaches_field)
 }
 END_TEST
 
+/* Sizes take Open MPI's K, M, G and T suffixes (powers of 1024); other
+ * letters, fractions, overflows and suffixes on counts are refused, and the
+ * message says what a size takes. */
+START_TEST(test_size_suffix)
+{
+    static const struct {
+        const char *env, *val;
+        size_t      want; /* 0: refused */
+    } cases[] = {
+        {"DFCCL_CONN_BUDGET", "4G", (size_t)4 << 30},
+        {"DFCCL_CONN_BUDGET", "64k", 65536},
+        {"DFCCL_CONN_BUDGET", "3M", (size_t)3 << 20},
+        {"DFCCL_CONN_BUDGET", "1T", (size_t)1 << 40},
+        {"DFCCL_SLOT_BYTES", "0x10K", 16384},
+        {"DFCCL_CONN_BUDGET", "1.5M", 0},
+        {"DFCCL_CONN_BUDGET", "4X", 0},
+        {"DFCCL_CONN_BUDGET", "4GB", 0},
+        {"DFCCL_CONN_BUDGET", "-1K", 0},
+        {"DFCCL_CONN_BUDGET", "17179869184T", 0},
+        {"DFCCL_SPIN_HEAD", "4K", 0},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        dfccl_config_t c;
+        dfccl_status_t st;
+
+        setenv(cases[i].env, cases[i].val, 1);
+        st = dfcclConfigInit(&c);
+        unsetenv(cases[i].env);
+        if (cases[i].want == 0) {
+            ck_assert_msg(st == DFCCL_ERR_INVALID_ARG, "%s=%s was accepted", cases[i].env,
+                          cases[i].val);
+            ck_assert_msg(strstr(dfcclGetLastErrorMessage(), cases[i].env) != NULL,
+                          "%s=%s: the message does not name the variable: %s", cases[i].env,
+                          cases[i].val, dfcclGetLastErrorMessage());
+            ck_assert_msg(strcmp(cases[i].env, "DFCCL_CONN_BUDGET") != 0 ||
+                              strstr(dfcclGetLastErrorMessage(), "K, M, G or T suffix") != NULL,
+                          "%s=%s: the message does not say what a size takes: %s",
+                          cases[i].env, cases[i].val, dfcclGetLastErrorMessage());
+            continue;
+        }
+        ck_assert_msg(st == DFCCL_OK, "%s=%s: %s", cases[i].env, cases[i].val,
+                      dfcclGetLastErrorMessage());
+        ck_assert_msg(strcmp(cases[i].env, "DFCCL_CONN_BUDGET") == 0
+                          ? c.conn_budget == cases[i].want
+                          : c.slot_bytes == cases[i].want,
+                      "%s=%s gave %zu, not %zu", cases[i].env, cases[i].val,
+                      strcmp(cases[i].env, "DFCCL_CONN_BUDGET") == 0 ? c.conn_budget
+                                                                      : c.slot_bytes,
+                      cases[i].want);
+    }
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     Suite *s  = suite_create("tunables");
@@ -220,5 +274,6 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_every_field);
     tcase_add_test(tc, test_unique_names);
     tcase_add_test(tc, test_env_reaches_field);
+    tcase_add_test(tc, test_size_suffix);
     return dfccl_test_run(s, CK_NORMAL);
 }
