@@ -574,14 +574,16 @@ DFCCL_F_DEVICE int dfccl_daemon_run_team(const dfccl_daemon_args_t *a, uint32_t 
 
 /*
  * Threads that run collective `st`: the first st->team of the block for a
- * one-shot collective that asks for fewer than all of them (only its code
- * takes the team's barriers), else all of them.
+ * one-shot collective or an LL MSCCL program that asks for fewer than all
+ * of them (only their code takes the team's barriers), else all of them.
  */
 DFCCL_F_DEVICE uint32_t dfccl_daemon_team(const dfccl_coll_static_t *st)
 {
     const uint32_t team = (st->team + 31u) & ~31u; /* whole warps */
+    const int teams     = st->algo == DFCCL_K_ALGO_ONESHOT ||
+                      (st->algo == DFCCL_K_ALGO_MSCCL && st->proto == DFCCL_K_PROTO_LL);
 
-    return st->algo != DFCCL_K_ALGO_ONESHOT || team == 0 || team >= (uint32_t)DFCCL_NTHREADS
+    return !teams || team == 0 || team >= (uint32_t)DFCCL_NTHREADS
                ? (uint32_t)DFCCL_NTHREADS
                : team;
 }

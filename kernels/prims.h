@@ -131,18 +131,18 @@ DFCCL_F_DEVICE uint32_t dfccl_prim_wait(dfccl_exec_t *x, uint32_t flags)
 }
 
 /*
- * Thread 0 waits for the connectors (dfccl_prim_wait) and the block learns
- * the outcome: nonzero when they allow `flags`, 0 when the primitive is
- * STUCK (every thread returns then).
+ * Thread 0 waits for the connectors (dfccl_prim_wait) and the threads
+ * running the collective learn the outcome: nonzero when they allow
+ * `flags`, 0 when the primitive is STUCK (every thread returns then).
  */
 DFCCL_F_DEVICE int dfccl_prim_ready(dfccl_exec_t *x, uint32_t flags)
 {
     if (DFCCL_TID == 0) {
         x->ctl->ready = dfccl_prim_wait(x, flags);
     }
-    dfccl_block_sync();
+    dfccl_team_sync(x->nthreads);
     if (!x->ctl->ready) {
-        dfccl_block_sync(); /* everyone read `ready` before it changes */
+        dfccl_team_sync(x->nthreads); /* everyone read `ready` before it changes */
         return 0;
     }
     return 1;
@@ -196,10 +196,11 @@ DFCCL_F_DEVICE void dfccl_ll_put(char *p, uint64_t i, uint64_t bytes, uint64_t v
  * data, each line flagged with the low 32 bits of the slot's sequence
  * number plus one (registration zeroes the region, so a flag never matches
  * memory left from before). Thread 0 first makes sure the next rank's slot
- * is free. Then every thread works on its own lines, DFCCL_LL_UNROLL at a
- * time, with no barrier: it polls a line until its flags match, reduces its
- * 8 bytes with the source, stores the result into the next rank's line and
- * into dst. A block-wide vote at the end decides whether the primitive
+ * is free. Then every thread running the collective (the block, or the
+ * team of a small one) works on its own lines, DFCCL_LL_UNROLL at a time,
+ * with no barrier: it polls a line until its flags match, reduces its 8
+ * bytes with the source, stores the result into the next rank's line and
+ * into dst. A vote of those threads at the end decides whether the primitive
  * happened. If a line did not arrive within the spin threshold the
  * primitive is STUCK and commits nothing: the sequence numbers and the
  * receive head stay, so its replay polls the same lines, and everything it
@@ -220,7 +221,7 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
     const uint64_t bytes  = n * st->elem_size;
     const uint64_t nlines = bytes == 0 ? 1 : DFCCL_DIV_UP(bytes, 8);
     const uint64_t stride = 2ull * st->slot_bytes;
-    const uint64_t nt     = (uint64_t)DFCCL_NTHREADS;
+    const uint64_t nt     = (uint64_t)x->nthreads;
     const uint32_t full   = (1u << DFCCL_LL_UNROLL) - 1;
     const int reduce      = (flags & DFCCL_P_REDUCE) != 0;
     const int stash       = reduce && (flags & DFCCL_P_COPY) && dst < src + bytes &&
@@ -311,7 +312,7 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
             }
         }
     }
-    if (!dfccl_block_all(ok)) {
+    if (!dfccl_team_all(ok, x->nthreads)) {
         return DFCCL_PRIM_STUCK; /* nothing committed */
     }
     if (stash) { /* each thread its own lines: no barrier needed */

@@ -161,10 +161,10 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   -1, 1024, 0, 0,
                   -1, 0, 128, NULL,
                   "-1 (backend default), 0 (the whole block) or 1 to 1024",
-                  "a one-shot collective runs on the first threads of each daemon block only, one "
-                  "per LL line (8 bytes) of its channel rounded up to a multiple of this (whole "
-                  "warps), when that is fewer than `DFCCL_THREADS`; the other threads wait; 0: "
-                  "always the whole block",
+                  "a one-shot collective or LL MSCCL program runs on the first threads of each "
+                  "daemon block only, one per LL line (8 bytes) of what a primitive moves rounded "
+                  "up to a multiple of this (whole warps), when that is fewer than "
+                  "`DFCCL_THREADS`; the other threads wait; 0: always the whole block",
                   "0 / 128"),
     DFCCL_TUNABLE(max_channels, "DFCCL_CHANNELS", "channels", DFCCL_TUNABLE_INT,
                   0, DFCCL_MAX_CHANNELS, 0, 0,

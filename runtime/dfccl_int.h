@@ -741,6 +741,9 @@ size_t dfccl_algo_sender_conns(const dfccl_config_t *cfg, dfccl_coll_static_t *s
                                uint32_t slot, int ll);
 /* every rank writes into every peer's connectors, in LL (one and two shot) */
 int dfccl_algo_all_local(const dfccl_config_t *cfg, const struct dfccl_group *g);
+/* threads of a block that run an LL channel of `bytes` a primitive (one
+ * shot, MSCCL programs); 0: all */
+uint32_t dfccl_algo_team(const dfccl_config_t *cfg, uint64_t bytes);
 
 /* algo/msccl.c: an MSCCL program's thread blocks in device memory, for
  * collective c (registered with that algorithm) on g; released with
@@ -751,9 +754,6 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
 void dfccl_msccl_release(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c);
 int dfccl_msccl_sends_to(const dfccl_coll_t *c, int ch, int q);
 
-/* algo/oneshot.c */
-/* threads of a block that run a one-shot channel of `bytes` (0: all) */
-uint32_t dfccl_oneshot_team(const dfccl_config_t *cfg, uint64_t bytes);
 
 /* algo/ring.c */
 /* A channel per `per` bytes, at most `most` and one per element, at least one. */

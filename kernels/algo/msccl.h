@@ -30,13 +30,16 @@
 #include "alltoall.h"
 
 /* Wait, at most x->spin polls, until *p reaches `target`; 0 if it did not
- * (the block returns STUCK). */
+ * (the threads running the program return STUCK). The counters stay on
+ * this GPU and order only what its thread blocks do to its memory: data
+ * from other ranks comes through connectors, which order it themselves, so
+ * GPU scope is enough. */
 DFCCL_F_DEVICE int dfccl_ms_wait(dfccl_exec_t *x, const uint64_t *p, uint64_t target)
 {
     if (DFCCL_TID == 0) {
         uint32_t ok = 0;
         for (uint32_t i = 0;; i++) {
-            if (dfccl_ld_acquire_sys(p) >= target) {
+            if (dfccl_ld_acquire_gpu(p) >= target) {
                 ok = 1;
                 break;
             }
@@ -47,12 +50,12 @@ DFCCL_F_DEVICE int dfccl_ms_wait(dfccl_exec_t *x, const uint64_t *p, uint64_t ta
         }
         x->ctl->ready = ok;
     }
-    dfccl_block_sync();
+    dfccl_team_sync(x->nthreads);
     if (!x->ctl->ready) {
-        dfccl_block_sync(); /* everyone read `ready` before it changes */
+        dfccl_team_sync(x->nthreads); /* everyone read `ready` before it changes */
         return 0;
     }
-    dfccl_block_sync();
+    dfccl_team_sync(x->nthreads);
     return 1;
 }
 
@@ -60,11 +63,37 @@ DFCCL_F_DEVICE int dfccl_ms_wait(dfccl_exec_t *x, const uint64_t *p, uint64_t ta
  * writes are in: a block that acquires it sees them. */
 DFCCL_F_DEVICE void dfccl_ms_publish(dfccl_exec_t *x, uint64_t *p, uint64_t v)
 {
-    dfccl_block_sync();
+    dfccl_team_sync(x->nthreads);
     if (DFCCL_TID == 0) {
-        dfccl_st_release_sys(p, v);
+        dfccl_st_release_gpu(p, v);
     }
     x->dirty = 1;
+}
+
+/* A local copy, or reduction into dst (re), of n elements: no connector,
+ * never STUCK. A team (a small LL program) takes it a word a thread, the
+ * whole block through its movers. */
+DFCCL_F_DEVICE void dfccl_ms_local(dfccl_exec_t *x, int reduce, const char *src, char *dst,
+                                   uint64_t n)
+{
+    const dfccl_coll_static_t *st = x->st;
+
+    if (x->nthreads < (uint32_t)DFCCL_NTHREADS) {
+        const uint64_t bytes = n * st->elem_size, words = DFCCL_DIV_UP(bytes, 8);
+
+        for (uint64_t i = (uint64_t)DFCCL_TID; i < words; i += x->nthreads) {
+            const uint64_t v = dfccl_ll_get(src, i, bytes);
+            dfccl_ll_put(dst, i, bytes,
+                         reduce ? dfccl_red_word(st->dtype, st->op, 0,
+                                                 dfccl_ll_get(dst, i, bytes), v)
+                                : v);
+        }
+    } else if (DFCCL_TID < DFCCL_NMOVERS) {
+        dfccl_reduce_copy(st->dtype, st->op, reduce ? dst : src, reduce ? src : NULL, dst, NULL,
+                          n, 0);
+    }
+    dfccl_team_sync(x->nthreads);
+    dfccl_prim_moved(x);
 }
 
 /* The run's buffers i, o, s, and what an out-of-place run of a program for
@@ -119,14 +148,9 @@ DFCCL_F_DEVICE int dfccl_ms_chunk(dfccl_exec_t *x, const dfccl_ms_tb_t *tb,
     case DFCCL_K_MS_RRCS:
         return dfccl_prim(x, DFCCL_P_RECV | DFCCL_P_REDUCE | DFCCL_P_COPY | DFCCL_P_SEND, src,
                           dst, n);
-    case DFCCL_K_MS_COPY: return dfccl_prim(x, DFCCL_P_COPY, src, dst, n);
+    case DFCCL_K_MS_COPY:
     case DFCCL_K_MS_REDUCE:
-        /* local: no connector, never STUCK; each mover its own elements */
-        if (DFCCL_TID < DFCCL_NMOVERS) {
-            dfccl_reduce_copy(x->st->dtype, x->st->op, dst, src, dst, NULL, n, 0);
-        }
-        dfccl_block_sync();
-        dfccl_prim_moved(x);
+        dfccl_ms_local(x, s->type == DFCCL_K_MS_REDUCE, src, dst, n);
         return DFCCL_PRIM_OK;
     default: return DFCCL_PRIM_OK; /* nop */
     }
@@ -154,8 +178,8 @@ DFCCL_F_DEVICE int dfccl_msccl_run(dfccl_exec_t *x)
             const uint64_t lo = copy_n * (uint64_t)tb->tb / (uint64_t)tb->ntbs;
             const uint64_t hi = copy_n * (uint64_t)(tb->tb + 1) / (uint64_t)tb->ntbs;
             for (uint64_t o = lo; o < hi; o += L) {
-                dfccl_prim(x, DFCCL_P_COPY, copy_from + o * esz, copy_to + o * esz,
-                           DFCCL_MIN(L, hi - o));
+                dfccl_ms_local(x, 0, copy_from + o * esz, copy_to + o * esz,
+                               DFCCL_MIN(L, hi - o));
             }
             dfccl_ms_publish(x, &tb->done[tb->tb], base + 1);
             x->dyn.phase = 1;

@@ -53,3 +53,23 @@ int dfccl_algo_all_local(const dfccl_config_t *cfg, const struct dfccl_group *g)
     return g->nranks >= 2 && g->nranks <= DFCCL_ONESHOT_MAX_RANKS && g->all_local && !g->net &&
            cfg->proto != DFCCL_PROTO_SIMPLE;
 }
+
+/*
+ * Threads of a block that run a channel whose primitives move at most
+ * `bytes` in LL (DFCCL_TEAM_THREADS: one-shot collectives and LL MSCCL
+ * programs): one per LL line, in multiples of cfg->team_threads; 0 (the
+ * whole block) when that is not fewer than the block's threads, or the
+ * setting is 0. A local choice: ranks may differ.
+ */
+uint32_t dfccl_algo_team(const dfccl_config_t *cfg, uint64_t bytes)
+{
+    const uint64_t unit  = (uint64_t)cfg->team_threads;
+    const uint64_t lines = bytes == 0 ? 1 : (bytes + 7) / 8;
+    uint64_t team;
+
+    if (unit == 0) {
+        return 0;
+    }
+    team = (lines + unit - 1) / unit * unit;
+    return team >= (uint64_t)cfg->threads_per_block ? 0 : (uint32_t)team;
+}

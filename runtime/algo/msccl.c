@@ -165,6 +165,7 @@ static size_t dfccl_msccl_layout(const dfccl_config_t *cfg, const struct dfccl_g
     const dfccl_msccl_prog_t *p = dfccl_ms_find(cfg, g, st->kind, st->count, st->dtype);
     uint64_t chunk = 0;
     uint32_t slot  = 256, most = DFCCL_MS_SLOT_BYTES;
+    size_t bytes;
     int ll;
 
     /* A channel holds a connector per rank where the ring holds one: as
@@ -188,7 +189,13 @@ static size_t dfccl_msccl_layout(const dfccl_config_t *cfg, const struct dfccl_g
     }
     ll = cfg->proto == DFCCL_PROTO_LL ||
          (cfg->proto != DFCCL_PROTO_SIMPLE && p != NULL && p->proto != DFCCL_MSCCL_SIMPLE);
-    return dfccl_algo_sender_conns(cfg, st, nch, slot, ll);
+    bytes = dfccl_algo_sender_conns(cfg, st, nch, slot, ll);
+    /* a small LL program runs on the first threads of each block: its
+     * primitives move at most a chunk, or a slot */
+    if (ll) {
+        st->team = dfccl_algo_team(cfg, chunk < st->slot_bytes ? chunk : st->slot_bytes);
+    }
+    return bytes;
 }
 
 /* a program's steps in sequence, each a hop: as many as the longest

@@ -63,7 +63,7 @@ static size_t dfccl_oneshot_layout(const dfccl_config_t *cfg, const struct dfccl
     st->slot_bytes   = (uint32_t)slot;
     st->proto        = DFCCL_K_PROTO_LL;
     st->nslots       = dfccl_algo_ll_slots(cfg, st->slot_bytes, 2);
-    st->team         = dfccl_oneshot_team(cfg, cnt * st->elem_size);
+    st->team         = dfccl_algo_team(cfg, cnt * st->elem_size);
     return sizeof(dfccl_conn_ctrl_t) + (size_t)st->nranks * st->nslots * st->slot_bytes * 2;
 }
 
@@ -72,25 +72,6 @@ static double dfccl_oneshot_cost_us(const struct dfccl_group *g, int kind, size_
 {
     (void)kind;
     return dfccl_algo_alpha_beta(g, 1, 2.0 * (g->nranks - 1) * (double)bytes);
-}
-
-/*
- * Threads of a block that run a one-shot collective whose channels hold at
- * most `bytes` (DFCCL_TEAM_THREADS): one per LL line, in multiples of
- * cfg->team_threads; 0 (the whole block) when that is not fewer than the
- * block's threads, or the setting is 0. A local choice: ranks may differ.
- */
-uint32_t dfccl_oneshot_team(const dfccl_config_t *cfg, uint64_t bytes)
-{
-    const uint64_t unit  = (uint64_t)cfg->team_threads;
-    const uint64_t lines = bytes == 0 ? 1 : (bytes + 7) / 8;
-    uint64_t team;
-
-    if (unit == 0) {
-        return 0;
-    }
-    team = (lines + unit - 1) / unit * unit;
-    return team >= (uint64_t)cfg->threads_per_block ? 0 : (uint32_t)team;
 }
 
 DFCCL_ALGO_DEFINE(oneshot, DFCCL_K_ALGO_ONESHOT,
