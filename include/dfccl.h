@@ -138,7 +138,9 @@ typedef enum {
     DFCCL_ALGO_ONESHOT,
     DFCCL_ALGO_TWOSHOT,
     DFCCL_ALGO_MESH,  /* all-to-alls only */
-    DFCCL_ALGO_MSCCL  /* a program of DFCCL_MSCCL_XML_FILES */
+    DFCCL_ALGO_MSCCL, /* a program of DFCCL_MSCCL_XML_FILES */
+    DFCCL_ALGO_TREE,  /* allreduces: two binary trees */
+    DFCCL_ALGO_CTREE  /* allreduces: one tree, reduction and broadcast overlapped */
 } dfccl_algo_choice_t;
 
 /*
@@ -270,6 +272,10 @@ typedef struct {
     dfccl_op_t        op;
     int               root;
     int               priority; /* higher runs first (DFCCL_PRIORITY=1) */
+    /* the algorithm of this collective, where it can take it (as DFCCL_ALGO,
+     * which it overrides; same on every rank); DFCCL_ALGO_AUTO (0): the
+     * configuration's */
+    dfccl_algo_choice_t algo;
 } dfccl_coll_desc_t;
 
 /*

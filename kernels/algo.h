@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The daemon's algorithms: each is a device program in kernels/algo/
- * (ring.h, oneshot.h, twoshot.h, alltoall.h, msccl.h, written as primitive calls) with its host
- * module in runtime/algo/, which chose it at registration and laid out its
- * connectors. dfccl_algo_run runs one channel of a collective on the
+ * (ring.h, oneshot.h, twoshot.h, alltoall.h, msccl.h, tree.h, written as
+ * primitive calls) with its host module in runtime/algo/, which chose it
+ * at registration and laid out its connectors. dfccl_algo_run runs one channel of a collective on the
  * program its static context names, and returns what the program's last
  * primitive returned (DONE, or STUCK to be preempted and resumed).
  */
@@ -14,6 +14,7 @@
 #include "algo/msccl.h"
 #include "algo/oneshot.h"
 #include "algo/ring.h"
+#include "algo/tree.h"
 #include "algo/twoshot.h"
 
 DFCCL_F_DEVICE int dfccl_algo_run(dfccl_exec_t *x)
@@ -29,6 +30,9 @@ DFCCL_F_DEVICE int dfccl_algo_run(dfccl_exec_t *x)
     }
     if (x->st->algo == DFCCL_K_ALGO_MSCCL) {
         return dfccl_msccl_run(x);
+    }
+    if (x->st->algo == DFCCL_K_ALGO_TREE || x->st->algo == DFCCL_K_ALGO_CTREE) {
+        return dfccl_tree_allreduce(x);
     }
     switch (x->st->kind) {
     case DFCCL_COLL_ALLREDUCE:     return dfccl_ring_allreduce(x);

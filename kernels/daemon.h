@@ -517,6 +517,7 @@ DFCCL_F_DEVICE int dfccl_daemon_run_team(const dfccl_daemon_args_t *a, uint32_t 
     x.handoffs    = 0;
     x.dirty       = 0;
     x.nthreads    = team;
+    x.chan        = b;
     /* Thresholds halve with the queue position, sticky ones too: the head
      * waits longest; deep in a long queue every collective gets only a
      * short look, so walking 1000 stuck collectives stays cheap. */

@@ -40,9 +40,35 @@ enum {
     DFCCL_K_ALGO_TWOSHOT = 2,
     DFCCL_K_ALGO_MESH    = 3, /* alltoall: a connector per pair, each rank writes
                                * into its own connector at every peer */
-    DFCCL_K_ALGO_MSCCL   = 4  /* an MSCCL program: the mesh's connectors, a
+    DFCCL_K_ALGO_MSCCL   = 4, /* an MSCCL program: the mesh's connectors, a
                                * thread block per channel */
+    DFCCL_K_ALGO_TREE    = 5, /* allreduce: two binary trees on the mesh's
+                               * connectors, half of the data each */
+    DFCCL_K_ALGO_CTREE   = 6  /* allreduce: one tree, its reduction and
+                               * broadcast overlapped chunk by chunk */
 };
+
+/* Rank r's neighbours in tree `tree` (0 or 1) of the tree algorithms
+ * (kernels/algo/tree.h), which both sides need: *parent (-1: the root),
+ * kid[0] and kid[1] (-1: none). A tree is a heap over positions (position
+ * i's parent is (i - 1) / 2, its children 2i + 1 and 2i + 2); rank r sits
+ * at position r in tree 0 and at n - 1 - r in tree 1, so that the leaves
+ * of one tree are inner nodes of the other. */
+#ifdef __CUDACC__
+#define DFCCL_F_SHARED static __host__ __device__ inline
+#else
+#define DFCCL_F_SHARED static inline
+#endif
+DFCCL_F_SHARED void dfccl_tree_shape(int n, int r, int tree, int *parent, int kid[2])
+{
+    const int pos = tree == 0 ? r : n - 1 - r;
+
+    for (int k = 0; k < 2; k++) {
+        const int c = 2 * pos + 1 + k;
+        kid[k] = c < n ? (tree == 0 ? c : n - 1 - c) : -1;
+    }
+    *parent = pos == 0 ? -1 : tree == 0 ? (pos - 1) / 2 : n - 1 - (pos - 1) / 2;
+}
 
 /* MSCCL programs (kernels/algo/msccl.h): the step types, in the order of
  * runtime/msccl.h's dfccl_msccl_type_t, and the buffers */

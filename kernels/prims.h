@@ -98,6 +98,7 @@ typedef struct {
     uint32_t                   handoffs;   /* dfccl_prim_posted calls in this activation */
     uint32_t                   dirty;      /* dyn changed without progress: save it */
     uint32_t                   nthreads;   /* threads running it: the block's first */
+    uint32_t                   chan;       /* its channel (the block's index) */
 } dfccl_exec_t;
 
 /* Poll until the connectors allow `flags`, at most x->spin times. */

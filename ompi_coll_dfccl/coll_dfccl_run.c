@@ -487,7 +487,8 @@ static dfccl_status_t dfccl_inst_register(mca_coll_dfccl_module_t *m,
                                           mca_coll_dfccl_inst_t *inst)
 {
     const mca_coll_dfccl_sig_t *sig = &req->route.plan.sig;
-    dfccl_coll_desc_t d = {sig->kind, sig->count, sig->dtype, sig->op, sig->root, 0};
+    dfccl_coll_desc_t d = {sig->kind, sig->count, sig->dtype, sig->op, sig->root, 0,
+                           DFCCL_ALGO_AUTO};
     dfccl_status_t st;
 
     if (inst->coll_id >= 0) {

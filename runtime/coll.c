@@ -322,6 +322,14 @@ static dfccl_status_t dfccl_coll_read_sig(struct dfccl_rank_ctx *ctx, void *host
     return ctx->be->memcpy_d2h(ctx, sig, ((dfccl_conn_ctrl_t *)dev_ctrl)->sig, 8 * sizeof(uint64_t));
 }
 
+/* Does the collective use the mesh's connectors (one per sender in each
+ * region, written through peer[])? */
+static int dfccl_coll_meshed(const dfccl_coll_static_t *st)
+{
+    return st->algo == DFCCL_K_ALGO_MESH || st->algo == DFCCL_K_ALGO_MSCCL ||
+           st->algo == DFCCL_K_ALGO_TREE || st->algo == DFCCL_K_ALGO_CTREE;
+}
+
 /* Does channel `ch` of this collective send anything to the next rank? A
  * channel that does not needs no send connector: the next rank may finish
  * (and even reuse the region) without waiting for us. */
@@ -330,9 +338,8 @@ static int dfccl_coll_sends(const dfccl_coll_t *c, int ch)
     const dfccl_coll_static_t *st = &c->st;
     int last = (st->rank - st->root + st->nranks) % st->nranks == st->nranks - 1;
 
-    if (c->chans[ch].cnt == 0 || st->nranks == 1 || st->algo == DFCCL_K_ALGO_MESH ||
-        st->algo == DFCCL_K_ALGO_MSCCL) {
-        return 0; /* the mesh and MSCCL write to their peers' regions (peer[]) */
+    if (c->chans[ch].cnt == 0 || st->nranks == 1 || dfccl_coll_meshed(st)) {
+        return 0; /* the mesh, MSCCL and trees write to their peers' regions (peer[]) */
     }
     if (st->kind == DFCCL_COLL_BROADCAST) {
         return !last; /* the root's predecessor only receives */
@@ -433,7 +440,9 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
                 (c->st.algo == DFCCL_K_ALGO_MESH &&
                  c->pairs_host[((size_t)ch * (size_t)g->nranks + (size_t)q) * DFCCL_PAIR_WORDS +
                                DFCCL_PAIR_SCNT] == 0) ||
-                (c->st.algo == DFCCL_K_ALGO_MSCCL && !dfccl_msccl_sends_to(c, ch, q))) {
+                (c->st.algo == DFCCL_K_ALGO_MSCCL && !dfccl_msccl_sends_to(c, ch, q)) ||
+                ((c->st.algo == DFCCL_K_ALGO_TREE || c->st.algo == DFCCL_K_ALGO_CTREE) &&
+                 !dfccl_tree_sends_to(&c->st, ch, q))) {
                 continue;
             }
             rc = dfccl_coll_find_peer(ctx, id, q, ch, &dev);
@@ -517,7 +526,7 @@ void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id)
 }
 
 dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int dtype, int op,
-                                   int root, int priority, const size_t *const *v,
+                                   int root, int priority, const size_t *const *v, int want,
                                    int *coll_id_p)
 {
     const char *fn = dfccl_reg_names[kind];
@@ -559,13 +568,19 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
      * would delay every pass, so it is off there */
     st.recv_poll    = ctx->backend == DFCCL_BACKEND_HOST ||
                       (g->pool.transport == DFCCL_TRANSPORT_P2P && !g->prev_net);
-    algo            = dfccl_algo_select(&ctx->cfg, g, kind, count, dtype, op, &onch);
+    if (want != DFCCL_ALGO_AUTO) {
+        dfccl_config_t mine = ctx->cfg;
+        mine.algo           = (dfccl_algo_choice_t)want;
+        algo                = dfccl_algo_select(&mine, g, kind, count, dtype, op, &onch);
+    } else {
+        algo = dfccl_algo_select(&ctx->cfg, g, kind, count, dtype, op, &onch);
+    }
     st.algo         = algo->id;
     region          = algo->layout(&ctx->cfg, g, onch, &st);
     if (kind == DFCCL_COLL_ALLTOALLV && st.algo != DFCCL_K_ALGO_MESH) {
         return dfccl_coll_no_alltoallv(g, fn);
     }
-    if (st.algo == DFCCL_K_ALGO_MESH || st.algo == DFCCL_K_ALGO_MSCCL) {
+    if (dfccl_coll_meshed(&st)) {
         st.recv_poll = 0; /* the region's own tail never moves: see its connectors */
     }
 
@@ -645,7 +660,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
             rc = dfccl_pool_alloc(g, region, &host, &dev, &c->conn_seg[ch], &c->conn_off[ch]);
             if (rc == DFCCL_OK &&
                 (st.proto == DFCCL_K_PROTO_LL || st.algo == DFCCL_K_ALGO_TWOSHOT ||
-                 st.algo == DFCCL_K_ALGO_MESH || st.algo == DFCCL_K_ALGO_MSCCL)) {
+                 dfccl_coll_meshed(&st))) {
                 /* LL and two-shot flags from an earlier owner of this
                  * memory must not match, nor the counters of the mesh's
                  * connectors start elsewhere than 0: zero the slots
@@ -787,14 +802,14 @@ dfccl_status_t dfcclRegisterAllReduce(size_t count, dfccl_datatype_t type, dfccl
                                       dfccl_group_t group, int priority, int *coll_id_p)
 {
     return dfccl_coll_register(group, DFCCL_COLL_ALLREDUCE, count, type, op, 0, priority,
-                               NULL, coll_id_p);
+                               NULL, DFCCL_ALGO_AUTO, coll_id_p);
 }
 
 dfccl_status_t dfcclRegisterAllGather(size_t sendcount, dfccl_datatype_t type,
                                       dfccl_group_t group, int priority, int *coll_id_p)
 {
     return dfccl_coll_register(group, DFCCL_COLL_ALLGATHER, sendcount, type, 0, 0, priority,
-                               NULL, coll_id_p);
+                               NULL, DFCCL_ALGO_AUTO, coll_id_p);
 }
 
 dfccl_status_t dfcclRegisterReduceScatter(size_t recvcount, dfccl_datatype_t type,
@@ -802,21 +817,21 @@ dfccl_status_t dfcclRegisterReduceScatter(size_t recvcount, dfccl_datatype_t typ
                                           int *coll_id_p)
 {
     return dfccl_coll_register(group, DFCCL_COLL_REDUCESCATTER, recvcount, type, op, 0,
-                               priority, NULL, coll_id_p);
+                               priority, NULL, DFCCL_ALGO_AUTO, coll_id_p);
 }
 
 dfccl_status_t dfcclRegisterReduce(size_t count, dfccl_datatype_t type, dfccl_op_t op,
                                    int root, dfccl_group_t group, int priority, int *coll_id_p)
 {
     return dfccl_coll_register(group, DFCCL_COLL_REDUCE, count, type, op, root, priority,
-                               NULL, coll_id_p);
+                               NULL, DFCCL_ALGO_AUTO, coll_id_p);
 }
 
 dfccl_status_t dfcclRegisterBroadcast(size_t count, dfccl_datatype_t type, int root,
                                       dfccl_group_t group, int priority, int *coll_id_p)
 {
     return dfccl_coll_register(group, DFCCL_COLL_BROADCAST, count, type, 0, root, priority,
-                               NULL, coll_id_p);
+                               NULL, DFCCL_ALGO_AUTO, coll_id_p);
 }
 
 dfccl_status_t dfcclGroupSupports(dfccl_group_t g, int kind)
@@ -842,7 +857,7 @@ dfccl_status_t dfcclRegisterAllToAll(size_t count, dfccl_datatype_t type, dfccl_
                                      int priority, int *coll_id_p)
 {
     return dfccl_coll_register(group, DFCCL_COLL_ALLTOALL, count, type, 0, 0, priority, NULL,
-                               coll_id_p);
+                               DFCCL_ALGO_AUTO, coll_id_p);
 }
 
 dfccl_status_t dfcclRegisterAllToAllv(const size_t *sendcounts, const size_t *sdispls,
@@ -853,7 +868,7 @@ dfccl_status_t dfcclRegisterAllToAllv(const size_t *sendcounts, const size_t *sd
     const size_t *const v[4] = {sendcounts, sdispls, recvcounts, rdispls};
 
     return dfccl_coll_register(group, DFCCL_COLL_ALLTOALLV, 0, type, 0, 0, priority, v,
-                               coll_id_p);
+                               DFCCL_ALGO_AUTO, coll_id_p);
 }
 
 _Static_assert((int)DFCCL_KIND_ALLREDUCE == (int)DFCCL_COLL_ALLREDUCE &&
@@ -876,6 +891,11 @@ dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegister: collective kind %d is not "
                            "one of dfccl_coll_kind_t", (int)desc->kind);
     }
+    if ((unsigned)desc->algo > (unsigned)DFCCL_ALGO_CTREE) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegister: algorithm %d is not one of "
+                           "dfccl_algo_choice_t (DFCCL_ALGO_AUTO to DFCCL_ALGO_CTREE); leave "
+                           "it 0 for the configuration's", (int)desc->algo);
+    }
     if (desc->kind == DFCCL_KIND_ALLTOALLV) {
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegister: an alltoallv takes counts "
                            "and displacements per rank, which dfccl_coll_desc_t cannot hold; "
@@ -887,7 +907,7 @@ dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
                                        desc->kind == DFCCL_KIND_BROADCAST
                                    ? desc->root
                                    : 0,
-                               desc->priority, NULL, coll_id_p);
+                               desc->priority, NULL, (int)desc->algo, coll_id_p);
 }
 
 /*

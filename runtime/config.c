@@ -20,7 +20,7 @@ static const char *const dfccl_cfg_transports[] = {"auto", "shm", "p2p", NULL};
 static const char *const dfccl_cfg_protos[]     = {"default", "auto", "simple", "ll", NULL};
 static const char *const dfccl_cfg_arrivals[]   = {"default", "off", "stuck", "always", NULL};
 static const char *const dfccl_cfg_algos[]      = {"auto", "ring", "oneshot", "twoshot",
-                                                   "mesh", "msccl", NULL};
+                                                   "mesh", "msccl", "tree", "ctree", NULL};
 
 /*
  * One row: field, environment variable, MCA name, type; the valid values
@@ -70,12 +70,12 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "`auto` (LL for slots of up to `DFCCL_LL_BYTES`, on groups without net edges)",
                   "auto"),
     DFCCL_TUNABLE(algo, "DFCCL_ALGO", "algo", DFCCL_TUNABLE_ENUM,
-                  0, 5, 0, 0,
+                  0, 7, 0, 0,
                   DFCCL_ALGO_AUTO, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, dfccl_cfg_algos,
-                  "auto, ring, oneshot, twoshot, mesh or msccl",
+                  "auto, ring, oneshot, twoshot, mesh, msccl, tree or ctree",
                   "the algorithm every collective takes where it can (`ring`, `oneshot`, "
                   "`twoshot`, `mesh` for all-to-alls, `msccl` for a program of "
-                  "`DFCCL_MSCCL_XML_FILES`; as `NCCL_ALGO`); a collective it cannot run takes "
+                  "`DFCCL_MSCCL_XML_FILES`, `tree` and `ctree` for allreduces; as `NCCL_ALGO`); a collective it cannot run takes "
                   "the default, with one warning per group; `auto`: the default policy (a "
                   "matching MSCCL program, then the thresholds below); same on every rank",
                   "auto"),

@@ -673,10 +673,11 @@ dfccl_status_t dfccl_sigusr1_install(struct dfccl_rank_ctx *ctx);
 
 /* coll.c */
 int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx);
-/* v: alltoallv's sendcounts, sdispls, recvcounts and rdispls, else NULL */
+/* v: alltoallv's sendcounts, sdispls, recvcounts and rdispls, else NULL;
+ * want: a dfccl_algo_choice_t for this collective (AUTO: DFCCL_ALGO's) */
 dfccl_status_t dfccl_coll_register(dfccl_group_t group, int kind, size_t count, int dtype,
                                    int op, int root, int priority, const size_t *const *v,
-                                   int *coll_id_p);
+                                   int want, int *coll_id_p);
 void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id);
 
 /* ---- algorithms (runtime/algo/) ------------------------------------------ */
@@ -723,7 +724,7 @@ static inline double dfccl_algo_alpha_beta(const struct dfccl_group *g, double h
 }
 
 extern const dfccl_algo_t dfccl_algo_ring, dfccl_algo_oneshot, dfccl_algo_twoshot,
-    dfccl_algo_mesh, dfccl_algo_msccl;
+    dfccl_algo_mesh, dfccl_algo_msccl, dfccl_algo_tree, dfccl_algo_ctree;
 
 /* algo/algo.c */
 /* The algorithm of a collective: DFCCL_ALGO's if it can, else the default
@@ -741,6 +742,9 @@ size_t dfccl_algo_sender_conns(const dfccl_config_t *cfg, dfccl_coll_static_t *s
                                uint32_t slot, int ll);
 /* every rank writes into every peer's connectors, in LL (one and two shot) */
 int dfccl_algo_all_local(const dfccl_config_t *cfg, const struct dfccl_group *g);
+/* algo/tree.c: whether this rank sends to rank q on channel ch of a tree
+ * collective (q is its parent or a child there) */
+int dfccl_tree_sends_to(const dfccl_coll_static_t *st, int ch, int q);
 /* threads of a block that run an LL channel of `bytes` a primitive (one
  * shot, MSCCL programs); 0: all */
 uint32_t dfccl_algo_team(const dfccl_config_t *cfg, uint64_t bytes);

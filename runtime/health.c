@@ -263,9 +263,15 @@ static void dfccl_where_text(const dfccl_coll_t *c, const dfccl_dir_reg_t *w, df
         dfccl_text_add(t, "waits for rank %d to register it", w->where_peer);
         return;
     case DFCCL_WAIT_SHOT:
-        dfccl_text_add(t, "in its %s (channel %u) waits for the peers' data",
-                       c->st.algo == DFCCL_K_ALGO_TWOSHOT ? "two-shot steps" : "one-shot exchange",
-                       w->where_ch);
+        if (c->st.algo == DFCCL_K_ALGO_ONESHOT || c->st.algo == DFCCL_K_ALGO_TWOSHOT) {
+            dfccl_text_add(t, "in its %s (channel %u) waits for the peers' data",
+                           c->st.algo == DFCCL_K_ALGO_TWOSHOT ? "two-shot steps"
+                                                              : "one-shot exchange",
+                           w->where_ch);
+        } else {
+            dfccl_text_add(t, "in its %s steps (step %u, channel %u) waits for the peers' data",
+                           dfccl_algo_by_id(c->st.algo)->name, w->where_step, w->where_ch);
+        }
         return;
     case DFCCL_WAIT_UNKNOWN:
         dfccl_text_add(t, "position unknown");

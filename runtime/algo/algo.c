@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The algorithms as modules, and the one function that chooses among them.
- * Each module (ring.c, oneshot.c, twoshot.c, mesh.c, msccl.c) says whether it can run a
+ * Each module (ring.c, oneshot.c, twoshot.c, mesh.c, msccl.c, tree.c) says whether it can run a
  * collective on a group and on how many channels, lays out its connectors,
  * and estimates its time in alpha-beta terms. The choice:
  *
@@ -23,9 +23,10 @@
 
 #include <string.h>
 
-static const dfccl_algo_t *const dfccl_algos[] = {&dfccl_algo_ring, &dfccl_algo_oneshot,
+static const dfccl_algo_t *const dfccl_algos[] = {&dfccl_algo_ring,    &dfccl_algo_oneshot,
                                                   &dfccl_algo_twoshot, &dfccl_algo_mesh,
-                                                  &dfccl_algo_msccl};
+                                                  &dfccl_algo_msccl,   &dfccl_algo_tree,
+                                                  &dfccl_algo_ctree};
 
 const dfccl_algo_t *dfccl_algo_by_id(uint32_t id)
 {

@@ -126,6 +126,8 @@ typedef struct {
                            * in place, counts per rank */
     const char *gather;   /* DFCCL_ONESHOT_GATHER_BYTES, or NULL for the default */
     int min_one;          /* collectives that must take one shot, at least */
+    const int *algos;     /* each collective's algorithm (dfccl_algo_choice_t, asked
+                           * for through dfcclRegister), or NULL: the default */
 } disorder_arg_t;
 
 static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
@@ -164,7 +166,11 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         const size_t cnt = a->counts[c];
         dfccl_status_t st;
 
-        if (kind == DFCCL_COLL_ALLGATHER) {
+        if (a->algos != NULL) {
+            dfccl_coll_desc_t desc = {(dfccl_coll_kind_t)kind, cnt, DFCCL_FLOAT32, DFCCL_SUM, 0,
+                                      0, (dfccl_algo_choice_t)a->algos[c]};
+            st = dfcclRegister(&desc, g[c], &id[c]);
+        } else if (kind == DFCCL_COLL_ALLGATHER) {
             st = dfcclRegisterAllGather(cnt, DFCCL_FLOAT32, g[c], 0, &id[c]);
         } else if (kind == DFCCL_COLL_REDUCESCATTER) {
             st = dfcclRegisterReduceScatter(cnt, DFCCL_FLOAT32, DFCCL_SUM, g[c], 0, &id[c]);

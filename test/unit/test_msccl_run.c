@@ -103,7 +103,6 @@ static int ms_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     const int reduces = a->kind == DFCCL_COLL_ALLREDUCE || a->kind == DFCCL_COLL_REDUCESCATTER;
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
-    dfccl_stats_t s;
     int failures = 0, cases = 0;
     unsigned long long pre;
 
@@ -134,10 +133,9 @@ static int ms_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         }
     }
     run_case_algo = NULL;
-    DFCCL_TEST_CHECK(dfcclGetStats(ctx, &s) == DFCCL_OK, "stats");
-    pre = dfccl_test_sum_u64(oob, s.preemptions);
-    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
-    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    if (unit_rank_end_counted(oob, ctx, g, &pre) != 0) {
+        return 1;
+    }
     if (rank == 0) {
         printf("%s on %d ranks%s: %d %s cases, %d failures, %llu preemptions\n", a->algo, n,
                a->preempt ? " (preempted at every primitive)" : "", cases,

@@ -56,6 +56,18 @@ int unit_rank_end(dfccl_rank_ctx_t ctx, void *d)
     return 0;
 }
 
+int unit_rank_end_counted(dfccl_test_oob_t *oob, dfccl_rank_ctx_t ctx, dfccl_group_t g,
+                          unsigned long long *pre_p)
+{
+    dfccl_stats_t s;
+
+    DFCCL_TEST_CHECK(dfcclGetStats(ctx, &s) == DFCCL_OK, "stats");
+    *pre_p = dfccl_test_sum_u64(oob, s.preemptions);
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
 int unit_mismatch_run(int rank, dfccl_test_oob_t *oob, dfccl_rank_ctx_t ctx, dfccl_group_t g,
                       float **d_p, dfccl_status_t *st_p, double *secs_p)
 {

@@ -28,6 +28,12 @@ dfccl_status_t unit_run_wait(dfccl_status_t run_st, int id, int base_ms, dfccl_r
  * 1 with a message where dfcclDestroy fails. */
 int unit_rank_end(dfccl_rank_ctx_t ctx, void *d);
 
+/* The end of a rank that counts preemptions: every rank's, summed, in
+ * *pre_p, then its group `g` and context destroyed. 0, or 1 with a
+ * message. */
+int unit_rank_end_counted(dfccl_test_oob_t *oob, dfccl_rank_ctx_t ctx, dfccl_group_t g,
+                          unsigned long long *pre_p);
+
 /*
  * A registration mismatch on the group `g` of every rank: rank 0
  * registers an allgather (8 int32) that its peers do not, then every rank

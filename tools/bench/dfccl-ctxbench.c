@@ -72,6 +72,7 @@ static int activate(vrank_t *v, uint32_t spin, uint64_t *prims)
     x.spin = spin; x.spin_sticky = spin; x.progressed = 0; x.handoffs = 0; x.dirty = 0;
     x.ll_scratch = NULL; /* SIMPLE only */
     x.nthreads = 1;      /* the host backend: one thread */
+    x.chan     = 0;
     rc = dfccl_algo_run(&x);
     v->saved = x.dyn;
     *prims += x.progressed;

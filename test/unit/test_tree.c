@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The tree allreduces (DFCCL_ALGO=tree: two binary trees; ctree: one
+ * tree, reduction and broadcast overlapped), on 2 to 8 ranks (quick mode,
+ * DFCCL_TEST_QUICK: 2 to 4):
+ *
+ *   - every type and operation (on more than 4 ranks: int8 and float32
+ *     with SUM, MAX and AVG), counts from 1 to a few slots a channel, in
+ *     place and out of place; dfcclGetCollInfo must name the tree;
+ *   - four channels (the two trees on two each);
+ *   - preempted at every primitive (spin thresholds of 1, 256-byte slots:
+ *     many chunks) with results checked and preemptions counted;
+ *   - in disorder among ring, tree and ctree allreduces (each asked for
+ *     through dfcclRegister's algorithm), on one group and on a group per
+ *     collective.
+ *
+ * test_coll.c and test_deadlock.c are included with their main renamed.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reuse_cases.h"
+
+typedef struct {
+    const char *algo;    /* DFCCL_ALGO, and what dfcclGetCollInfo must say */
+    int         preempt; /* spin thresholds of 1 and 256-byte slots */
+    const char *blocks;  /* DFCCL_MAX_BLOCKS and DFCCL_CHANNELS, or NULL */
+} tree_arg_t;
+
+static int tree_quick(void)
+{
+    return getenv("DFCCL_TEST_QUICK") != NULL;
+}
+
+static int tree_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    const tree_arg_t *a = varg;
+    const uint64_t counts[] = {1, 37, 1000, 65536 + 7, 3 * 65536 + 5};
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int failures = 0, cases = 0;
+    unsigned long long pre;
+
+    setenv("DFCCL_ALGO", a->algo, 1);
+    dfccl_test_setenv("DFCCL_MAX_BLOCKS", a->blocks);
+    dfccl_test_setenv("DFCCL_CHANNELS", a->blocks);
+    if (a->preempt) {
+        setenv("DFCCL_SPIN_HEAD", "1", 1);
+        setenv("DFCCL_SPIN_MIN", "1", 1);
+        setenv("DFCCL_SPIN_STICKY", "1", 1);
+        setenv("DFCCL_SLOT_BYTES", "256", 1);
+    }
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    run_case_algo = a->algo;
+    for (int ti = 0; ti < NDTYPES; ti++) {
+        const int t   = dtypes[ti];
+        const int few = n > 4 || a->preempt || a->blocks != NULL;
+        for (int op = 0; op < DFCCL_OP_COUNT; op++) {
+            if ((op == DFCCL_AVG && !is_float(t)) || (op == DFCCL_PROD && t != DFCCL_INT32) ||
+                (few && t != DFCCL_FLOAT32 && t != DFCCL_INT8) ||
+                (few && op != DFCCL_SUM && op != DFCCL_MAX && op != DFCCL_AVG)) {
+                continue;
+            }
+            for (int k = 0; k < (int)(sizeof(counts) / sizeof(counts[0])); k++) {
+                /* the largest counts: a few cases (preempted: the smaller ones) */
+                if (k >= (a->preempt ? 3 : 4) &&
+                    (op != DFCCL_SUM || (t != DFCCL_FLOAT32 && t != DFCCL_INT8))) {
+                    continue;
+                }
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    int algo = 0;
+                    failures += run_case(ctx, g, rank, n, DFCCL_COLL_ALLREDUCE, t, op, counts[k],
+                                         inplace, &algo);
+                    cases++;
+                }
+            }
+        }
+    }
+    run_case_algo = NULL;
+    if (unit_rank_end_counted(oob, ctx, g, &pre) != 0) {
+        return 1;
+    }
+    if (rank == 0) {
+        printf("%s on %d ranks%s%s%s: %d allreduce cases, %d failures, %llu preemptions\n",
+               a->algo, n, a->preempt ? " (preempted at every primitive)" : "",
+               a->blocks != NULL ? ", channels " : "", a->blocks != NULL ? a->blocks : "",
+               cases, failures, pre);
+    }
+    DFCCL_TEST_CHECK(!a->preempt || pre > 0, "no preemption with spin thresholds of 1");
+    return failures;
+}
+
+static void tree_run(const tree_arg_t *a, const int *ranks)
+{
+    for (; *ranks != 0; ranks++) {
+        const double t0 = unit_now_s();
+        ck_assert_int_eq(dfccl_test_mp_run(*ranks, 300, tree_body, (void *)a), 0);
+        printf("  (%s on %d ranks: %.1f s)\n", a->algo, *ranks, unit_now_s() - t0);
+        fflush(stdout);
+    }
+}
+
+static const char *const tree_algos[] = {"tree", "ctree"};
+
+START_TEST(test_tree_matrix)
+{
+    static const int all[] = {2, 3, 4, 5, 8, 0}, quick[] = {2, 3, 4, 0};
+    const tree_arg_t a     = {tree_algos[_i], 0, NULL};
+
+    tree_run(&a, tree_quick() ? quick : all);
+}
+END_TEST
+
+START_TEST(test_tree_channels)
+{
+    static const int ranks[] = {3, 4, 0};
+    const tree_arg_t a       = {tree_algos[_i], 0, "4"};
+
+    tree_run(&a, ranks);
+}
+END_TEST
+
+START_TEST(test_tree_preempted)
+{
+    static const int all[] = {2, 3, 4, 0}, quick[] = {2, 3, 0};
+    const tree_arg_t a     = {tree_algos[_i], 1, NULL};
+
+    tree_run(&a, tree_quick() ? quick : all);
+}
+END_TEST
+
+START_TEST(test_tree_disorder)
+{
+    static const int algos[NCOLL] = {DFCCL_ALGO_RING,  DFCCL_ALGO_TREE, DFCCL_ALGO_CTREE,
+                                     DFCCL_ALGO_TREE,  DFCCL_ALGO_RING, DFCCL_ALGO_CTREE,
+                                     DFCCL_ALGO_CTREE, DFCCL_ALGO_TREE};
+    disorder_arg_t a = {.iters  = tree_quick() ? 10 : 40,
+                        .counts = {1000, 100, 65536, 4096, 100000, 33333, 7, 200000},
+                        .algos  = algos};
+
+    for (a.groups = 1; a.groups <= NCOLL; a.groups += NCOLL - 1) {
+        const double t0 = unit_now_s();
+        ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+        printf("  (disorder on %d group(s): %.1f s)\n", a.groups, unit_now_s() - t0);
+        fflush(stdout);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s  = suite_create("tree");
+    TCase *tc = dfccl_test_case(s, "tree", 1000);
+
+    tcase_add_loop_test(tc, test_tree_matrix, 0, 2);
+    tcase_add_loop_test(tc, test_tree_channels, 0, 2);
+    tcase_add_loop_test(tc, test_tree_preempted, 0, 2);
+    tcase_add_test(tc, test_tree_disorder);
+    return dfccl_test_run(s, CK_NORMAL);
+}
