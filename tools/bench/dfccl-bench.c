@@ -58,6 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_model.h"
 #include "bench_plot.h"
 #include "dfccl.h"
 #include "reduce.h"
@@ -1180,6 +1181,9 @@ static void bench_usage(void)
            "      --registered N   register N collectives of -c (sizes -b, 4x, ... up to\n"
            "                       -e), run each once, print the device memory they hold\n"
            "                       and the daemon's blocks while active and after it quit\n"
+           "      --model          print the alpha-beta model's time of the ring, the\n"
+           "                       trees and ctree for 8 to 1024 GPUs in hosts of 8, and\n"
+           "                       run nothing\n"
            "      --stats          after each size, the median, 99th percentile and slowest\n"
            "                       of the timed calls (or --disorder rounds) and what the\n"
            "                       daemon did (launches, quits, preemptions, context loads)\n"
@@ -1201,7 +1205,7 @@ int main(int argc, char **argv)
         {"check", 1, NULL, 'k'},    {"compare", 1, NULL, 'C'},    {"help", 0, NULL, 'h'},
         {"cold", 1, NULL, 'Q'},     {"plot", 1, NULL, 'P'},       {"disorder", 1, NULL, 'D'},
         {"registered", 1, NULL, 'G'}, {"stats", 0, NULL, 'S'},       {"late", 1, NULL, 'L'},
-        {"barrier", 0, NULL, 'B'},  {NULL, 0, NULL, 0}};
+        {"barrier", 0, NULL, 'B'},  {"model", 0, NULL, 'M'},       {NULL, 0, NULL, 0}};
     bench_opts_t o = {.coll = 0, .dtype = DFCCL_FLOAT32, .op = DFCCL_SUM, .min_bytes = 8,
                       .factor = 2.0, .warmup = 5, .iters = 20, .check = 1};
     bench_t b;
@@ -1252,6 +1256,15 @@ int main(int argc, char **argv)
         case 'G': o.registered = bench_int(optarg, "--registered", 0, 100000); break;
         case 'S': o.stats = 1; break;
         case 'B': o.barrier = 1; break;
+        case 'M':
+            /* a table of the model, and nothing run */
+            if (b.rank == 0) {
+                bench_model_print(stdout);
+            }
+#ifdef DFCCL_BENCH_MPI
+            MPI_Finalize();
+#endif
+            return 0;
         case 'C':
             if (strcmp(optarg, "nccl") != 0) {
                 bench_usage_error("--compare takes 'nccl', not '%s'", optarg);

@@ -4,7 +4,7 @@
 # sizes with its results checked (#wrong must be 0; all-to-all's every
 # received element, alltoallv's blocks uneven), the disorder rounds and
 # the registration report, and bad command lines that must fail with one
-# message naming the option; scripts/demo.sh --help.
+# message naming the option; --model's table; scripts/demo.sh --help.
 # Two MPI ranks when the bench was built with MPI, one process otherwise.
 set -u
 bench=${DFCCL_BENCH:-$(dirname "$0")/dfccl-bench}
@@ -100,6 +100,25 @@ if [ $rc -ne 0 ] || ! grep -q '^registered 40 .*#wrong 0' "$out" ||
     failed=1
 else
     echo "PASS: --registered 40: $(grep '^host memory' "$out")"
+fi
+
+# --model: 8 to 1024 GPUs at three sizes; the ring's time is
+# 2 (P - 1) (alpha + N / (P B)) with NVLink's alpha and B on one host and
+# the network's beyond, and overlapping the trees' ways never costs time
+timeout -k 5 "$limit" "$bench" --model >"$out" 2>&1
+rc=$?
+bad=$(awk '$1 ~ /^[0-9]+$/ {
+        rows++; p = $1; n = ($3 == "KiB" ? 1024 : 1048576) * $2
+        a = p > 8 ? 5 : 1; bw = p > 8 ? 12e3 : 300e3
+        ring = 2 * (p - 1) * (a + n / (p * bw))
+        if (ring - $4 > 0.06 || $4 - ring > 0.06 || $6 > $5 + 0.05) bad++ }
+      END { print (rows == 24 ? 0 : 1000) + bad }' "$out")
+if [ $rc -ne 0 ] || [ "$bad" -ne 0 ]; then
+    echo "FAIL: --model (exit $rc, $bad rows wrong or missing)"
+    sed 's/^/    /' "$out" | head -30
+    failed=1
+else
+    echo "PASS: --model"
 fi
 
 # A mistake in the command line (issue 55, item 12): refused (exit status
