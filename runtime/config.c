@@ -479,8 +479,8 @@ dfccl_status_t dfcclConfigCheck(const dfccl_config_t *config)
     return st;
 }
 
-/* Scale *v by a size suffix as Open MPI's MCA parameters take them (K, M,
- * G, T: powers of 1024, either case); 0 for another letter or an
+/* Scale *v by a size suffix: K, M or G, as Open MPI's MCA variables take
+ * them, or T (powers of 1024, either case); 0 for another letter or an
  * overflow. */
 static int dfccl_cfg_size_suffix(char suffix, unsigned long long *v)
 {
