@@ -85,10 +85,12 @@ const dfccl_algo_t *dfccl_algo_select(const dfccl_config_t *cfg, struct dfccl_gr
     a = dfccl_algo_default(cfg, g, kind, count, dtype, op, nch_p);
     if (forced != NULL && !g->algo_warned) {
         g->algo_warned = 1;
-        dfccl_log_msg(0, __FILE__, __LINE__, "group %s: DFCCL_ALGO=%s cannot run the %s of %zu %s (%s); %s runs it, and "
-                   "the group's other collectives that %s cannot run, without another word",
-                   g->name, forced->name, dfccl_coll_name(kind), count, dfccl_dtype_name(dtype),
-                   forced->cannot, a->name, forced->name);
+        dfccl_log_msg(0, __FILE__, __LINE__,
+                      "group %s: %s, asked for (DFCCL_ALGO or dfcclRegister), cannot run the "
+                      "%s of %zu %s (%s); %s runs it, and the group's other collectives that %s "
+                      "cannot run, without another word",
+                      g->name, forced->name, dfccl_coll_name(kind), count,
+                      dfccl_dtype_name(dtype), forced->cannot, a->name, forced->name);
     }
     return a;
 }

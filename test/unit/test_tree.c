@@ -12,7 +12,9 @@
  *     many chunks) with results checked and preemptions counted;
  *   - in disorder among ring, tree and ctree allreduces (each asked for
  *     through dfcclRegister's algorithm), on one group and on a group per
- *     collective.
+ *     collective;
+ *   - dfcclRegister's algorithm over DFCCL_ALGO, an allgather asked for
+ *     the tree (the default runs it), and an algorithm out of range.
  *
  * test_coll.c and test_deadlock.c are included with their main renamed.
  */
@@ -150,6 +152,50 @@ START_TEST(test_tree_disorder)
 }
 END_TEST
 
+/* dfcclRegister's algorithm: it overrides DFCCL_ALGO, a collective the
+ * tree cannot serve takes the default, and a value outside
+ * dfccl_algo_choice_t is refused with a message saying what it takes. */
+static int asked_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    dfccl_coll_desc_t ar = {DFCCL_KIND_ALLREDUCE, 1000, DFCCL_FLOAT32, DFCCL_SUM, 0, 0,
+                            DFCCL_ALGO_CTREE};
+    dfccl_coll_desc_t ag = {DFCCL_KIND_ALLGATHER, 1000, DFCCL_FLOAT32, DFCCL_SUM, 0, 0,
+                            DFCCL_ALGO_TREE};
+    dfccl_coll_info_t info;
+    int id;
+
+    (void)varg;
+    setenv("DFCCL_ALGO", "ring", 1);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegister(&ar, g, &id) == DFCCL_OK, "register: %s",
+                     dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(dfcclGetCollInfo(id, ctx, &info) == DFCCL_OK &&
+                         strcmp(info.algo, "ctree") == 0,
+                     "an allreduce asked for ctree ran on %s", info.algo);
+    DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+    DFCCL_TEST_CHECK(dfcclRegister(&ag, g, &id) == DFCCL_OK, "register: %s",
+                     dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(dfcclGetCollInfo(id, ctx, &info) == DFCCL_OK &&
+                         strcmp(info.algo, "tree") != 0,
+                     "an allgather ran on the tree");
+    DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+    ar.algo = (dfccl_algo_choice_t)99;
+    DFCCL_TEST_CHECK(dfcclRegister(&ar, g, &id) == DFCCL_ERR_INVALID_ARG &&
+                         strstr(dfcclGetLastErrorMessage(), "dfccl_algo_choice_t") != NULL,
+                     "algorithm 99: %s", dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_tree_asked)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, asked_body, NULL), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s  = suite_create("tree");
@@ -159,5 +205,6 @@ int main(void)
     tcase_add_loop_test(tc, test_tree_channels, 0, 2);
     tcase_add_loop_test(tc, test_tree_preempted, 0, 2);
     tcase_add_test(tc, test_tree_disorder);
+    tcase_add_test(tc, test_tree_asked);
     return dfccl_test_run(s, CK_NORMAL);
 }
