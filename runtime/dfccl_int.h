@@ -735,8 +735,8 @@ const dfccl_algo_t *dfccl_algo_by_id(uint32_t id);
 
 /* algo/common.c */
 uint32_t dfccl_algo_ll_slots(const dfccl_config_t *cfg, uint32_t slot_bytes, size_t least);
-/* The mesh's layout (mesh, MSCCL programs): a channel's region holds a
- * connector per sender of `slot`-byte slots, SIMPLE or LL (slots capped at
+/* The mesh's layout (mesh, MSCCL programs, trees): a channel's region holds a
+ * connector per other rank of `slot`-byte slots, SIMPLE or LL (slots capped at
  * DFCCL_LL_BYTES); fills st's layout and returns a region's bytes. */
 size_t dfccl_algo_sender_conns(const dfccl_config_t *cfg, dfccl_coll_static_t *st, int nch,
                                uint32_t slot, int ll);

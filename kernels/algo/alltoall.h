@@ -39,11 +39,13 @@ DFCCL_F_DEVICE uint64_t dfccl_mesh_conn_bytes(const dfccl_coll_static_t *st)
                                            (st->proto == DFCCL_K_PROTO_LL ? 2u : 1u);
 }
 
-/* Our connector at `region` for sender q: its control words and slots. */
-DFCCL_F_DEVICE void dfccl_mesh_conn(const dfccl_coll_static_t *st, char *region, int q,
-                                    dfccl_conn_ctrl_t **ctrl_p, char **data_p)
+/* The connector for sender q in rank `owner`'s `region`: its control words
+ * and slots. A region holds one per other rank, in rank order. */
+DFCCL_F_DEVICE void dfccl_mesh_conn(const dfccl_coll_static_t *st, char *region, int owner,
+                                    int q, dfccl_conn_ctrl_t **ctrl_p, char **data_p)
 {
-    char *c = region + sizeof(dfccl_conn_ctrl_t) + (uint64_t)q * dfccl_mesh_conn_bytes(st);
+    const uint64_t k = (uint64_t)(q < owner ? q : q - 1);
+    char *c          = region + sizeof(dfccl_conn_ctrl_t) + k * dfccl_mesh_conn_bytes(st);
 
     *ctrl_p = (dfccl_conn_ctrl_t *)(void *)c;
     *data_p = c + sizeof(dfccl_conn_ctrl_t);
@@ -76,11 +78,11 @@ DFCCL_F_DEVICE void dfccl_mesh_pair(const dfccl_coll_static_t *st, const dfccl_c
     char *data;
 
     if (send) {
-        dfccl_mesh_conn(st, home->peer[q], st->rank, &ctrl, &data);
+        dfccl_mesh_conn(st, home->peer[q], q, st->rank, &ctrl, &data);
         view->send_ctrl = ctrl;
         view->send_data = data;
     } else {
-        dfccl_mesh_conn(st, (char *)home->recv_ctrl, q, &ctrl, &data);
+        dfccl_mesh_conn(st, (char *)home->recv_ctrl, st->rank, q, &ctrl, &data);
         view->recv_ctrl = ctrl;
         view->recv_data = data;
     }

@@ -200,12 +200,12 @@ DFCCL_F_DEVICE int dfccl_msccl_run(dfccl_exec_t *x)
         char *data;
 
         if (tb->send >= 0) {
-            dfccl_mesh_conn(x->st, cc->peer[tb->send], x->st->rank, &ctrl, &data);
+            dfccl_mesh_conn(x->st, cc->peer[tb->send], tb->send, x->st->rank, &ctrl, &data);
             view.send_ctrl = ctrl;
             view.send_data = data;
         }
         if (tb->recv >= 0) {
-            dfccl_mesh_conn(x->st, (char *)cc->recv_ctrl, tb->recv, &ctrl, &data);
+            dfccl_mesh_conn(x->st, (char *)cc->recv_ctrl, x->st->rank, tb->recv, &ctrl, &data);
             view.recv_ctrl = ctrl;
             view.recv_data = data;
         }
