@@ -395,6 +395,23 @@ DFCCL_API void dfcclGroupBootFree(dfccl_group_boot_t boot);
 DFCCL_API dfccl_status_t dfcclGroupDestroy(dfccl_group_t group);
 
 /*
+ * Measure the group's links in the alpha-beta model: alpha, the latency of
+ * a step, in microseconds, and beta, a link's bandwidth, in GB/s, from
+ * ring allreduces of a small and a large buffer timed on every rank (a few
+ * milliseconds). Every rank takes the worst of the ranks' answers, so the
+ * results are the same on all of them. The algorithms' cost estimates and
+ * ctree's chunk count use them for later registrations; until then they
+ * use the link's nominal values. Collective: every rank of the group calls
+ * it, with no collective of the group running. Either output may be NULL.
+ */
+DFCCL_API dfccl_status_t dfcclGroupProfile(dfccl_group_t group, double *alpha_us,
+                                           double *beta_gbps);
+/* The group's current alpha and beta (dfcclGroupProfile's, or the nominal
+ * ones); 0 and 0 for a group of one rank, which has no links. Local. */
+DFCCL_API dfccl_status_t dfcclGroupModel(dfccl_group_t group, double *alpha_us,
+                                         double *beta_gbps);
+
+/*
  * Whether `group` can run collectives of `kind` (dfccl_coll_kind_t):
  * DFCCL_OK, or DFCCL_ERR_UNSUPPORTED with the reason in
  * dfcclGetLastErrorMessage(), not printed, for a caller that has another

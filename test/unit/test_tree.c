@@ -14,12 +14,14 @@
  *     through dfcclRegister's algorithm), on one group and on a group per
  *     collective;
  *   - dfcclRegister's algorithm over DFCCL_ALGO, an allgather asked for
- *     the tree (the default runs it), and an algorithm out of range.
+ *     the tree (the default runs it), and an algorithm out of range;
+ *   - dfcclGroupProfile, whose alpha and beta ctree's chunk count reads.
  *
  * test_coll.c and test_deadlock.c are included with their main renamed.
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +192,56 @@ static int asked_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     return 0;
 }
 
+/* dfcclGroupProfile: alpha and beta measured, positive and finite, the
+ * same on every rank and what dfcclGroupModel says afterwards; a ctree
+ * registered after it is still correct. */
+static int profile_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    double a0 = 0, b0 = 0, a = 0, b = 0, a2 = 0, b2 = 0;
+    uint64_t bits[2], mine;
+    int algo = 0;
+
+    (void)varg;
+    setenv("DFCCL_ALGO", "ctree", 1); /* the profile's ring is asked for itself */
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclGroupModel(g, &a0, &b0) == DFCCL_OK && a0 > 0 && b0 > 0,
+                     "nominal model: alpha %g beta %g", a0, b0);
+    DFCCL_TEST_CHECK(dfcclGroupProfile(g, &a, &b) == DFCCL_OK, "profile: %s",
+                     dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(isfinite(a) && isfinite(b) && a > 0 && b > 0,
+                     "measured alpha %g us, beta %g GB/s", a, b);
+    DFCCL_TEST_CHECK(dfcclGroupModel(g, &a2, &b2) == DFCCL_OK && a2 == a && b2 == b,
+                     "dfcclGroupModel says %g, %g after the profile's %g, %g", a2, b2, a, b);
+    memcpy(&bits[0], &a, sizeof(a));
+    memcpy(&bits[1], &b, sizeof(b));
+    mine = bits[0] * 1000003u ^ bits[1];
+    DFCCL_TEST_CHECK(dfccl_test_sum_u64(oob, mine) == (unsigned long long)n * mine,
+                     "rank %d: alpha %g, beta %g differ from another rank's", rank, a, b);
+    if (rank == 0) {
+        printf("profile on %d ranks: alpha %.2f us, beta %.2f GB/s (nominal %.2f, %.2f)\n", n,
+               a, b, a0, b0);
+    }
+    run_case_algo = "ctree";
+    DFCCL_TEST_CHECK(run_case(ctx, g, rank, n, DFCCL_COLL_ALLREDUCE, DFCCL_FLOAT32, DFCCL_SUM,
+                              100000, 0, &algo) == 0,
+                     "a ctree after the profile");
+    run_case_algo = NULL;
+    DFCCL_TEST_CHECK(dfcclGroupProfile(NULL, NULL, NULL) == DFCCL_ERR_INVALID_ARG,
+                     "a NULL group");
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_tree_profile)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, profile_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 120, profile_body, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_tree_asked)
 {
     ck_assert_int_eq(dfccl_test_mp_run(2, 120, asked_body, NULL), 0);
@@ -206,5 +258,6 @@ int main(void)
     tcase_add_loop_test(tc, test_tree_preempted, 0, 2);
     tcase_add_test(tc, test_tree_disorder);
     tcase_add_test(tc, test_tree_asked);
+    tcase_add_test(tc, test_tree_profile);
     return dfccl_test_run(s, CK_NORMAL);
 }
