@@ -295,8 +295,9 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
     size_t rbytes = sizeof(dfccl_conn_ctrl_t) + NS * (size_t)cs->slot_bytes * (ll ? 2 : 1);
     static char scratch[DFCCL_LL_MAX_BYTES] __attribute__((aligned(16)));
 
-    if (mesh) { /* a connector per sender after the region's own words */
-        rbytes = sizeof(dfccl_conn_ctrl_t) + (size_t)n * rbytes;
+    if (mesh) { /* a connector per other rank after the region's own words (one
+                 * rank: one that nothing uses, where a line may be dropped) */
+        rbytes = sizeof(dfccl_conn_ctrl_t) + (size_t)(n > 1 ? n - 1 : 1) * rbytes;
     }
     for (int r = 0; r < n; r++) {
         uint64_t s = cs->kind == DFCCL_COLL_REDUCESCATTER ? cnt * n : cnt;
@@ -373,15 +374,19 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
         x.progressed = 0;
         x.handoffs   = 0;
         x.dirty      = 0;
+        x.nthreads   = 1; /* the host backend: one thread a block */
+        x.chan       = 0;
         if (ll && rand() % 2) {
             /* a line of the next slot to receive has not arrived yet: the
              * ranks here run one at a time, so without this every slot
              * would arrive whole, and a primitive would never see part of
              * its slot (as threads of a GPU block do) */
             /* the mesh: a line of any sender's connector */
-            char *data = mesh ? region[r] + 2 * sizeof(dfccl_conn_ctrl_t) +
-                                    (uint64_t)(rand() % n) * (rbytes - sizeof(dfccl_conn_ctrl_t)) / (uint64_t)n
-                              : ch[r].recv_data;
+            char *data = mesh && n > 1
+                             ? region[r] + 2 * sizeof(dfccl_conn_ctrl_t) +
+                                   (uint64_t)(rand() % (n - 1)) *
+                                       ((rbytes - sizeof(dfccl_conn_ctrl_t)) / (uint64_t)(n - 1))
+                             : ch[r].recv_data;
             char *line = data + (x.dyn.recv_seq % NS) * 2u * cs->slot_bytes +
                          (uint64_t)(rand() % (int)(cs->slot_bytes / 8)) * DFCCL_LL_LINE;
             char keep[DFCCL_LL_LINE];
