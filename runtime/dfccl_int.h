@@ -740,6 +740,11 @@ uint32_t dfccl_algo_ll_slots(const dfccl_config_t *cfg, uint32_t slot_bytes, siz
  * DFCCL_LL_BYTES); fills st's layout and returns a region's bytes. */
 size_t dfccl_algo_sender_conns(const dfccl_config_t *cfg, dfccl_coll_static_t *st, int nch,
                                uint32_t slot, int ll);
+/* The same with slots of `slot` bytes, doubled while below `want` and
+ * `most`, and LL where DFCCL_PROTO says so or (auto) where a slot holds at
+ * most DFCCL_LL_BYTES (the mesh, trees). */
+size_t dfccl_algo_sender_slots(const dfccl_config_t *cfg, dfccl_coll_static_t *st, int nch,
+                               uint32_t slot, double want, uint32_t most);
 /* every rank writes into every peer's connectors, in LL (one and two shot) */
 int dfccl_algo_all_local(const dfccl_config_t *cfg, const struct dfccl_group *g);
 /* algo/tree.c: whether this rank sends to rank q on channel ch of a tree

@@ -49,13 +49,15 @@ static dfccl_status_t dfccl_profile_run(dfccl_group_t g, dfccl_algo_choice_t alg
     }
     for (int i = 0; i < DFCCL_PROFILE_WARMUP + calls && st == DFCCL_OK; i++) {
         const double t0 = dfccl_profile_now_us();
+        double us;
 
         st = dfcclRunAllReduce(buf, buf, id, NULL, NULL, ctx);
         if (st == DFCCL_OK) {
             st = dfcclWait(id, -1, ctx);
         }
-        if (i >= DFCCL_PROFILE_WARMUP && dfccl_profile_now_us() - t0 < best) {
-            best = dfccl_profile_now_us() - t0;
+        us = dfccl_profile_now_us() - t0;
+        if (i >= DFCCL_PROFILE_WARMUP && us < best) {
+            best = us;
         }
     }
     dst = dfcclDeregister(id, ctx);

@@ -47,6 +47,18 @@ size_t dfccl_algo_sender_conns(const dfccl_config_t *cfg, dfccl_coll_static_t *s
     return sizeof(dfccl_conn_ctrl_t) + (size_t)(st->nranks > 1 ? st->nranks - 1 : 0) * conn;
 }
 
+size_t dfccl_algo_sender_slots(const dfccl_config_t *cfg, dfccl_coll_static_t *st, int nch,
+                               uint32_t slot, double want, uint32_t most)
+{
+    while ((double)slot < want && slot < most) {
+        slot <<= 1;
+    }
+    return dfccl_algo_sender_conns(cfg, st, nch, slot,
+                                   cfg->proto == DFCCL_PROTO_LL ||
+                                       (cfg->proto != DFCCL_PROTO_SIMPLE &&
+                                        slot <= cfg->ll_max_bytes));
+}
+
 /* Whether the group's ranks all write into each other's connectors, with
  * LL allowed: what one and two shot need. Same on all ranks. */
 int dfccl_algo_all_local(const dfccl_config_t *cfg, const struct dfccl_group *g)

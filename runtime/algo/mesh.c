@@ -53,25 +53,16 @@ static size_t dfccl_mesh_layout(const dfccl_config_t *cfg, const struct dfccl_gr
 {
     const uint32_t most = cfg->slot_bytes < DFCCL_MESH_SLOT_BYTES ? (uint32_t)cfg->slot_bytes
                                                                   : DFCCL_MESH_SLOT_BYTES;
-    uint32_t slot = 256;
+    /* a pair's share of a channel, in DFCCL_STEP_SLICES slices */
+    const size_t slices = cfg->step_slices > 0 ? (size_t)cfg->step_slices : 1;
+    const size_t share  = (st->count + (size_t)nch - 1) / (size_t)nch * st->elem_size;
+    const size_t slice  = (share + slices - 1) / slices;
 
-    if (st->kind == DFCCL_COLL_ALLTOALLV) {
-        slot = most;
-    } else {
-        /* a pair's share of a channel, in DFCCL_STEP_SLICES slices */
-        const size_t slices = cfg->step_slices > 0 ? (size_t)cfg->step_slices : 1;
-        const size_t share  = (st->count + (size_t)nch - 1) / (size_t)nch * st->elem_size;
-        const size_t slice  = (share + slices - 1) / slices;
-
-        while (slot < slice && slot < most) {
-            slot <<= 1;
-        }
-    }
     (void)g;
-    return dfccl_algo_sender_conns(cfg, st, nch, slot,
-                                   cfg->proto == DFCCL_PROTO_LL ||
-                                       (cfg->proto != DFCCL_PROTO_SIMPLE &&
-                                        slot <= cfg->ll_max_bytes));
+    /* alltoallv: slots of `most` */
+    return st->kind == DFCCL_COLL_ALLTOALLV
+               ? dfccl_algo_sender_slots(cfg, st, nch, most, 0, most)
+               : dfccl_algo_sender_slots(cfg, st, nch, 256, (double)slice, most);
 }
 
 /* one hop; a rank sends (n - 1) / n of its data (bytes: all of it) */

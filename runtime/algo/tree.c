@@ -81,17 +81,10 @@ static int dfccl_ctree_plan(const dfccl_config_t *cfg, const struct dfccl_group 
 static size_t dfccl_tree_conns(const dfccl_config_t *cfg, dfccl_coll_static_t *st, int nch,
                                double chunk)
 {
-    const uint32_t most = cfg->slot_bytes < DFCCL_TREE_SLOT_BYTES ? (uint32_t)cfg->slot_bytes
-                                                                  : DFCCL_TREE_SLOT_BYTES;
-    uint32_t slot = 256;
-
-    while ((double)slot < chunk && slot < most) {
-        slot <<= 1;
-    }
-    return dfccl_algo_sender_conns(cfg, st, nch, slot,
-                                   cfg->proto == DFCCL_PROTO_LL ||
-                                       (cfg->proto != DFCCL_PROTO_SIMPLE &&
-                                        slot <= cfg->ll_max_bytes));
+    return dfccl_algo_sender_slots(cfg, st, nch, 256, chunk,
+                                   cfg->slot_bytes < DFCCL_TREE_SLOT_BYTES
+                                       ? (uint32_t)cfg->slot_bytes
+                                       : DFCCL_TREE_SLOT_BYTES);
 }
 
 /* A channel's part of the buffer, in bytes. */
