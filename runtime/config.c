@@ -75,7 +75,8 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "auto, ring, oneshot, twoshot, mesh, msccl, tree or ctree",
                   "the algorithm every collective takes where it can (`ring`, `oneshot`, "
                   "`twoshot`, `mesh` for all-to-alls, `msccl` for a program of "
-                  "`DFCCL_MSCCL_XML_FILES`, `tree` and `ctree` for allreduces; as `NCCL_ALGO`); a collective it cannot run takes "
+                  "`DFCCL_MSCCL_XML_FILES`, `tree` and `ctree` for allreduces; as `NCCL_ALGO`); "
+                  "a collective it cannot run takes "
                   "the default, with one warning per group; `auto`: the default policy (a "
                   "matching MSCCL program, then the thresholds below); same on every rank",
                   "auto"),
