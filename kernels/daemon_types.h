@@ -59,6 +59,17 @@ enum {
 #else
 #define DFCCL_F_SHARED static inline
 #endif
+/* Height of such a heap of n positions (the tree of n ranks). */
+DFCCL_F_SHARED int dfccl_tree_height(int n)
+{
+    int h = 0;
+
+    while ((2 << h) - 1 < n) {
+        h++;
+    }
+    return h;
+}
+
 DFCCL_F_SHARED void dfccl_tree_shape(int n, int r, int tree, int *parent, int kid[2])
 {
     const int pos = tree == 0 ? r : n - 1 - r;

@@ -32,17 +32,6 @@
  * slot (up to DFCCL_SLOT_BYTES) would take n times its memory. */
 #define DFCCL_TREE_SLOT_BYTES (128u << 10)
 
-/* Height of the heap of n positions. */
-static int dfccl_tree_height(int n)
-{
-    int h = 0;
-
-    while ((2 << h) - 1 < n) {
-        h++;
-    }
-    return h;
-}
-
 static int dfccl_tree_can(const struct dfccl_group *g, int kind, size_t count)
 {
     return kind == DFCCL_COLL_ALLREDUCE && count > 0 && g->nranks >= 2 &&

@@ -23,6 +23,8 @@
  */
 #include "bench_model.h"
 
+#include "daemon_types.h"
+
 #include <float.h>
 
 /* The least time over K of (hops + K - 1) (alpha + bytes / (K bw)). */
@@ -38,16 +40,6 @@ static double model_pipe(double hops, double alpha, double bw, double bytes, int
         }
     }
     return best;
-}
-
-static int model_height(int p)
-{
-    int h = 0;
-
-    while ((2 << h) - 1 < p) {
-        h++;
-    }
-    return h;
 }
 
 void bench_model_print(FILE *out)
@@ -66,7 +58,7 @@ void bench_model_print(FILE *out)
                  "ring/ctree\n");
     for (int p = 8; p <= 1024; p *= 2) {
         const double alpha = p > 8 ? net_alpha : nv_alpha, bw = p > 8 ? net_bw : nv_bw;
-        const double h = model_height(p);
+        const double h = dfccl_tree_height(p);
 
         for (int s = 0; s < 3; s++) {
             const double n = sizes[s];
