@@ -31,13 +31,17 @@ void dfccl_ctx_fail(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t status)
 /*
  * Abort the context: the daemon's blocks return at their next poll, every
  * collective in flight completes with an error (`culprit` with `status`,
- * the others with DFCCL_ERR_ABORTED) carrying `msg`, and nothing runs any
- * more; the context can still be destroyed.
+ * and after a mismatch its group's later registrations too; the others
+ * with DFCCL_ERR_ABORTED) carrying `msg`, and nothing runs any more; the
+ * context can still be destroyed.
  */
 void dfccl_ctx_abort(struct dfccl_rank_ctx *ctx, int culprit, dfccl_status_t status,
                             const char *msg)
 {
     int n = 0, *ids;
+    dfccl_status_t *sts;
+    const struct dfccl_group *mm_group = NULL;
+    uint64_t mm_from = 0;
 
     pthread_mutex_lock(&ctx->lock);
     if (ctx->aborted) {
@@ -50,7 +54,21 @@ void dfccl_ctx_abort(struct dfccl_rank_ctx *ctx, int culprit, dfccl_status_t sta
     ctx->be->wait_idle(ctx); /* every block has seen the flag */
 
     ids = malloc((size_t)ctx->cfg.max_colls * sizeof(int));
+    sts = malloc((size_t)ctx->cfg.max_colls * sizeof(*sts));
+    if (sts == NULL) {
+        free(ids);
+        ids = NULL;
+    }
     pthread_mutex_lock(&ctx->lock);
+    /* A mismatch shifts every later registration of its group: those fail
+     * as mismatched too, on whichever path (this rank's, a peer's, the net
+     * transport's) reported it first, even when the culprit itself never
+     * ran. */
+    if (status == DFCCL_ERR_MISMATCH && culprit >= 0 && culprit < ctx->cfg.max_colls &&
+        ctx->colls[culprit].state != DFCCL_COLL_FREE) {
+        mm_group = ctx->colls[culprit].group;
+        mm_from  = ctx->colls[culprit].sig[6];
+    }
     while (ctx->pend_head != NULL) {
         struct dfccl_pending *p = ctx->pend_head;
         ctx->pend_head          = p->next;
@@ -69,13 +87,17 @@ void dfccl_ctx_abort(struct dfccl_rank_ctx *ctx, int culprit, dfccl_status_t sta
         }
         free(c->errmsg);
         c->errmsg = strdup(msg);
+        sts[n]    = id == culprit || (c->group == mm_group && c->sig[6] >= mm_from)
+                        ? status
+                        : DFCCL_ERR_ABORTED;
         ids[n++]  = id;
     }
     pthread_mutex_unlock(&ctx->lock);
     dfccl_set_last_error(msg);
     for (int i = 0; i < n; i++) {
-        dfccl_ctx_complete(ctx, ids[i], ids[i] == culprit ? status : DFCCL_ERR_ABORTED);
+        dfccl_ctx_complete(ctx, ids[i], sts[i]);
     }
+    free(sts);
     free(ids);
     /* after the runs' own records, so that a burst of them cannot hide it:
      * every group's other ranks fail what this rank has not finished */
