@@ -17,7 +17,9 @@
 
 #include <stdint.h>
 
-#define DFCCL_MAX_CHANNELS 32
+/* The most daemon blocks, and so channels of one collective: MSCCL programs
+ * with up to 64 thread blocks a rank, and wide all-to-alls, take them all. */
+#define DFCCL_MAX_CHANNELS 64
 #define DFCCL_CACHELINE    128
 /* Largest slice (data bytes) the LL protocol can carry (DFCCL_LL_BYTES
  * picks the limit below it), and its line: 8 bytes of data and two copies
@@ -136,12 +138,14 @@ typedef struct {
 /* The most ranks of a one-shot or mesh collective (dfccl_chan_t.peer). */
 #define DFCCL_ONESHOT_MAX_RANKS 8
 /* Largest one-shot allreduce (allgather, reduce-scatter: per-rank share):
- * each channel's share is one LL slot. */
-#define DFCCL_ONESHOT_MAX_BYTES ((uint64_t)DFCCL_MAX_CHANNELS * DFCCL_LL_MAX_BYTES)
+ * each channel's share is one LL slot, on at most 32 channels; above that
+ * size two-shot and the ring move less data. */
+#define DFCCL_LL_MAX_CHANNELS   32
+#define DFCCL_ONESHOT_MAX_BYTES ((uint64_t)DFCCL_LL_MAX_CHANNELS * DFCCL_LL_MAX_BYTES)
 /* Largest two-shot allreduce: each rank's part of a channel's share is at
  * most DFCCL_LL_MAX_BYTES (a slot holds two parts and two flags). */
 #define DFCCL_TWOSHOT_MAX_BYTES                                                                  \
-    ((uint64_t)DFCCL_MAX_CHANNELS * DFCCL_ONESHOT_MAX_RANKS * DFCCL_LL_MAX_BYTES)
+    ((uint64_t)DFCCL_LL_MAX_CHANNELS * DFCCL_ONESHOT_MAX_RANKS * DFCCL_LL_MAX_BYTES)
 #define DFCCL_TWOSHOT_MAX_CHANNEL_BYTES ((uint64_t)DFCCL_ONESHOT_MAX_RANKS * DFCCL_LL_MAX_BYTES)
 /* Elements of each part of a two-shot channel's share of cnt elements on n
  * ranks (esz bytes each, at most 16): a whole number of 16 bytes, so that

@@ -146,7 +146,7 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
     DFCCL_TUNABLE(max_blocks, "DFCCL_MAX_BLOCKS", "max_blocks", DFCCL_TUNABLE_INT,
                   0, DFCCL_MAX_CHANNELS, 0, 0,
                   0, 2, 32, NULL,
-                  "0 (backend default) or 1 to 32",
+                  "0 (backend default) or 1 to 64",
                   "the most daemon blocks (threads on host), and the channels of allreduces from "
                   "`DFCCL_PAIR_BYTES` up on two ranks; a launch has as many blocks as the "
                   "registered collective with the most channels",
@@ -170,7 +170,7 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
     DFCCL_TUNABLE(max_channels, "DFCCL_CHANNELS", "channels", DFCCL_TUNABLE_INT,
                   0, DFCCL_MAX_CHANNELS, 0, 0,
                   0, DFCCL_TUNABLE_BLOCKS, 16, NULL,
-                  "0 (backend default) or 1 to 32",
+                  "0 (backend default) or 1 to 64",
                   "channels per collective (≤ blocks)",
                   "= blocks / 16"),
     DFCCL_TUNABLE(wide_bytes, "DFCCL_WIDE_BYTES", "wide_bytes", DFCCL_TUNABLE_SIZE,
@@ -183,7 +183,7 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
     DFCCL_TUNABLE(wide_channels, "DFCCL_WIDE_CHANNELS", "wide_channels", DFCCL_TUNABLE_INT,
                   0, DFCCL_MAX_CHANNELS, 0, 0,
                   0, DFCCL_TUNABLE_BLOCKS, 20, NULL,
-                  "0 (backend default) or 1 to 32",
+                  "0 (backend default) or 1 to 64",
                   "channels of those collectives (at least `DFCCL_CHANNELS`, at most "
                   "`DFCCL_MAX_BLOCKS`)",
                   "= blocks / 20"),

@@ -208,8 +208,9 @@ static double dfccl_msccl_cost_us(const struct dfccl_group *g, int kind, size_t 
 
 DFCCL_ALGO_DEFINE(msccl, DFCCL_K_ALGO_MSCCL,
                   "no program of DFCCL_MSCCL_XML_FILES serves it (collective, ranks, bytes, "
-                  "a count that is a multiple of the input's chunks, op other than AVG, on "
-                  "one host with every rank writing to every other)");
+                  "a count that is a multiple of the input's chunks, op other than AVG, "
+                  "thread blocks and channels within DFCCL_MAX_BLOCKS, on one host with every "
+                  "rank writing to every other)");
 
 dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group *g,
                                  dfccl_coll_t *c)

@@ -163,8 +163,9 @@ static void ms_run(const char *command, const char *opts, const char *tag, uint6
     if (preempt) {
         ranks = quick;
     }
-    /* LL's second program: one rank count */
-    if (strstr(opts, "LL") != NULL) {
+    /* LL's second program, and a program with more thread blocks than
+     * DFCCL_MAX_BLOCKS's default of 32 on GPUs: one rank count */
+    if (strstr(opts, "LL") != NULL || instances > 16) {
         ranks = three;
     }
 
@@ -220,6 +221,9 @@ static const struct {
     /* every rank's whole input to every peer, two instances */
     {"allpairs-allreduce", "--phases 1 --instances 2 --max-bytes none --inplace --outofplace",
      "allpairs1k2_", 0, 2, DFCCL_COLL_ALLREDUCE, 0},
+    /* 40 thread blocks a rank on 3 ranks, on 20 channels */
+    {"allpairs-allreduce", "--phases 1 --instances 20 --max-bytes none --inplace --outofplace",
+     "allpairs1k20_", 0, 20, DFCCL_COLL_ALLREDUCE, 0},
     {"two-step-alltoall", "--inplace --outofplace", "a2a", 0, 1, DFCCL_COLL_ALLTOALL, 0},
     /* counts: a rank's input (all-gather) or output (reduce-scatter), a
      * multiple of the instances */
