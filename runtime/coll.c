@@ -354,8 +354,8 @@ static int dfccl_coll_sends(const dfccl_coll_t *c, int ch)
  * Rank q's connector region of channel `ch` of collective `id` (where we
  * write): 1 with *dev_p set once rank q has made this registration and
  * its signature there is ours, 0 while it has not registered this far
- * (its region at this place may still belong to another collective), or
- * an error status.
+ * (its region at this place may still belong to another collective) or
+ * once it has deregistered it, or an error status.
  */
 static int dfccl_coll_find_peer(struct dfccl_rank_ctx *ctx, int id, int q, int ch, void **dev_p)
 {
@@ -381,6 +381,14 @@ static int dfccl_coll_find_peer(struct dfccl_rank_ctx *ctx, int id, int q, int c
     st = dfccl_coll_read_sig(ctx, host, *dev_p, peer);
     if (st != DFCCL_OK) {
         return st;
+    }
+    /* A region freed (its signature cleared) or reused by a later
+     * registration of rank q: q has deregistered this one (registered and
+     * not run, here too). Nothing can pair with it there any more; a run
+     * of it waits, as for a rank that never registered it. */
+    if (memcmp(peer, c->sig, sizeof(peer)) != 0 &&
+        (peer[6] > c->sig[6] || peer[0] == 0)) {
+        return 0;
     }
     if (memcmp(peer, c->sig, sizeof(peer)) != 0) {
         char mine[160], theirs[160];

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mp.h"
 #include "suite.h"
@@ -661,6 +662,61 @@ END_TEST
 START_TEST(test_broadcast) { run_matrix(DFCCL_COLL_BROADCAST); }
 END_TEST
 
+/*
+ * A collective registered and deregistered without a run, then another
+ * registered and run, many times, the ranks at their own pace: a rank that
+ * still resolves its peers' connectors of the first finds them freed or
+ * reused by the second, which is no mismatch. Every algorithm that writes
+ * to its peers' regions (the ring, one shot, the tree) and the mesh.
+ */
+static int reregister_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    static const struct {
+        int         kind;
+        size_t      count;
+        const char *algo;
+    } cases[] = {{DFCCL_COLL_ALLREDUCE, 100000, "ring"}, {DFCCL_COLL_ALLREDUCE, 100, "oneshot"},
+                 {DFCCL_COLL_ALLREDUCE, 5000, "tree"}, {DFCCL_COLL_ALLTOALL, 3000, "mesh"}};
+    int failures = 0;
+
+    (void)varg;
+    for (int k = 0; k < (int)(sizeof(cases) / sizeof(cases[0])); k++) {
+        dfccl_rank_ctx_t ctx;
+        dfccl_group_t g;
+
+        setenv("DFCCL_ALGO", cases[k].algo, 1);
+        dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+        run_case_algo = cases[k].algo;
+        for (int it = 0; it < 8; it++) {
+            int id, got = 0;
+            DFCCL_TEST_CHECK((cases[k].kind == DFCCL_COLL_ALLTOALL
+                                  ? dfcclRegisterAllToAll(cases[k].count, DFCCL_FLOAT32, g, 0,
+                                                          &id)
+                                  : dfcclRegisterAllReduce(cases[k].count, DFCCL_FLOAT32,
+                                                           DFCCL_SUM, g, 0, &id)) == DFCCL_OK,
+                             "register: %s", dfcclGetLastErrorMessage());
+            /* the ranks leave the first at different times */
+            usleep(((unsigned)(rank * 7 + it * 3) % 5) * 400u);
+            DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister: %s",
+                             dfcclGetLastErrorMessage());
+            failures += run_case(ctx, g, rank, n, cases[k].kind, DFCCL_FLOAT32, DFCCL_SUM,
+                                 cases[k].count, 0, &got);
+        }
+        run_case_algo = NULL;
+        DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+        DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    }
+    unsetenv("DFCCL_ALGO");
+    return failures;
+}
+
+START_TEST(test_reregister)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, reregister_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, reregister_body, NULL), 0);
+}
+END_TEST
+
 /* A single rank group: every collective is a local copy. */
 START_TEST(test_single_rank)
 {
@@ -687,5 +743,6 @@ int main(void)
     tcase_add_test(tc, test_reduce);
     tcase_add_test(tc, test_broadcast);
     tcase_add_test(tc, test_single_rank);
+    tcase_add_test(dfccl_test_case(s, "reregister", 600), test_reregister);
     return dfccl_test_run(s, CK_NORMAL);
 }
