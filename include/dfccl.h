@@ -164,6 +164,7 @@ typedef struct {
     size_t            wide_bytes;    /* DFCCL_WIDE_BYTES [group] */
     int               wide_channels; /* DFCCL_WIDE_CHANNELS [group] */
     size_t            mesh_wide_bytes; /* DFCCL_MESH_WIDE_BYTES [group] */
+    size_t            tree_wide_bytes; /* DFCCL_TREE_WIDE_BYTES [group] */
     size_t            pair_bytes;    /* DFCCL_PAIR_BYTES [group] */
     size_t            pair_ring_bytes; /* DFCCL_PAIR_RING_BYTES [group] */
     size_t            pair_oneshot_bytes; /* DFCCL_PAIR_ONESHOT_BYTES [group] */

@@ -145,12 +145,13 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "4 / 1"),
     DFCCL_TUNABLE(max_blocks, "DFCCL_MAX_BLOCKS", "max_blocks", DFCCL_TUNABLE_INT,
                   0, DFCCL_MAX_CHANNELS, 0, 0,
-                  0, 2, 32, NULL,
+                  0, 2, 64, NULL,
                   "0 (backend default) or 1 to 64",
                   "the most daemon blocks (threads on host), and the channels of allreduces from "
-                  "`DFCCL_PAIR_BYTES` up on two ranks; a launch has as many blocks as the "
+                  "`DFCCL_PAIR_BYTES` up on two ranks, of alltoalls from `DFCCL_MESH_WIDE_BYTES` "
+                  "and of trees from `DFCCL_TREE_WIDE_BYTES`; a launch has as many blocks as the "
                   "registered collective with the most channels",
-                  "2 / 32"),
+                  "2 / 64"),
     DFCCL_TUNABLE(threads_per_block, "DFCCL_THREADS", "threads", DFCCL_TUNABLE_INT,
                   32, 1024, 0, 0,
                   512, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
@@ -194,6 +195,13 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "alltoalls on the mesh of at least this many bytes (a rank's data for its peers) "
                   "use `DFCCL_MAX_BLOCKS` channels; 0: never",
                   "never / 2 MiB"),
+    DFCCL_TUNABLE(tree_wide_bytes, "DFCCL_TREE_WIDE_BYTES", "tree_wide_bytes", DFCCL_TUNABLE_SIZE,
+                  0, DFCCL_CF_BIG, 1, SIZE_MAX,
+                  SIZE_MAX, 0, (uint64_t)16 << 20, NULL,
+                  "0 (never) to 2^50, or SIZE_MAX (backend default)",
+                  "tree and ctree allreduces of at least this many bytes use `DFCCL_MAX_BLOCKS` "
+                  "channels; 0: never",
+                  "never / 16 MiB"),
     DFCCL_TUNABLE(pair_bytes, "DFCCL_PAIR_BYTES", "pair_bytes", DFCCL_TUNABLE_SIZE,
                   0, DFCCL_CF_BIG, 1, SIZE_MAX,
                   SIZE_MAX, 0, (uint64_t)64 << 20, NULL,

@@ -745,6 +745,12 @@ size_t dfccl_algo_sender_conns(const dfccl_config_t *cfg, dfccl_coll_static_t *s
  * most DFCCL_LL_BYTES (the mesh, trees). */
 size_t dfccl_algo_sender_slots(const dfccl_config_t *cfg, dfccl_coll_static_t *st, int nch,
                                uint32_t slot, double want, uint32_t most);
+/* The largest slot of a region's connectors: `least`, doubled while the
+ * region's connectors (one per rank) stay within twice DFCCL_SLOT_BYTES,
+ * and never above it: 512 KiB on 2 ranks, 256 KiB on 4, 128 KiB from 8
+ * with the GPU defaults. */
+uint32_t dfccl_algo_region_slot(const dfccl_config_t *cfg, const struct dfccl_group *g,
+                                uint32_t least);
 /* every rank writes into every peer's connectors, in LL (one and two shot) */
 int dfccl_algo_all_local(const dfccl_config_t *cfg, const struct dfccl_group *g);
 /* algo/tree.c: whether this rank sends to rank q on channel ch of a tree

@@ -59,6 +59,17 @@ size_t dfccl_algo_sender_slots(const dfccl_config_t *cfg, dfccl_coll_static_t *s
                                         slot <= cfg->ll_max_bytes));
 }
 
+uint32_t dfccl_algo_region_slot(const dfccl_config_t *cfg, const struct dfccl_group *g,
+                                uint32_t least)
+{
+    uint32_t most = least;
+
+    while ((uint64_t)most * 2 * (uint64_t)g->nranks <= cfg->slot_bytes) {
+        most <<= 1;
+    }
+    return most > cfg->slot_bytes ? (uint32_t)cfg->slot_bytes : most;
+}
+
 /* Whether the group's ranks all write into each other's connectors, with
  * LL allowed: what one and two shot need. Same on all ranks. */
 int dfccl_algo_all_local(const dfccl_config_t *cfg, const struct dfccl_group *g)

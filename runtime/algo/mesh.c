@@ -16,14 +16,16 @@
  *      DFCCL_CHANNELS;
  *   2. layout: per sender, DFCCL_SLOTS slots as large as a pair's share of
  *      the channel cut into DFCCL_STEP_SLICES slices, at most
- *      DFCCL_MESH_SLOT_BYTES (alltoallv: that size), LL where the slot
+ *      DFCCL_MESH_SLOT_BYTES, or more on fewer ranks (alltoallv: that
+ *      size), LL where the slot
  *      holds at most DFCCL_LL_BYTES (as the ring decides);
  *   3. cost: one hop, (n - 1) / n of the data out of every rank.
  */
 #include "../dfccl_int.h"
 
-/* The largest slot of a mesh connector. A region holds n connectors, so
- * the ring's slot (up to DFCCL_SLOT_BYTES) would take n times its memory;
+/* The least of a mesh connector's largest slot (dfccl_algo_region_slot
+ * raises it on fewer ranks). A region holds n - 1 connectors, so the
+ * ring's slot (up to DFCCL_SLOT_BYTES) would take n - 1 times its memory;
  * with every pair's transfer in flight at once, slices of this size keep
  * the links busy. */
 #define DFCCL_MESH_SLOT_BYTES (128u << 10)
@@ -51,18 +53,19 @@ static int dfccl_mesh_plan(const dfccl_config_t *cfg, const struct dfccl_group *
 static size_t dfccl_mesh_layout(const dfccl_config_t *cfg, const struct dfccl_group *g, int nch,
                                 dfccl_coll_static_t *st)
 {
-    const uint32_t most = cfg->slot_bytes < DFCCL_MESH_SLOT_BYTES ? (uint32_t)cfg->slot_bytes
-                                                                  : DFCCL_MESH_SLOT_BYTES;
     /* a pair's share of a channel, in DFCCL_STEP_SLICES slices */
     const size_t slices = cfg->step_slices > 0 ? (size_t)cfg->step_slices : 1;
     const size_t share  = (st->count + (size_t)nch - 1) / (size_t)nch * st->elem_size;
     const size_t slice  = (share + slices - 1) / slices;
+    uint32_t most       = dfccl_algo_region_slot(cfg, g, DFCCL_MESH_SLOT_BYTES);
 
-    (void)g;
-    /* alltoallv: slots of `most` */
-    return st->kind == DFCCL_COLL_ALLTOALLV
-               ? dfccl_algo_sender_slots(cfg, st, nch, most, 0, most)
-               : dfccl_algo_sender_slots(cfg, st, nch, 256, (double)slice, most);
+    /* alltoallv: slots of the least, whatever its counts (its layout cannot
+     * depend on them), in every registration MPI makes */
+    if (st->kind == DFCCL_COLL_ALLTOALLV) {
+        most = most < DFCCL_MESH_SLOT_BYTES ? most : DFCCL_MESH_SLOT_BYTES;
+        return dfccl_algo_sender_slots(cfg, st, nch, most, 0, most);
+    }
+    return dfccl_algo_sender_slots(cfg, st, nch, 256, (double)slice, most);
 }
 
 /* one hop; a rank sends (n - 1) / n of its data (bytes: all of it) */

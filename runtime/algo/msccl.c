@@ -164,21 +164,14 @@ static size_t dfccl_msccl_layout(const dfccl_config_t *cfg, const struct dfccl_g
 {
     const dfccl_msccl_prog_t *p = dfccl_ms_find(cfg, g, st->kind, st->count, st->dtype);
     uint64_t chunk = 0;
-    uint32_t slot  = 256, most = DFCCL_MS_SLOT_BYTES;
-    size_t bytes;
-    int ll;
-
     /* A channel holds a connector per rank where the ring holds one: as
      * much memory per channel as the ring's slots take, shared among the
      * ranks, and at least DFCCL_MS_SLOT_BYTES where DFCCL_SLOT_BYTES
      * allows it. Small slots cost a handshake per slot and cap a
      * channel's bandwidth. */
-    while ((uint64_t)most * 2 * (uint64_t)g->nranks <= cfg->slot_bytes) {
-        most <<= 1;
-    }
-    if (most > cfg->slot_bytes) {
-        most = (uint32_t)cfg->slot_bytes;
-    }
+    uint32_t slot = 256, most = dfccl_algo_region_slot(cfg, g, DFCCL_MS_SLOT_BYTES);
+    size_t bytes;
+    int ll;
 
     if (p != NULL) {
         chunk = dfccl_ms_in_elems(st->kind, st->count, g->nranks) /

@@ -9,7 +9,8 @@
  *     part of the buffer, so each tree carries half of the data;
  *   - ctree: one tree carrying all of it, C-Cube's overlapped tree.
  *
- *   1. channels: the ring's count (tree: even, for the two trees);
+ *   1. channels: the ring's count, or DFCCL_MAX_BLOCKS from
+ *      DFCCL_TREE_WIDE_BYTES (tree: even, for the two trees);
  *   2. layout: the mesh's, a connector per sender in each region (a rank
  *      uses those of its parent and children); slots of a chunk. tree:
  *      the channel's part in DFCCL_STEP_SLICES chunks, as the ring cuts a
@@ -38,6 +39,22 @@ static int dfccl_tree_can(const struct dfccl_group *g, int kind, size_t count)
            g->nranks <= DFCCL_ONESHOT_MAX_RANKS && g->all_local && !g->net;
 }
 
+/* The ring's channels, or from DFCCL_TREE_WIDE_BYTES every block: a tree
+ * channel's block runs a chunk's steps up and down one after another, so
+ * large trees need many blocks to fill the links. */
+static int dfccl_tree_nchannels(const dfccl_config_t *cfg, const struct dfccl_group *g,
+                                int kind, size_t count, int dtype)
+{
+    const size_t bytes = count * dfccl_dtype_bytes(dtype);
+
+    if (cfg->tree_wide_bytes != 0 && bytes >= cfg->tree_wide_bytes &&
+        cfg->max_blocks > cfg->max_channels) {
+        return dfccl_nchannels_for(bytes, cfg->min_channel_bytes, (size_t)cfg->max_blocks,
+                                   count);
+    }
+    return dfccl_ring_nchannels(cfg, kind, count, dtype, g->nranks, g->nranks == 2);
+}
+
 static int dfccl_tree_plan(const dfccl_config_t *cfg, const struct dfccl_group *g, int kind,
                            size_t count, int dtype, int *nch_p)
 {
@@ -46,7 +63,7 @@ static int dfccl_tree_plan(const dfccl_config_t *cfg, const struct dfccl_group *
     if (!dfccl_tree_can(g, kind, count)) {
         return 0;
     }
-    nch = dfccl_ring_nchannels(cfg, kind, count, dtype, g->nranks, g->nranks == 2);
+    nch = dfccl_tree_nchannels(cfg, g, kind, count, dtype);
     /* two trees, a channel each at least, while there are elements */
     if (nch % 2 != 0 && (size_t)nch < count &&
         (nch + 1 <= cfg->max_blocks && nch + 1 <= DFCCL_MAX_CHANNELS)) {
@@ -62,7 +79,7 @@ static int dfccl_ctree_plan(const dfccl_config_t *cfg, const struct dfccl_group 
     if (!dfccl_tree_can(g, kind, count)) {
         return 0;
     }
-    *nch_p = dfccl_ring_nchannels(cfg, kind, count, dtype, g->nranks, g->nranks == 2);
+    *nch_p = dfccl_tree_nchannels(cfg, g, kind, count, dtype);
     return 1;
 }
 

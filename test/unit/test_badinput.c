@@ -223,7 +223,7 @@ START_TEST(test_bad_config)
     EXPECT_BAD_FIELD(timeout_s, 1.0 / 0.0, "timeout_s = inf");
     EXPECT_BAD_FIELD(warn_s, -2, "warn_s = -2");
     EXPECT_BAD_FIELD(nslots, 1, "nslots = 1");
-    EXPECT_BAD_FIELD(max_blocks, 33, "max_blocks = 33");
+    EXPECT_BAD_FIELD(max_blocks, 65, "max_blocks = 65");
     EXPECT_BAD_FIELD(max_colls, 0, "max_colls = 0");
     EXPECT_BAD_FIELD(sq_entries, 1, "sq_entries = 1");
     EXPECT_BAD_FIELD(slot_bytes, (size_t)1 << 30, "slot_bytes = 1073741824");

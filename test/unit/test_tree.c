@@ -7,7 +7,8 @@
  *   - every type and operation (on more than 4 ranks: int8 and float32
  *     with SUM, MAX and AVG), counts from 1 to a few slots a channel, in
  *     place and out of place; dfcclGetCollInfo must name the tree;
- *   - four channels (the two trees on two each);
+ *   - four channels (the two trees on two each), and every block from
+ *     DFCCL_TREE_WIDE_BYTES;
  *   - preempted at every primitive (spin thresholds of 1, 256-byte slots:
  *     many chunks) with results checked and preemptions counted;
  *   - in disorder among ring, tree and ctree allreduces (each asked for
@@ -124,6 +125,55 @@ START_TEST(test_tree_channels)
     const tree_arg_t a       = {tree_algos[_i], 0, "4"};
 
     tree_run(&a, ranks);
+}
+END_TEST
+
+/*
+ * From DFCCL_TREE_WIDE_BYTES up, a tree takes DFCCL_MAX_BLOCKS channels,
+ * below it DFCCL_CHANNELS; both compute right. (On GPUs the defaults make
+ * large trees wide; here the settings make a small one so.)
+ */
+static int tree_wide_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    const char *algo = varg;
+    static const size_t counts[] = {1000, 100000};
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int failures = 0;
+
+    setenv("DFCCL_ALGO", algo, 1);
+    setenv("DFCCL_MAX_BLOCKS", "4", 1);
+    setenv("DFCCL_CHANNELS", "1", 1);
+    setenv("DFCCL_CHANNEL_BYTES", "4096", 1);
+    setenv("DFCCL_TREE_WIDE_BYTES", "65536", 1);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    run_case_algo = algo;
+    for (int c = 0; c < 2; c++) {
+        /* the two trees take a channel each at least */
+        const int want = c == 1 ? 4 : strcmp(algo, "tree") == 0 ? 2 : 1;
+        dfccl_coll_info_t info;
+        int id, got = 0;
+
+        DFCCL_TEST_CHECK(dfcclRegisterAllReduce(counts[c], DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
+                             DFCCL_OK,
+                         "register: %s", dfcclGetLastErrorMessage());
+        DFCCL_TEST_CHECK(dfcclGetCollInfo(id, ctx, &info) == DFCCL_OK, "info");
+        DFCCL_TEST_CHECK(strcmp(info.algo, algo) == 0 && info.nchannels == want,
+                         "allreduce of %zu float32 on %d ranks: %s on %d channels, expected %s "
+                         "on %d", counts[c], n, info.algo, info.nchannels, algo, want);
+        DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+        failures += run_case(ctx, g, rank, n, DFCCL_COLL_ALLREDUCE, DFCCL_FLOAT32, DFCCL_SUM,
+                             counts[c], 0, &got);
+    }
+    run_case_algo = NULL;
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return failures;
+}
+
+START_TEST(test_tree_wide)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, tree_wide_body, (void *)tree_algos[_i]), 0);
 }
 END_TEST
 
@@ -255,6 +305,7 @@ int main(void)
 
     tcase_add_loop_test(tc, test_tree_matrix, 0, 2);
     tcase_add_loop_test(tc, test_tree_channels, 0, 2);
+    tcase_add_loop_test(tc, test_tree_wide, 0, 2);
     tcase_add_loop_test(tc, test_tree_preempted, 0, 2);
     tcase_add_test(tc, test_tree_disorder);
     tcase_add_test(tc, test_tree_asked);
