@@ -588,6 +588,127 @@ DFCCL_API dfccl_status_t dfcclBatchEnd(dfccl_rank_ctx_t ctx);
 DFCCL_API dfccl_status_t dfcclQuery(int coll_id, dfccl_rank_ctx_t ctx);
 
 /*
+ * Partial completion (the C-Cube paper's gradient queuing): which bytes of
+ * a run's receive buffer are final on this rank while the run goes on, so
+ * that a consumer can start on them early (an optimizer step on the
+ * leading layers of a gradient buffer, say). MPI cannot express this: a
+ * collective completes as a whole there, and the nearest is an
+ * MPI_Iallreduce per part, each a collective of its own.
+ *
+ * Allreduces on the ring, `tree` and `ctree` finalize the part of the
+ * buffer that each channel carries (a contiguous range, channel 0 first)
+ * from its start: the ring a loop of nranks steps at a time, the trees a
+ * chunk (a slot) at a time. The daemon says so in a progress word per
+ * channel, written only after the bytes it claims are final in the
+ * receive buffer, and only ever forward within a run; each word carries
+ * the run it describes, so that a consumer of a run never takes an
+ * earlier run's progress for its own. Other algorithms (one shot, two
+ * shot, MSCCL programs, the mesh) and collectives other than allreduce
+ * complete as a whole: their answer is "whole only", nothing until the
+ * run is complete, then everything. There is no callback per chunk: it
+ * would cost the poller a pass per chunk; poll dfcclQueryRange, or the
+ * words on the device.
+ */
+
+/*
+ * [out] bytes_ready_p: how many bytes of the receive buffer, from byte
+ * `offset` on, the latest run of `coll_id` has finalized on this rank
+ * (offset 0: the final prefix). Returns DFCCL_INPROGRESS while the run is
+ * in flight (bytes_ready_p may still be short of the end: the run is not
+ * complete until dfcclQuery says so), DFCCL_OK once it has completed
+ * (everything from offset on; 0 if it never ran), or the error it failed
+ * with. Never blocks the daemon: it reads the words, which only the daemon
+ * writes. An offset past the receive buffer is DFCCL_ERR_INVALID_ARG.
+ */
+DFCCL_API dfccl_status_t dfcclQueryRange(int coll_id, size_t offset, dfccl_rank_ctx_t ctx,
+                                         size_t *bytes_ready_p);
+
+/* Layout of a progress word: the run (mod 2^24, from 1) in the high 24
+ * bits, in the low 40 the elements of the channel's range final from its
+ * start; all ones: the whole range. */
+#define DFCCL_PROGRESS_RUN_BITS   24
+#define DFCCL_PROGRESS_ELEMS_BITS 40
+#define DFCCL_PROGRESS_ALL        ((1ull << DFCCL_PROGRESS_ELEMS_BITS) - 1)
+#define DFCCL_PARTIAL_MAX_CHANNELS 32
+
+/* What a consumer of partial completion needs (dfcclGetProgress). */
+typedef struct {
+    /* 1: the collective completes as a whole (see above): every word
+     * reaches DFCCL_PROGRESS_ALL for the run at its end, none earlier */
+    int                      whole_only;
+    int                      nchannels;
+    /* the run the words of the latest dfcclRun* of the collective carry
+     * (mod 2^24); the next run's is one more */
+    uint64_t                 run;
+    size_t                   elem_size;
+    size_t                   total_bytes;  /* of the receive buffer on this rank */
+    size_t                   granularity;  /* bytes a channel's final part grows by
+                                            * (a ring loop, a tree chunk); 0: whole only */
+    size_t                   chan_off[DFCCL_PARTIAL_MAX_CHANNELS];   /* bytes */
+    size_t                   chan_bytes[DFCCL_PARTIAL_MAX_CHANNELS];
+    /* nchannels words, in memory the daemon writes: mapped host memory
+     * on the CUDA backend (this is its device address, for kernels),
+     * plain memory on the host backend */
+    const volatile uint64_t *words;
+} dfccl_partial_t;
+
+/*
+ * [out] partial_p: the words of `coll_id` and how to read them. Local.
+ * Take it after dfcclRun* (its `run` is that run's), and read the words
+ * with dfcclPartialReady (from a kernel on the CUDA backend: poll it, it
+ * acquires what it reports). The words stay valid until the collective is
+ * deregistered.
+ */
+DFCCL_API dfccl_status_t dfcclGetProgress(int coll_id, dfccl_rank_ctx_t ctx,
+                                          dfccl_partial_t *partial_p);
+
+#if defined(__CUDACC__)
+#define DFCCL_PARTIAL_FN static inline __host__ __device__
+#else
+#define DFCCL_PARTIAL_FN static inline
+#endif
+
+/*
+ * Bytes of run p->run's receive buffer final from `offset` on, as `words`
+ * (p->words on the device) say; after it returns, the bytes it counts may
+ * be read (it orders the reads after its loads of the words).
+ */
+DFCCL_PARTIAL_FN size_t dfcclPartialReady(const dfccl_partial_t *p,
+                                          const volatile uint64_t *words, size_t offset)
+{
+    const uint64_t run = p->run & ((1ull << DFCCL_PROGRESS_RUN_BITS) - 1);
+    size_t end = offset; /* final from offset to here */
+    int all = 1, open = 1;
+
+    for (int ch = 0; ch < p->nchannels; ch++) {
+        const uint64_t w = words[ch];
+        const uint64_t e = (w >> DFCCL_PROGRESS_ELEMS_BITS) == run ? (w & DFCCL_PROGRESS_ALL) : 0;
+        const size_t beg = p->chan_off[ch], stop = beg + p->chan_bytes[ch];
+        const size_t done =
+            e == DFCCL_PROGRESS_ALL || e * p->elem_size >= p->chan_bytes[ch] ? stop
+                                                                            : beg + e * p->elem_size;
+
+        all = all && e == DFCCL_PROGRESS_ALL;
+        if (!open || stop <= offset) {
+            continue;
+        }
+        if (done > end) {
+            end = done;
+        }
+        open = done == stop; /* the next channel's range follows this one's */
+    }
+#if defined(__CUDA_ARCH__)
+    __threadfence();
+#elif defined(__GNUC__)
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+    if (p->whole_only) {
+        return all && offset < p->total_bytes ? p->total_bytes - offset : 0;
+    }
+    return end - offset;
+}
+
+/*
  * Block until `coll_id` has completed and its callback has run, driving
  * progress in explicit mode. timeout_ms < 0 waits without limit, as long as
  * the daemon can make progress; the context's timeout still applies.

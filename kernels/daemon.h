@@ -470,7 +470,10 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, ui
  * ring. Every block of the collective posts one, and the host completes
  * the collective with the last (dfccl_ctx_progress). Its data writes,
  * ordered before thread 0 by the barrier that ended the last primitive,
- * are released by the CQE's store (dfccl_st_to_host). A completion counter
+ * are released by the CQE's store (dfccl_st_to_host), and so is the
+ * channel's progress word, which now says the whole range for the run just
+ * completed (dfccl_prog_publish; a consumer polling the word need not see
+ * the CQE). A completion counter
  * in device memory, whose last block posted one CQE, put a fence, an
  * atomic and another fence on the way of every collective of several
  * channels. Thread 0.
@@ -478,6 +481,7 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, ui
 DFCCL_F_DEVICE void dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t b,
                                           dfccl_blk_state_t *ls, int coll_id)
 {
+    const uint64_t slot = (uint64_t)coll_id * a->max_blocks + b;
     uint64_t pos   = ls->cq_tail;
     uint64_t *ring = a->cq + (uint64_t)b * a->cq_entries;
 
@@ -487,8 +491,10 @@ DFCCL_F_DEVICE void dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t
      * host's head (across PCIe) is never read here. */
     ls->cq_tail   = pos + 1;
     a->cq_tail[b] = pos + 1; /* for the next launch */
-    /* the CQE last: nothing queues behind it on its way to the host */
-    dfccl_st_to_host(&ring[pos % a->cq_entries], ((pos + 1) << 32) | (uint32_t)coll_id);
+    /* the CQE last: nothing queues behind it on its way to the host;
+     * dyn.runs counts the run just completed (dfccl_daemon_run_team) */
+    dfccl_st_to_host2(&a->progress[slot], DFCCL_K_PROG_WORD(a->dyn[slot].runs, DFCCL_K_PROG_ALL),
+                      &ring[pos % a->cq_entries], ((pos + 1) << 32) | (uint32_t)coll_id);
 }
 
 /* The threads running a collective (the first `team` of the block): one
@@ -552,6 +558,7 @@ DFCCL_F_DEVICE int dfccl_daemon_run_team(const dfccl_daemon_args_t *a, uint32_t 
 
     if (rc == DFCCL_PRIM_DONE) {
         x.dyn.loop = x.dyn.step = x.dyn.slice = x.dyn.started = 0;
+        x.dyn.runs++;
     }
     if (DFCCL_TID == 0) {
         task->fresh = 0;

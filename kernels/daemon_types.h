@@ -364,6 +364,8 @@ typedef struct {
     const uint64_t    *pairs;
     /* an MSCCL program: the thread block this channel runs (NULL: none) */
     const dfccl_ms_tb_t *msccl;
+    /* its word in dfccl_daemon_args_t.progress (NULL: none) */
+    uint64_t          *progress;
 } dfccl_chan_t;
 
 /* An entry of dfccl_chan_t.pairs, for peer q, in elements: where in the
@@ -435,8 +437,29 @@ typedef struct {
     /* an MSCCL run's start: 1 once its share of the input was copied, 2
      * once every thread block's was */
     uint32_t phase;
-    uint32_t pad;
+    /* runs of this channel completed since registration, of every
+     * algorithm (dfccl_daemon_run_team): the run in flight is runs + 1,
+     * the tag of its progress word */
+    uint32_t runs;
 } dfccl_dyn_t;
+
+/*
+ * Partial completion: a progress word per (collective, channel) in mapped
+ * host memory (plain memory on the host backend), written by the daemon
+ * only. The high DFCCL_K_PROG_RUN_BITS bits are the run it describes (the
+ * channel's runs, mod 2^24, from 1), the low DFCCL_K_PROG_ELEMS_BITS the
+ * elements of the channel's range, from its start, that are final in the
+ * receive buffer; all ones: the whole range. An algorithm that finalizes
+ * its range in order publishes as it goes (dfccl_prog_publish); the
+ * scheduler publishes the whole range with every completion. dfccl.h
+ * gives consumers the same layout (DFCCL_PROGRESS_*).
+ */
+#define DFCCL_K_PROG_RUN_BITS   24
+#define DFCCL_K_PROG_ELEMS_BITS 40
+#define DFCCL_K_PROG_ALL        ((1ull << DFCCL_K_PROG_ELEMS_BITS) - 1)
+#define DFCCL_K_PROG_WORD(run, elems)                                                           \
+    ((((uint64_t)(run) & ((1ull << DFCCL_K_PROG_RUN_BITS) - 1)) << DFCCL_K_PROG_ELEMS_BITS) |    \
+     ((uint64_t)(elems) & DFCCL_K_PROG_ALL))
 
 /* A collective in a block's task queue. */
 typedef struct {
@@ -472,6 +495,8 @@ typedef struct {
     const dfccl_chan_t  *chans;     /* max_colls x max_blocks */
     dfccl_dyn_t         *dyn;       /* max_colls x max_blocks */
     char                *ll_scratch; /* nblocks x DFCCL_LL_MAX_BYTES: LL slices */
+    uint64_t            *progress;  /* max_colls x max_blocks progress words
+                                     * (mapped host memory) */
     /* configuration */
     uint32_t sq_entries;
     uint32_t sq_window;      /* SQ entries the leader reads per poll */

@@ -218,6 +218,17 @@ DFCCL_F_DEVICE void dfccl_st_to_host(uint64_t *p, uint64_t v)
                  "st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+/* Two such words after one fence (a collective's progress and its CQE),
+ * in no order between them: a second fence would wait for the first
+ * word's store across PCIe. */
+DFCCL_F_DEVICE void dfccl_st_to_host2(uint64_t *p, uint64_t v, uint64_t *q, uint64_t w)
+{
+    asm volatile(DFCCL_FENCE_RELEASE_GPU "\n\t"
+                 "st.relaxed.sys.global.u64 [%0], %1;\n\t"
+                 "st.relaxed.sys.global.u64 [%2], %3;" ::"l"(p), "l"(v), "l"(q), "l"(w)
+                 : "memory");
+}
+
 DFCCL_F_DEVICE uint64_t dfccl_now_ns(void)
 {
     uint64_t t;
@@ -498,6 +509,12 @@ DFCCL_F_DEVICE void dfccl_fence_sc_sys(void)
 DFCCL_F_DEVICE void dfccl_st_to_host(uint64_t *p, uint64_t v)
 {
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+DFCCL_F_DEVICE void dfccl_st_to_host2(uint64_t *p, uint64_t v, uint64_t *q, uint64_t w)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+    __atomic_store_n(q, w, __ATOMIC_RELEASE);
 }
 
 DFCCL_F_DEVICE uint64_t dfccl_now_ns(void)

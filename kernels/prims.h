@@ -446,6 +446,38 @@ DFCCL_F_DEVICE int dfccl_prim(dfccl_exec_t *x, uint32_t flags, const char *src, 
 }
 
 /*
+ * Partial completion: the first `elems` elements of this channel's range
+ * are final in the receive buffer for the run in flight (the channel's
+ * progress word, DFCCL_K_PROG_WORD; none where ch->progress is NULL). An
+ * algorithm that finalizes its range in order calls it between
+ * primitives, never inside one: a STUCK primitive returns before the
+ * call, so nothing is published early, and a preempted collective resumes
+ * past it, so nothing is published twice (a word published again would
+ * hold the same value). The whole range goes with the completion
+ * (dfccl_daemon_post_cqe), so the algorithm publishes only what comes
+ * before its last part. The threads running it
+ * meet first, so that thread 0's release covers every thread's writes to
+ * the buffer (an LL primitive's threads write their lines after its vote,
+ * without another barrier). The release is at GPU scope, as a CQE's
+ * (dfccl_st_to_host): what reads the data after seeing the word reads it
+ * through this GPU (a kernel polling the word, or work that the host
+ * starts once it saw it). A range past the word's elements field is
+ * published with the completion only.
+ */
+DFCCL_F_DEVICE void dfccl_prog_publish(dfccl_exec_t *x, uint64_t elems)
+{
+    uint64_t *word = x->ch->progress;
+
+    if (word == NULL || elems >= DFCCL_K_PROG_ALL) {
+        return;
+    }
+    dfccl_team_sync(x->nthreads);
+    if (DFCCL_TID == 0) {
+        dfccl_st_to_host(word, DFCCL_K_PROG_WORD(x->dyn.runs + 1u, elems));
+    }
+}
+
+/*
  * Run the primitive `flags` over a chunk of `elems` elements, one slice at a
  * time, resuming at x->dyn.slice.
  */

@@ -661,8 +661,12 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     dfccl_coll_make_sig(&st, g->nreg, c->sig);
     /* Our receive connectors: at the same place as every rank's, since all
      * ranks register the group's collectives in the same order. */
+    /* progress words: zero, so that no word of an earlier registration of
+     * this id carries a run of this one */
+    memset(&ctx->progress[(size_t)id * nb], 0, nb * sizeof(uint64_t));
     for (int ch = 0; ch < nch; ch++) {
         dfccl_ring_partition(kind, count, nch, ch, &c->chans[ch].off, &c->chans[ch].cnt);
+        c->chans[ch].progress = ctx->args.progress + (size_t)id * nb + (size_t)ch;
         if (g->nranks > 1) {
             void *host, *dev;
             rc = dfccl_pool_alloc(g, region, &host, &dev, &c->conn_seg[ch], &c->conn_off[ch]);
@@ -1271,6 +1275,127 @@ dfccl_status_t dfcclQuery(int coll_id, dfccl_rank_ctx_t ctx)
         dfccl_set_last_error(c->errmsg);
     }
     pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+_Static_assert(DFCCL_PROGRESS_RUN_BITS == DFCCL_K_PROG_RUN_BITS &&
+                   DFCCL_PROGRESS_ELEMS_BITS == DFCCL_K_PROG_ELEMS_BITS &&
+                   DFCCL_PARTIAL_MAX_CHANNELS == DFCCL_MAX_CHANNELS,
+               "the public progress words are the daemon's");
+
+/* Bytes of the receive buffer a run of c writes on this rank. */
+static size_t dfccl_coll_recv_bytes(const dfccl_coll_t *c)
+{
+    const dfccl_coll_static_t *st = &c->st;
+    const size_t bytes = (size_t)st->count * st->elem_size;
+
+    switch (st->kind) {
+    case DFCCL_COLL_ALLGATHER:
+    case DFCCL_COLL_ALLTOALL:  return bytes * (size_t)st->nranks;
+    case DFCCL_COLL_ALLTOALLV: return c->span_recv;
+    case DFCCL_COLL_REDUCE:    return st->rank == st->root ? bytes : 0;
+    default:                   return bytes;
+    }
+}
+
+/* Collective `id`'s partial completion for its consumers (ctx->lock
+ * held): its algorithm's granularity (dfccl_algo_t.partial), its
+ * channels' ranges, and the run its latest dfcclRun* is (a run deferred
+ * until the peers register is submitted later, as the next one). */
+static void dfccl_coll_partial(struct dfccl_rank_ctx *ctx, int id, dfccl_partial_t *p)
+{
+    const dfccl_coll_t *c    = &ctx->colls[id];
+    const dfccl_algo_t *algo = dfccl_algo_by_id(c->st.algo);
+    const size_t nb          = (size_t)ctx->cfg.max_blocks;
+
+    memset(p, 0, sizeof(*p));
+    p->granularity = c->st.algo != DFCCL_K_ALGO_MSCCL && algo->partial != NULL
+                         ? algo->partial(&c->st)
+                         : 0;
+    p->whole_only  = p->granularity == 0;
+    p->nchannels   = (int)c->st.nchannels;
+    p->run         = (c->prog_runs + (c->deferred ? 1u : 0u)) &
+                     ((1ull << DFCCL_PROGRESS_RUN_BITS) - 1);
+    p->elem_size   = c->st.elem_size;
+    p->total_bytes = dfccl_coll_recv_bytes(c);
+    for (int ch = 0; ch < p->nchannels; ch++) {
+        p->chan_off[ch]   = (size_t)c->chans[ch].off * c->st.elem_size;
+        p->chan_bytes[ch] = (size_t)c->chans[ch].cnt * c->st.elem_size;
+    }
+    p->words = ctx->args.progress + (size_t)id * nb;
+}
+
+dfccl_status_t dfcclGetProgress(int coll_id, dfccl_rank_ctx_t ctx, dfccl_partial_t *partial_p)
+{
+    dfccl_partial_t p;
+    dfccl_coll_t *c;
+    dfccl_status_t st;
+
+    if (ctx == NULL || partial_p == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGetProgress: ctx and partial_p must "
+                           "not be NULL");
+    }
+    pthread_mutex_lock(&ctx->lock);
+    st = dfccl_coll_lookup(ctx, coll_id, "dfcclGetProgress",
+                           "; pass the id that dfcclRegister* returned", &c);
+    if (st != DFCCL_OK) {
+        return st;
+    }
+    dfccl_coll_partial(ctx, coll_id, &p);
+    pthread_mutex_unlock(&ctx->lock);
+    *partial_p = p;
+    return DFCCL_OK;
+}
+
+dfccl_status_t dfcclQueryRange(int coll_id, size_t offset, dfccl_rank_ctx_t ctx,
+                               size_t *bytes_ready_p)
+{
+    const size_t nb = ctx != NULL ? (size_t)ctx->cfg.max_blocks : 0;
+    dfccl_partial_t p;
+    dfccl_coll_t *c;
+    dfccl_status_t st;
+    size_t ready;
+
+    if (ctx == NULL || bytes_ready_p == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclQueryRange: ctx and bytes_ready_p "
+                           "must not be NULL");
+    }
+    pthread_mutex_lock(&ctx->lock);
+    st = dfccl_coll_lookup(ctx, coll_id, "dfcclQueryRange",
+                           "; pass the id that dfcclRegister* returned", &c);
+    if (st != DFCCL_OK) {
+        return st;
+    }
+    dfccl_coll_partial(ctx, coll_id, &p);
+    if (offset > p.total_bytes) {
+        char label[256];
+
+        dfccl_coll_label(ctx, coll_id, label, sizeof(label));
+        pthread_mutex_unlock(&ctx->lock);
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclQueryRange: offset %zu is past the "
+                           "end of the receive buffer of %s (%zu bytes on this rank); pass "
+                           "an offset of at most %zu", offset, label, p.total_bytes,
+                           p.total_bytes);
+    }
+    if (c->state == DFCCL_COLL_INFLIGHT) {
+        /* the words, which only the daemon writes (host view) */
+        st    = DFCCL_INPROGRESS;
+        ready = c->deferred ? 0 : dfcclPartialReady(&p, ctx->progress + (size_t)coll_id * nb,
+                                                    offset);
+    } else if (c->state == DFCCL_COLL_COMPLETING) {
+        st    = DFCCL_INPROGRESS; /* as dfcclQuery says, until the callback returned */
+        ready = p.total_bytes - offset;
+    } else {
+        st    = c->status;
+        ready = c->runs > 0 ? p.total_bytes - offset : 0;
+        if (st < 0 && c->errmsg != NULL) {
+            dfccl_set_last_error(c->errmsg);
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    if (st >= 0) {
+        *bytes_ready_p = ready;
+    }
     return st;
 }
 

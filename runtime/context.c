@@ -98,6 +98,7 @@ static dfccl_status_t dfccl_ctx_alloc_mem(struct dfccl_rank_ctx *ctx)
     DFCCL_MAPPED(cq_ctrl, cq_ctrl, sizeof(dfccl_cq_ctrl_t) * nb);
     DFCCL_MAPPED(stats, stats, sizeof(dfccl_block_stats_t) * nb);
     DFCCL_MAPPED(abort_flag, abort_flag, DFCCL_CACHELINE);
+    DFCCL_MAPPED(progress, progress, sizeof(uint64_t) * (size_t)mc * nb);
 
     DFCCL_DEV(log, sizeof(dfccl_sqw_t) * a->log_entries);
     DFCCL_DEV(quit_epoch, DFCCL_CACHELINE);
@@ -140,6 +141,7 @@ static void dfccl_ctx_free_mem(struct dfccl_rank_ctx *ctx)
     be->host_free(ctx, ctx->cq_ctrl);
     be->host_free(ctx, ctx->stats);
     be->host_free(ctx, ctx->abort_flag);
+    be->host_free(ctx, ctx->progress);
     be->dev_free(ctx, a->log);
     be->dev_free(ctx, a->quit_epoch);
     be->dev_free(ctx, a->abort_dev);

@@ -501,6 +501,8 @@ typedef struct {
     void               *callback_arg;
     uint64_t            start_ns;
     uint64_t            runs;
+    uint64_t            prog_runs;  /* runs submitted to the daemon: the tag of
+                                     * the progress words of the latest one */
     int                 fail_remote; /* the run in flight failed because a peer's did:
                                       * not published again */
     uint64_t            warn_run;    /* the run the watchdog's next report is for */
@@ -540,6 +542,7 @@ struct dfccl_rank_ctx {
     dfccl_cq_ctrl_t     *cq_ctrl;
     dfccl_block_stats_t *stats;
     uint64_t            *abort_flag;
+    uint64_t            *progress;    /* host view of args.progress */
     size_t               dev_bytes;
 
     /* submission side, under `lock` */
@@ -694,7 +697,11 @@ void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id);
  * its connectors for `nch` channels (fills st's layout fields; returns a
  * channel's region bytes); cost_us: its time for `bytes` (a rank's share
  * for allgather and reduce-scatter) in alpha-beta terms, from the group's
- * link model. Same answers on every rank.
+ * link model; partial (NULL: none): the bytes by which the final part of
+ * a channel's range grows from its start, for a collective of `st` whose
+ * device program finalizes its output in order and says so as it goes
+ * (dfccl_prog_publish), or 0 where it completes as a whole
+ * (dfcclQueryRange). Same answers on every rank.
  */
 typedef struct dfccl_algo {
     const char *name;   /* DFCCL_ALGO's value */
@@ -705,17 +712,22 @@ typedef struct dfccl_algo {
     size_t (*layout)(const dfccl_config_t *cfg, const struct dfccl_group *g, int nch,
                      dfccl_coll_static_t *st);
     double (*cost_us)(const struct dfccl_group *g, int kind, size_t bytes);
+    size_t (*partial)(const dfccl_coll_static_t *st);
 } dfccl_algo_t;
 
 /* An algorithm's descriptor, from its functions dfccl_NAME_plan, _layout and
- * _cost_us. */
-#define DFCCL_ALGO_DEFINE(NAME, ID, CANNOT)                                                   \
+ * _cost_us (and, for DFCCL_ALGO_DEFINE_PARTIAL, _partial). */
+#define DFCCL_ALGO_DESCRIBE(NAME, ID, CANNOT, PARTIAL)                                        \
     const dfccl_algo_t dfccl_algo_##NAME = {.name    = #NAME,                                  \
                                             .id      = (ID),                                   \
                                             .cannot  = (CANNOT),                               \
                                             .plan    = dfccl_##NAME##_plan,                    \
                                             .layout  = dfccl_##NAME##_layout,                  \
-                                            .cost_us = dfccl_##NAME##_cost_us}
+                                            .cost_us = dfccl_##NAME##_cost_us,                 \
+                                            .partial = (PARTIAL)}
+#define DFCCL_ALGO_DEFINE(NAME, ID, CANNOT) DFCCL_ALGO_DESCRIBE(NAME, ID, CANNOT, NULL)
+#define DFCCL_ALGO_DEFINE_PARTIAL(NAME, ID, CANNOT)                                           \
+    DFCCL_ALGO_DESCRIBE(NAME, ID, CANNOT, dfccl_##NAME##_partial)
 
 /* The α-β time of `hops` steps in sequence that move `bytes` over a link. */
 static inline double dfccl_algo_alpha_beta(const struct dfccl_group *g, double hops, double bytes)

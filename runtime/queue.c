@@ -300,6 +300,7 @@ dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_i
         p->sqe.priority  = ctx->colls[coll_id].st.priority;
         p->sqe.ctx_new   = (uint32_t)ctx->colls[coll_id].ctx_new;
         ctx->colls[coll_id].ctx_new = 0;
+        ctx->colls[coll_id].prog_runs++;
         dfccl_group_ring(ctx->colls[coll_id].group);
     }
     /* ctx->lock held by the caller. FIFO: through the host queue whenever

@@ -44,6 +44,11 @@ DFCCL_F_DEVICE uint64_t dfccl_align_elems(const dfccl_exec_t *x, uint64_t e)
  *   step n-1         recvReduceCopySend (chunk r is now fully reduced)
  *   steps n..2n-3    recvCopySend  (pass the reduced chunks along)
  *   step 2n-2        recv          (the last reduced chunk)
+ * The chunks of a loop become final in the receive buffer out of order
+ * (chunk r at step n-1, the others in the allgather steps), and nothing
+ * writes them afterwards (a reduce-scatter step writes no output): at the
+ * end of loop l the channel's range is final up to the end of that loop,
+ * which the channel's progress word then says (dfccl_prog_publish).
  */
 DFCCL_F_DEVICE int dfccl_ring_allreduce(dfccl_exec_t *x)
 {
@@ -60,6 +65,9 @@ DFCCL_F_DEVICE int dfccl_ring_allreduce(dfccl_exec_t *x)
                                       DFCCL_MIN(loop_elems, off + cnt - base));
             if (rc != DFCCL_PRIM_OK) {
                 return rc;
+            }
+            if (x->dyn.loop + 1 < nloops) {
+                dfccl_prog_publish(x, (x->dyn.loop + 1) * loop_elems);
             }
         }
         return DFCCL_PRIM_DONE;
@@ -94,6 +102,9 @@ DFCCL_F_DEVICE int dfccl_ring_allreduce(dfccl_exec_t *x)
             if (rc != DFCCL_PRIM_OK) {
                 return rc;
             }
+        }
+        if (x->dyn.loop + 1 < nloops) {
+            dfccl_prog_publish(x, (x->dyn.loop + 1) * loop_elems);
         }
     }
     return DFCCL_PRIM_DONE;

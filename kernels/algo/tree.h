@@ -38,6 +38,13 @@
  *
  * Preemption: dyn.step is the step, dyn.slice the primitive within it; a
  * STUCK primitive moved nothing and runs again when the collective does.
+ *
+ * Partial completion: a chunk is final in the output once the root has
+ * made its last reduction of it, or another node has taken it down from
+ * its parent, and nothing writes it afterwards (a partial sum goes only
+ * into a chunk not yet taken down). At the end of step t the root has
+ * finished chunks 0..t, another node chunks 0..t - D: the channel's
+ * progress word says so (dfccl_prog_publish).
  */
 #ifndef DFCCL_KERNELS_ALGO_TREE_H_
 #define DFCCL_KERNELS_ALGO_TREE_H_
@@ -167,6 +174,9 @@ DFCCL_F_DEVICE int dfccl_tree_allreduce(dfccl_exec_t *x)
         }
         if (rc != DFCCL_PRIM_OK) {
             break;
+        }
+        if (parent < 0 ? t + 1 < chunks : t >= lag && t + 1 < chunks + lag) {
+            dfccl_prog_publish(x, DFCCL_MIN((t + 1 - (parent < 0 ? 0 : lag)) * se, home->cnt));
         }
     }
     x->ch = home;

@@ -256,4 +256,15 @@ static double dfccl_ring_cost_us(const struct dfccl_group *g, int kind, size_t b
     return dfccl_algo_alpha_beta(g, hops, moved);
 }
 
-DFCCL_ALGO_DEFINE(ring, DFCCL_K_ALGO_RING, "the ring runs every collective but alltoallv");
+/* An allreduce's channel is final up to the end of each loop of n chunks
+ * (kernels/algo/ring.h); the other collectives complete as a whole. */
+static size_t dfccl_ring_partial(const dfccl_coll_static_t *st)
+{
+    if (st->kind != DFCCL_COLL_ALLREDUCE) {
+        return 0;
+    }
+    return (size_t)st->nranks * (st->slot_bytes / st->elem_size) * st->chunk_slices *
+           st->elem_size;
+}
+
+DFCCL_ALGO_DEFINE_PARTIAL(ring, DFCCL_K_ALGO_RING, "the ring runs every collective but alltoallv");

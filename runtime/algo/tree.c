@@ -146,7 +146,18 @@ int dfccl_tree_sends_to(const dfccl_coll_static_t *st, int ch, int q)
     return q >= 0 && (q == parent || q == kid[0] || q == kid[1]);
 }
 
-DFCCL_ALGO_DEFINE(tree, DFCCL_K_ALGO_TREE,
-                  "it takes allreduces on groups of 2 to 8 ranks that all write to each other");
-DFCCL_ALGO_DEFINE(ctree, DFCCL_K_ALGO_CTREE,
-                  "it takes allreduces on groups of 2 to 8 ranks that all write to each other");
+/* A channel's range is final chunk by chunk, a slot each, from its start
+ * (kernels/algo/tree.h). */
+static size_t dfccl_tree_partial(const dfccl_coll_static_t *st)
+{
+    return (size_t)(st->slot_bytes / st->elem_size) * st->elem_size;
+}
+
+#define dfccl_ctree_partial dfccl_tree_partial
+
+DFCCL_ALGO_DEFINE_PARTIAL(tree, DFCCL_K_ALGO_TREE,
+                          "it takes allreduces on groups of 2 to 8 ranks that all write to each "
+                          "other");
+DFCCL_ALGO_DEFINE_PARTIAL(ctree, DFCCL_K_ALGO_CTREE,
+                          "it takes allreduces on groups of 2 to 8 ranks that all write to each "
+                          "other");

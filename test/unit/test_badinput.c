@@ -14,16 +14,6 @@
 #include "suite.h"
 #include "unit_util.h"
 
-#define EXPECT(_call, _status, _needle)                                                   \
-    do {                                                                                  \
-        dfccl_status_t _st = (_call);                                                     \
-        DFCCL_TEST_CHECK(_st == (_status), "%s returned %s (%d), expected %d", #_call,    \
-                         dfcclGetErrorString(_st), _st, (_status));                       \
-        DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), (_needle)) != NULL,           \
-                         "message of %s lacks \"%s\": %s", #_call, (_needle),             \
-                         dfcclGetLastErrorMessage());                                     \
-    } while (0)
-
 static int run_and_check(dfccl_rank_ctx_t ctx, int id, int n)
 {
     int32_t h[64], *d = dfccl_test_malloc(ctx, sizeof(h));

@@ -1,13 +1,26 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the unit tests share beyond the multi-process harness (mp.h): the
- * time, memory the ranks and the test process both see, a file's text, a
- * run and its wait, the end of a rank, and a registration mismatch.
+ * check of a call's error, the time, memory the ranks and the test process
+ * both see, a file's text, a run and its wait, the end of a rank, and a
+ * registration mismatch.
  */
 #ifndef DFCCL_TEST_UNIT_UTIL_H_
 #define DFCCL_TEST_UNIT_UTIL_H_
 
 #include "mp.h"
+
+/* In a rank's body: `_call` returns `_status` and the last error message
+ * holds `_needle` (needs <string.h>); else the rank fails with a message. */
+#define EXPECT(_call, _status, _needle)                                                   \
+    do {                                                                                  \
+        dfccl_status_t _st = (_call);                                                     \
+        DFCCL_TEST_CHECK(_st == (_status), "%s returned %s (%d), expected %d", #_call,    \
+                         dfcclGetErrorString(_st), _st, (_status));                       \
+        DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), (_needle)) != NULL,           \
+                         "message of %s lacks \"%s\": %s", #_call, (_needle),             \
+                         dfcclGetLastErrorMessage());                                     \
+    } while (0)
 
 /* Seconds on the monotonic clock. */
 double unit_now_s(void);
