@@ -1309,9 +1309,7 @@ static void dfccl_coll_partial(struct dfccl_rank_ctx *ctx, int id, dfccl_partial
     const size_t nb          = (size_t)ctx->cfg.max_blocks;
 
     memset(p, 0, sizeof(*p));
-    p->granularity = c->st.algo != DFCCL_K_ALGO_MSCCL && algo->partial != NULL
-                         ? algo->partial(&c->st)
-                         : 0;
+    p->granularity = algo->partial != NULL ? algo->partial(&c->st) : 0;
     p->whole_only  = p->granularity == 0;
     p->nchannels   = (int)c->st.nchannels;
     p->run         = (c->prog_runs + (c->deferred ? 1u : 0u)) &
