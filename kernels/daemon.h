@@ -479,7 +479,8 @@ DFCCL_F_NOINLINE uint32_t dfccl_daemon_pull_log(const dfccl_daemon_args_t *a, ui
  * channels. Thread 0.
  */
 DFCCL_F_DEVICE void dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t b,
-                                          dfccl_blk_state_t *ls, int coll_id)
+                                          dfccl_blk_state_t *ls, const dfccl_blk_ctl_t *ctl,
+                                          int coll_id)
 {
     const uint64_t slot = (uint64_t)coll_id * a->max_blocks + b;
     uint64_t pos   = ls->cq_tail;
@@ -492,8 +493,9 @@ DFCCL_F_DEVICE void dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t
     ls->cq_tail   = pos + 1;
     a->cq_tail[b] = pos + 1; /* for the next launch */
     /* the CQE last: nothing queues behind it on its way to the host;
-     * dyn.runs counts the run just completed (dfccl_daemon_run_team) */
-    dfccl_st_to_host2(&a->progress[slot], DFCCL_K_PROG_WORD(a->dyn[slot].runs, DFCCL_K_PROG_ALL),
+     * done_runs counts the run just completed (dfccl_daemon_run_team: its
+     * saved context would be read back from device memory) */
+    dfccl_st_to_host2(&a->progress[slot], DFCCL_K_PROG_WORD(ctl->done_runs, DFCCL_K_PROG_ALL),
                       &ring[pos % a->cq_entries], ((pos + 1) << 32) | (uint32_t)coll_id);
 }
 
@@ -561,7 +563,8 @@ DFCCL_F_DEVICE int dfccl_daemon_run_team(const dfccl_daemon_args_t *a, uint32_t 
         x.dyn.runs++;
     }
     if (DFCCL_TID == 0) {
-        task->fresh = 0;
+        task->fresh    = 0;
+        ctl->done_runs = x.dyn.runs;
         if (x.progressed || rc == DFCCL_PRIM_DONE) {
             a->dyn[slot] = x.dyn; /* lazy save: only a context that moved */
             task->sticky = 1;
@@ -902,7 +905,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
                             DFCCL_STAMP(ctl, DFCCL_STAGE_DONE);
                             dfccl_daemon_task_remove(tasks, &ctl->ntasks, pos);
                             a->task_count[b] = ctl->ntasks;
-                            dfccl_daemon_post_cqe(a, b, ls, id);
+                            dfccl_daemon_post_cqe(a, b, ls, ctl, id);
                             DFCCL_STAMP(ctl, DFCCL_STAGE_CQE);
                             dfccl_daemon_stage_sum(a, b, ctl, ls);
                         }

@@ -44,6 +44,8 @@ typedef struct {
                          * previous rank has sent data not yet received */
     uint32_t task_rc;   /* scheduler: what a collective run by a team of */
     uint32_t task_moved; /* the block's first warps returned, and whether it moved */
+    uint32_t done_runs;  /* thread 0: dyn.runs of the collective it just completed,
+                          * for its progress word (dfccl_daemon_post_cqe) */
     /* warp 0, polling the SQ (block 0, dfccl_daemon_fetch_sq) or the log
      * (dfccl_daemon_pull_log): the entries its lanes found, their spans
      * (1 + the entries of their batch written before them), and lane 0's
