@@ -1375,14 +1375,15 @@ dfccl_status_t dfcclQueryRange(int coll_id, size_t offset, dfccl_rank_ctx_t ctx,
                            "an offset of at most %zu", offset, label, p.total_bytes,
                            p.total_bytes);
     }
-    if (c->state == DFCCL_COLL_INFLIGHT) {
-        /* the words, which only the daemon writes (host view) */
+    if (c->state == DFCCL_COLL_COMPLETING && c->status == DFCCL_OK) {
+        st    = DFCCL_INPROGRESS; /* as dfcclQuery says, until the callback returned */
+        ready = p.total_bytes - offset;
+    } else if (c->state == DFCCL_COLL_INFLIGHT || c->state == DFCCL_COLL_COMPLETING) {
+        /* the words, which only the daemon writes (host view); a run that
+         * failed keeps what they said */
         st    = DFCCL_INPROGRESS;
         ready = c->deferred ? 0 : dfcclPartialReady(&p, ctx->progress + (size_t)coll_id * nb,
                                                     offset);
-    } else if (c->state == DFCCL_COLL_COMPLETING) {
-        st    = DFCCL_INPROGRESS; /* as dfcclQuery says, until the callback returned */
-        ready = p.total_bytes - offset;
     } else {
         st    = c->status;
         ready = c->runs > 0 ? p.total_bytes - offset : 0;

@@ -16,6 +16,7 @@
  *     256-byte slots), with preemptions counted, and with SIMPLE slots;
  *   - "whole only" for one shot, two shot, the mesh (alltoall) and the
  *     ring's allgather: nothing until the run completes, then everything;
+ *   - a run that fails: nothing claimed while it hangs, then its error;
  *   - bad input: each call names itself, the collective and the fix.
  */
 #include "config.h"
@@ -386,6 +387,55 @@ static int bad_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     return unit_rank_end_counted(oob, ctx, g, &pre);
 }
 
+/* A run that fails (rank 0 runs alone and aborts): nothing of it is
+ * claimed while it hangs, and the query then answers its error. */
+static int failed_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    size_t ready = 7;
+    float *d;
+    dfccl_status_t st;
+    int id;
+
+    (void)n;
+    (void)arg;
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(4096, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
+                         DFCCL_OK,
+                     "register");
+    d = dfccl_test_malloc(ctx, 4096 * sizeof(float));
+    dfccl_test_barrier(oob); /* both registered */
+    if (rank == 0) {
+        const double t0 = unit_now_s();
+
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+        while (unit_now_s() - t0 < 0.2) {
+            st = dfcclQueryRange(id, 0, ctx, &ready);
+            DFCCL_TEST_CHECK(st == DFCCL_INPROGRESS && ready == 0, "alone: %s, %zu bytes",
+                             dfcclGetErrorString(st), ready);
+        }
+        DFCCL_TEST_CHECK(dfcclAbort(ctx) == DFCCL_OK, "abort");
+        st = dfcclWait(id, dfccl_test_wait_ms(30000), ctx);
+        DFCCL_TEST_CHECK(st == DFCCL_ERR_ABORTED, "wait: %s", dfcclGetErrorString(st));
+        ready = 7;
+        st    = dfcclQueryRange(id, 0, ctx, &ready);
+        DFCCL_TEST_CHECK(st == DFCCL_ERR_ABORTED && ready == 7, "after the abort: %s, %zu",
+                         dfcclGetErrorString(st), ready);
+    }
+    dfccl_test_barrier(oob);
+    dfccl_test_free(ctx, d);
+    st = dfcclDestroy(ctx);
+    DFCCL_TEST_CHECK(st == DFCCL_OK, "destroy: %s", dfcclGetLastErrorMessage());
+    return 0;
+}
+
+START_TEST(test_partial_failed)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 60, failed_body, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_partial_badinput)
 {
     ck_assert_int_eq(dfccl_test_mp_run(2, 60, bad_body, NULL), 0);
@@ -401,6 +451,7 @@ int main(void)
     tcase_add_loop_test(tc, test_partial_simple, 0, 2);
     tcase_add_loop_test(tc, test_partial_preempted, 0, 3);
     tcase_add_test(tc, test_partial_whole_only);
+    tcase_add_test(tc, test_partial_failed);
     tcase_add_test(tc, test_partial_badinput);
     return dfccl_test_run(s, CK_NORMAL);
 }
