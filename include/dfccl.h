@@ -678,24 +678,23 @@ DFCCL_PARTIAL_FN size_t dfcclPartialReady(const dfccl_partial_t *p,
 {
     const uint64_t run = p->run & ((1ull << DFCCL_PROGRESS_RUN_BITS) - 1);
     size_t end = offset; /* final from offset to here */
-    int all = 1, open = 1;
+    int all = 1, more = 1;
 
     for (int ch = 0; ch < p->nchannels; ch++) {
         const uint64_t w = words[ch];
         const uint64_t e = (w >> DFCCL_PROGRESS_ELEMS_BITS) == run ? (w & DFCCL_PROGRESS_ALL) : 0;
         const size_t beg = p->chan_off[ch], stop = beg + p->chan_bytes[ch];
-        const size_t done =
-            e == DFCCL_PROGRESS_ALL || e * p->elem_size >= p->chan_bytes[ch] ? stop
-                                                                            : beg + e * p->elem_size;
+        const int whole  = e == DFCCL_PROGRESS_ALL || e * p->elem_size >= p->chan_bytes[ch];
+        const size_t done = whole ? stop : beg + e * p->elem_size;
 
         all = all && e == DFCCL_PROGRESS_ALL;
-        if (!open || stop <= offset) {
+        if (!more || stop <= offset) {
             continue;
         }
         if (done > end) {
             end = done;
         }
-        open = done == stop; /* the next channel's range follows this one's */
+        more = done == stop; /* the next channel's range follows this one's */
     }
 #if defined(__CUDA_ARCH__)
     __threadfence();
