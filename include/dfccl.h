@@ -629,7 +629,7 @@ DFCCL_API dfccl_status_t dfcclQueryRange(int coll_id, size_t offset, dfccl_rank_
 #define DFCCL_PROGRESS_RUN_BITS   24
 #define DFCCL_PROGRESS_ELEMS_BITS 40
 #define DFCCL_PROGRESS_ALL        ((1ull << DFCCL_PROGRESS_ELEMS_BITS) - 1)
-#define DFCCL_PARTIAL_MAX_CHANNELS 32
+#define DFCCL_PARTIAL_MAX_CHANNELS 64
 
 /* What a consumer of partial completion needs (dfcclGetProgress). */
 typedef struct {
