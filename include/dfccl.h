@@ -144,6 +144,26 @@ typedef enum {
 } dfccl_algo_choice_t;
 
 /*
+ * DFCCL_PROFILE: CREATE: dfcclGroupCreate measures the group's links
+ * (dfcclGroupProfile) before it returns; OFF: the group starts from the
+ * backend's nominal values, which dfcclGroupProfile may replace later.
+ */
+typedef enum {
+    DFCCL_PROFILE_CREATE = 0,
+    DFCCL_PROFILE_OFF
+} dfccl_profile_mode_t;
+
+/* The classes of links a group's ranks talk over, each with its own alpha
+ * and beta: NVLink (CUDA IPC), shared memory (the host backend, GPUs
+ * without p2p) and the network (UCX). */
+typedef enum {
+    DFCCL_LINK_P2P = 0,
+    DFCCL_LINK_SHM,
+    DFCCL_LINK_NET,
+    DFCCL_LINK_COUNT
+} dfccl_link_t;
+
+/*
  * Tunables. dfcclConfigInit fills the defaults and then applies the
  * environment variable beside each field (read once per call); dfcclInit
  * checks every field (dfcclConfigCheck) and gives the fields still at
@@ -201,6 +221,7 @@ typedef struct {
     double            warn_s;        /* DFCCL_WARN_S */
     int               sigusr1;       /* DFCCL_SIGUSR1 */
     dfccl_algo_choice_t algo;        /* DFCCL_ALGO [group] */
+    dfccl_profile_mode_t profile;    /* DFCCL_PROFILE [group] */
 } dfccl_config_t;
 
 typedef struct dfccl_rank_ctx *dfccl_rank_ctx_t;
@@ -350,7 +371,9 @@ DFCCL_API dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_
  * the same nranks. `name` (may be NULL, copied) names the group in messages,
  * e.g. the MPI communicator's name. The allgather is called only inside
  * this function (two or three times); nothing else in dfccl communicates
- * out of band.
+ * out of band. With DFCCL_PROFILE=create (the default) and more than one
+ * rank it then measures the group's links (dfcclGroupProfile) with a few
+ * collectives on the group: a few milliseconds more.
  * [out] group_p: owned by the caller, freed by dfcclGroupDestroy.
  */
 DFCCL_API dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
@@ -397,20 +420,38 @@ DFCCL_API dfccl_status_t dfcclGroupDestroy(dfccl_group_t group);
 
 /*
  * Measure the group's links in the alpha-beta model: alpha, the latency of
- * a step, in microseconds, and beta, a link's bandwidth, in GB/s, from
- * ring allreduces of a small and a large buffer timed on every rank (a few
- * milliseconds). Every rank takes the worst of the ranks' answers, so the
- * results are the same on all of them. The algorithms' cost estimates and
- * ctree's chunk count use them for later registrations; until then they
- * use the link's nominal values. Collective: every rank of the group calls
- * it, with no collective of the group running. Either output may be NULL.
+ * a step, in microseconds, and beta, a link's bandwidth, in GB/s, of its
+ * slowest class of link (dfccl_link_t), and a collective's fixed cost. From
+ * ring collectives timed on every rank (a few milliseconds): k allreduces
+ * of S / k bytes against one of S (AdapCC's way), and small allreduces
+ * against small allgathers. Every rank takes the worst of the ranks'
+ * answers, so the results are the same on all of them. The algorithms'
+ * cost estimates and ctree's chunk count use them for later
+ * registrations. dfcclGroupCreate measures them itself
+ * (DFCCL_PROFILE=create); groups set up through dfcclGroupBootStep, whose
+ * ranks may be setting up other groups meanwhile, and DFCCL_PROFILE=off
+ * start from the backend's nominal values until this is called.
+ * Collective: every rank of the group calls it, with no collective of the
+ * group running. Either output may be NULL.
  */
 DFCCL_API dfccl_status_t dfcclGroupProfile(dfccl_group_t group, double *alpha_us,
                                            double *beta_gbps);
 /* The group's current alpha and beta (dfcclGroupProfile's, or the nominal
- * ones); 0 and 0 for a group of one rank, which has no links. Local. */
+ * ones) of its slowest link class, the one its ring waits for; 0 and 0 for
+ * a group of one rank, which has no links. Local. */
 DFCCL_API dfccl_status_t dfcclGroupModel(dfccl_group_t group, double *alpha_us,
                                          double *beta_gbps);
+/*
+ * The same for one class of link (dfccl_link_t), and the fixed cost of a
+ * collective on the group (submission, completion, the daemon's pass),
+ * which every algorithm pays once: DFCCL_ERR_UNSUPPORTED, not printed,
+ * where the group has no link of that class. Any output may be NULL.
+ * Local; the same on every rank.
+ */
+DFCCL_API dfccl_status_t dfcclGroupLinkModel(dfccl_group_t group, dfccl_link_t link,
+                                             double *alpha_us, double *beta_gbps,
+                                             double *coll_us);
+
 
 /*
  * Whether `group` can run collectives of `kind` (dfccl_coll_kind_t):

@@ -21,6 +21,7 @@ static const char *const dfccl_cfg_protos[]     = {"default", "auto", "simple", 
 static const char *const dfccl_cfg_arrivals[]   = {"default", "off", "stuck", "always", NULL};
 static const char *const dfccl_cfg_algos[]      = {"auto", "ring", "oneshot", "twoshot",
                                                    "mesh", "msccl", "tree", "ctree", NULL};
+static const char *const dfccl_cfg_profiles[]   = {"create", "off", NULL};
 
 /*
  * One row: field, environment variable, MCA name, type; the valid values
@@ -80,6 +81,17 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "the default, with one warning per group; `auto`: the default policy (a "
                   "matching MSCCL program, then the thresholds below); same on every rank",
                   "auto"),
+    DFCCL_TUNABLE(profile, "DFCCL_PROFILE", "profile", DFCCL_TUNABLE_ENUM,
+                  0, 1, 0, 0,
+                  DFCCL_PROFILE_CREATE, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP,
+                  dfccl_cfg_profiles,
+                  "create or off",
+                  "`create`: `dfcclGroupCreate` measures the group's links (alpha and beta of its "
+                  "slowest class of link, and a collective's fixed cost, agreed by every rank; a "
+                  "few milliseconds) before it returns; `off`: the group starts from the "
+                  "backend's nominal values; `dfcclGroupProfile` measures again on request "
+                  "either way; same on every rank",
+                  "create"),
     DFCCL_TUNABLE(ll_max_bytes, "DFCCL_LL_BYTES", "ll_bytes", DFCCL_TUNABLE_SIZE,
                   256, DFCCL_LL_MAX_BYTES, 1, 0,
                   0, 16 << 10, 16 << 10, NULL,
@@ -396,7 +408,8 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
 _Static_assert(sizeof(dfccl_backend_t) == sizeof(int) && sizeof(dfccl_progress_t) == sizeof(int) &&
                    sizeof(dfccl_algo_choice_t) == sizeof(int) &&
                    sizeof(dfccl_transport_t) == sizeof(int) &&
-                   sizeof(dfccl_proto_t) == sizeof(int) && sizeof(dfccl_arrivals_t) == sizeof(int),
+                   sizeof(dfccl_proto_t) == sizeof(int) && sizeof(dfccl_arrivals_t) == sizeof(int) &&
+                   sizeof(dfccl_profile_mode_t) == sizeof(int),
                "the configuration's enums are read and written as int");
 
 #define DFCCL_CFG_NFIELDS (sizeof(dfccl_cfg_fields) / sizeof(dfccl_cfg_fields[0]))

@@ -255,9 +255,10 @@ dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_t *ctx_p)
     pthread_mutex_init(&ctx->lock, NULL);
     pthread_mutex_init(&ctx->cq_lock, NULL);
     pthread_cond_init(&ctx->cond, NULL);
-    ctx->coll_release = dfccl_coll_release;
-    ctx->coll_resolve = dfccl_coll_resolve_deferred;
-    ctx->kick         = dfccl_ctx_kick;
+    ctx->coll_release  = dfccl_coll_release;
+    ctx->coll_resolve  = dfccl_coll_resolve_deferred;
+    ctx->kick          = dfccl_ctx_kick;
+    ctx->group_profile = dfccl_profile_group;
 
     st = dfccl_ctx_pick_backend(ctx);
     if (st != DFCCL_OK) {

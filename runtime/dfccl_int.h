@@ -430,8 +430,18 @@ struct dfccl_group {
                                           * ranks: what DFCCL_CONN_BUDGET bounds */
     int                      lean_warned; /* a registration went lean: said once */
     int                      algo_warned; /* DFCCL_ALGO could not be followed: said once */
-    /* the link model of the cost estimates: a hop's latency and a link's
-     * bandwidth (GB/s) */
+    /* The link model of the cost estimates, per class of link
+     * (dfccl_link_t): a hop's latency and a link's bandwidth (GB/s), and
+     * the fixed cost of a collective; nominal values (group.c) until
+     * profile.c measures them, the same on every rank. `links`: a bit per
+     * class the group's ranks talk over; `link`: the slowest of them, the
+     * one the ring waits for, whose values alpha_us and beta_gbps repeat
+     * (what the algorithms' estimates read). */
+    double                   link_alpha_us[DFCCL_LINK_COUNT];
+    double                   link_beta_gbps[DFCCL_LINK_COUNT];
+    double                   coll_us;
+    uint32_t                 links;
+    int                      link;
     double                   alpha_us, beta_gbps;
     int                     *pids;   /* every member's process id */
     int                     *same_host; /* per rank: 1 if on our host (pids, shm) */
@@ -613,10 +623,17 @@ struct dfccl_rank_ctx {
     void (*coll_release)(struct dfccl_rank_ctx *ctx, int id);
     int (*coll_resolve)(struct dfccl_rank_ctx *ctx);
     void (*kick)(struct dfccl_rank_ctx *ctx);
+    /* And the measurement of a new group's links (profile.c), which
+     * dfcclGroupCreate makes with DFCCL_PROFILE=create: it runs
+     * collectives, which sit above the groups. */
+    dfccl_status_t (*group_profile)(struct dfccl_group *g);
 };
 
 /* group.c */
 void dfccl_group_free(struct dfccl_group *g);
+/* Give g's links of class `link` these values (alpha_us and beta_gbps
+ * follow g->link's). */
+void dfccl_group_link_set(struct dfccl_group *g, int link, double alpha_us, double beta_gbps);
 /* news from peers (ctx->lock held): the bells of every group's same-host
  * peers, plus the slots and credits the net proxy received */
 uint64_t dfccl_group_peer_bells(struct dfccl_rank_ctx *ctx);
@@ -641,6 +658,12 @@ int dfccl_group_rank_done(struct dfccl_group *g, int r, const dfccl_coll_t *c);
  * the net edge is on its way to us even after it exits. */
 int dfccl_group_rank_left(struct dfccl_group *g, int r);
 
+/* profile.c: measure g's slowest class of link and its collectives' fixed
+ * cost, agree on them with the other ranks and keep them in g (the
+ * context's group_profile). Collective: every rank of g, none of g's
+ * collectives running. */
+dfccl_status_t dfccl_profile_group(struct dfccl_group *g);
+
 /* log.c: what messages call things */
 /* "collective 3 (allreduce of 1000 float32) on group world (rank 1 of 4)" */
 void dfccl_coll_label(struct dfccl_rank_ctx *ctx, int id, char *buf, size_t len);
@@ -660,6 +683,12 @@ void dfccl_ctx_complete(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t statu
  * (ctx->lock held) */
 void dfccl_ctx_drain_pending(struct dfccl_rank_ctx *ctx);
 dfccl_status_t dfccl_ctx_maybe_launch(struct dfccl_rank_ctx *ctx, int force);
+/* With nothing in flight, ask a running daemon whose grid is wider than
+ * the registered collectives need to quit now, so that the next launch is
+ * as narrow as they are (DFCCL_MAX_BLOCKS) instead of holding its blocks
+ * until it idles out (after the wide collectives of a group's profile).
+ * ctx->lock held. */
+void dfccl_ctx_narrow(struct dfccl_rank_ctx *ctx);
 
 /* health.c */
 /* poll the completion queues, resolve deferred runs, check health, drain

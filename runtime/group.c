@@ -559,6 +559,50 @@ dfccl_status_t dfcclGroupBootExchange(dfccl_group_boot_t b, const void **send_p,
                        "already");
 }
 
+void dfccl_group_link_set(struct dfccl_group *g, int link, double alpha_us, double beta_gbps)
+{
+    g->link_alpha_us[link]  = alpha_us;
+    g->link_beta_gbps[link] = beta_gbps;
+    g->alpha_us             = g->link_alpha_us[g->link];
+    g->beta_gbps            = g->link_beta_gbps[g->link];
+}
+
+/*
+ * The classes of link g's ranks talk over, from what every rank knows
+ * alike (all_local, net, the backend), and the values the cost estimates
+ * use until they are measured (dfcclGroupProfile; DFCCL_PROFILE=off keeps
+ * them):
+ *
+ *   - p2p: NVLink on H200s, a hop about 1 us (a CPU-GPU round trip through
+ *     mapped memory is 3.2 us, DESIGN.md), a copy kernel 365 GB/s: 300;
+ *   - shm between GPUs without p2p: pinned host memory over PCIe, 2 us and
+ *     20 GB/s; on the host backend a memcpy between threads, 1 us and 10
+ *     GB/s;
+ *   - net: UCX between hosts, 5 us and 12 GB/s (a 100 Gb/s NIC);
+ *   - a collective's fixed cost (submission, a pass of the daemon, its
+ *     completion on the host): the 10 us of a warm 8-byte allreduce on two
+ *     H200s less its two hops (DESIGN.md), and 10 us on the host backend.
+ *
+ * A group within a host whose GPUs do not all reach each other may cross
+ * shared memory somewhere on its ring: it is counted as shm.
+ */
+static void dfccl_group_links_nominal(struct dfccl_group *g)
+{
+    const int host  = g->ctx->backend == DFCCL_BACKEND_HOST;
+    const int local = !host && g->all_local ? DFCCL_LINK_P2P : DFCCL_LINK_SHM;
+
+    g->links   = 1u << local;
+    g->link    = local;
+    g->coll_us = host ? 10.0 : 8.0;
+    if (g->net) {
+        g->links |= 1u << DFCCL_LINK_NET;
+        g->link = DFCCL_LINK_NET;
+    }
+    dfccl_group_link_set(g, DFCCL_LINK_P2P, 1.0, 300.0);
+    dfccl_group_link_set(g, DFCCL_LINK_SHM, host ? 1.0 : 2.0, host ? 10.0 : 20.0);
+    dfccl_group_link_set(g, DFCCL_LINK_NET, 5.0, 12.0);
+}
+
 /* The end: the group on success, the same error on every rank otherwise. */
 static dfccl_status_t dfccl_boot_finish(dfccl_group_boot_t b, const int32_t *words,
                                         dfccl_group_t *group_p)
@@ -593,11 +637,8 @@ static dfccl_status_t dfccl_boot_finish(dfccl_group_boot_t b, const int32_t *wor
         for (int i = 0; i < n; i++) {
             g->all_local = g->all_local && words[i] > 0;
         }
+        dfccl_group_links_nominal(g);
         /* both ranks know both devices (exchange 1) */
-        /* a link as the cost estimates see it until it is measured: NVLink
-         * or shared memory within a host, a NIC between hosts */
-        g->alpha_us  = g->net ? 5.0 : 1.0;
-        g->beta_gbps = g->net ? 12.0 : (g->ctx->backend == DFCCL_BACKEND_HOST ? 10.0 : 300.0);
         g->pair = n == 2 && g->all_local &&
                   (g->ctx->backend == DFCCL_BACKEND_HOST || b->all[0].device != b->all[1].device);
         g->pool.attachers = g->all_local ? n - 1 : 1;
@@ -667,6 +708,7 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
                                 const char *name, dfccl_group_t *group_p)
 {
     dfccl_group_boot_t b;
+    dfccl_group_t g = NULL;
     dfccl_status_t st;
     void *all = NULL;
 
@@ -696,10 +738,25 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
                              "allgather failed", name != NULL ? name : "unnamed");
             break;
         }
-        st = dfcclGroupBootStep(b, all, group_p);
+        st = dfcclGroupBootStep(b, all, &g);
     } while (st == DFCCL_INPROGRESS);
     free(all);
     dfcclGroupBootFree(b);
+    /* Every rank is here at once, as in an exchange: the links can be
+     * measured now. (dfcclGroupBootStep leaves it to its caller, whose
+     * ranks may be setting up other groups in between.) The measurement
+     * runs collectives on the group: where they fail, so would the
+     * group's own, and the creation fails. */
+    if (st == DFCCL_OK && nranks > 1 && ctx->cfg.profile == DFCCL_PROFILE_CREATE &&
+        ctx->group_profile != NULL) {
+        st = ctx->group_profile(g);
+        if (st != DFCCL_OK) {
+            dfcclGroupDestroy(g);
+        }
+    }
+    if (st == DFCCL_OK) {
+        *group_p = g;
+    }
     return st;
 }
 

@@ -57,9 +57,9 @@ void dfccl_ctx_wait_kick(struct dfccl_rank_ctx *ctx, uint64_t gen, const struct 
  * back larger ones while a smaller grid runs), and a log position read after
  * the ring wrapped would be wrong. The daemon is not running. ctx->lock held.
  */
-static dfccl_status_t dfccl_ctx_size_grid(struct dfccl_rank_ctx *ctx)
+static uint32_t dfccl_ctx_grid_need(const struct dfccl_rank_ctx *ctx)
 {
-    uint32_t grid = 1, prev = ctx->args.nblocks;
+    uint32_t grid = 1;
 
     for (int id = 0; id < ctx->cfg.max_colls; id++) {
         if (ctx->colls[id].state != DFCCL_COLL_FREE &&
@@ -67,9 +67,13 @@ static dfccl_status_t dfccl_ctx_size_grid(struct dfccl_rank_ctx *ctx)
             grid = (uint32_t)ctx->colls[id].st.nchannels;
         }
     }
-    if (grid > (uint32_t)ctx->cfg.max_blocks) {
-        grid = (uint32_t)ctx->cfg.max_blocks;
-    }
+    return grid > (uint32_t)ctx->cfg.max_blocks ? (uint32_t)ctx->cfg.max_blocks : grid;
+}
+
+static dfccl_status_t dfccl_ctx_size_grid(struct dfccl_rank_ctx *ctx)
+{
+    uint32_t grid = dfccl_ctx_grid_need(ctx), prev = ctx->args.nblocks;
+
     if (ctx->exit_posted && grid > prev) {
         /* relaunched only so that blocks read the exit SQE: a block added
          * now would start past it and never exit */
@@ -319,6 +323,17 @@ dfccl_status_t dfccl_ctx_submit(struct dfccl_rank_ctx *ctx, int kind, int coll_i
     st = dfccl_ctx_maybe_launch(ctx, kind == DFCCL_SQE_EXIT);
     dfccl_ctx_kick(ctx);
     return st;
+}
+
+void dfccl_ctx_narrow(struct dfccl_rank_ctx *ctx)
+{
+    if (!ctx->launched_ever || ctx->exit_posted || ctx->aborted || ctx->inflight > 0 ||
+        ctx->args.nblocks <= dfccl_ctx_grid_need(ctx) || !ctx->be->running(ctx)) {
+        return;
+    }
+    /* quits like a launch that started before a mapping (the daemon
+     * ignores it in later launches) */
+    dfccl_ctx_submit(ctx, DFCCL_SQE_REMAP, -1, (const void *)(uintptr_t)ctx->launches, NULL);
 }
 
 void dfccl_ctx_complete(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t status)
