@@ -19,7 +19,8 @@
  *      DFCCL_MESH_SLOT_BYTES, or more on fewer ranks (alltoallv: that
  *      size), LL where the slot
  *      holds at most DFCCL_LL_BYTES (as the ring decides);
- *   3. cost: one hop, (n - 1) / n of the data out of every rank.
+ *   3. cost: n - 1 steps of one hop, (n - 1) / n of the data out of every
+ *      rank.
  */
 #include "../dfccl_int.h"
 
@@ -68,11 +69,13 @@ static size_t dfccl_mesh_layout(const dfccl_config_t *cfg, const struct dfccl_gr
     return dfccl_algo_sender_slots(cfg, st, nch, 256, (double)slice, most);
 }
 
-/* one hop; a rank sends (n - 1) / n of its data (bytes: all of it) */
+/* n - 1 steps, each one hop to another peer; a rank sends (n - 1) / n of
+ * its data (bytes: all of it) */
 static double dfccl_mesh_cost_us(const struct dfccl_group *g, int kind, size_t bytes)
 {
     (void)kind;
-    return dfccl_algo_alpha_beta(g, 1, (double)(g->nranks - 1) / g->nranks * (double)bytes);
+    return dfccl_algo_alpha_beta(g, g->nranks - 1,
+                                 (double)(g->nranks - 1) / g->nranks * (double)bytes);
 }
 
 DFCCL_ALGO_DEFINE(mesh, DFCCL_K_ALGO_MESH,

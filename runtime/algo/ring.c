@@ -15,7 +15,9 @@
  *      DFCCL_STEP_SLICES slices of at least DFCCL_MIN_PIPE_SLICE bytes, the
  *      slot as small as a slice, and LL for slots of up to DFCCL_LL_BYTES;
  *   3. cost: an allreduce takes 2(n-1) hops and moves 2(n-1)/n of the data
- *      on every link, the others n-1 hops and (n-1)/n of it.
+ *      on every link, the others n-1 hops and (n-1)/n of it (reduce and
+ *      broadcast all of it, all-to-all (n-1)/2 of it: blocks cross up to
+ *      n-1 links).
  *
  * Every rank computes the same answer from the same registration
  * arguments and configuration.
@@ -243,15 +245,33 @@ static size_t dfccl_ring_layout(const dfccl_config_t *cfg, const struct dfccl_gr
            (size_t)st->nslots * st->slot_bytes * (st->proto == DFCCL_K_PROTO_LL ? 2 : 1);
 }
 
+/* Hops in sequence, and the bytes every rank sends over its link: an
+ * allreduce 2 (n - 1) steps of 1/n of the data each; allgather and
+ * reduce-scatter n - 1 steps of a rank's share; reduce and broadcast pass
+ * the whole buffer along the chain, pipelined; an all-to-all's block for
+ * the rank k ahead crosses k links, (n - 1) / 2 of a rank's data on every
+ * link. */
 static double dfccl_ring_cost_us(const struct dfccl_group *g, int kind, size_t bytes)
 {
-    double n = g->nranks, hops = n - 1, moved = (n - 1) / n * (double)bytes;
+    const double n = g->nranks;
+    double hops = n - 1, moved = (n - 1) / n * (double)bytes;
 
-    if (kind == DFCCL_COLL_ALLREDUCE) {
+    switch (kind) {
+    case DFCCL_COLL_ALLREDUCE:
         hops *= 2;
         moved *= 2;
-    } else if (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER) {
+        break;
+    case DFCCL_COLL_ALLGATHER:
+    case DFCCL_COLL_REDUCESCATTER:
         moved = (n - 1) * (double)bytes; /* bytes: one rank's share */
+        break;
+    case DFCCL_COLL_REDUCE:
+    case DFCCL_COLL_BROADCAST:
+        moved = (double)bytes;
+        break;
+    case DFCCL_COLL_ALLTOALL:
+        moved = (n - 1) / 2 * (double)bytes;
+        break;
     }
     return dfccl_algo_alpha_beta(g, hops, moved);
 }
