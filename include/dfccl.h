@@ -144,6 +144,21 @@ typedef enum {
 } dfccl_algo_choice_t;
 
 /*
+ * DFCCL_TUNER: how DFCCL_ALGO=auto chooses. STATIC: the measured size
+ * thresholds (DFCCL_ONESHOT_BYTES, DFCCL_TWOSHOT_BYTES, ...). MODEL: every
+ * algorithm that can run the collective is asked for its alpha-beta time on
+ * the group's profiled links, and the fastest runs it, unless the static
+ * thresholds' choice is predicted within DFCCL_TUNER_MARGIN percent of it
+ * (then that one runs). Both put an MSCCL program of DFCCL_MSCCL_XML_FILES
+ * for that size first, and both choose from inputs that are the same on
+ * every rank.
+ */
+typedef enum {
+    DFCCL_TUNER_STATIC = 0,
+    DFCCL_TUNER_MODEL
+} dfccl_tuner_t;
+
+/*
  * DFCCL_PROFILE: CREATE: dfcclGroupCreate measures the group's links
  * (dfcclGroupProfile) before it returns; OFF: the group starts from the
  * backend's nominal values, which dfcclGroupProfile may replace later.
@@ -221,6 +236,8 @@ typedef struct {
     double            warn_s;        /* DFCCL_WARN_S */
     int               sigusr1;       /* DFCCL_SIGUSR1 */
     dfccl_algo_choice_t algo;        /* DFCCL_ALGO [group] */
+    dfccl_tuner_t     tuner;         /* DFCCL_TUNER [group] */
+    int               tuner_margin;  /* DFCCL_TUNER_MARGIN [group] */
     dfccl_profile_mode_t profile;    /* DFCCL_PROFILE [group] */
 } dfccl_config_t;
 
@@ -426,8 +443,8 @@ DFCCL_API dfccl_status_t dfcclGroupDestroy(dfccl_group_t group);
  * of S / k bytes against one of S (AdapCC's way), and small allreduces
  * against small allgathers. Every rank takes the worst of the ranks'
  * answers, so the results are the same on all of them. The algorithms'
- * cost estimates and ctree's chunk count use them for later
- * registrations. dfcclGroupCreate measures them itself
+ * cost estimates (DFCCL_TUNER=model, dfcclPredict) and ctree's chunk count
+ * use them for later registrations. dfcclGroupCreate measures them itself
  * (DFCCL_PROFILE=create); groups set up through dfcclGroupBootStep, whose
  * ranks may be setting up other groups meanwhile, and DFCCL_PROFILE=off
  * start from the backend's nominal values until this is called.
@@ -452,6 +469,18 @@ DFCCL_API dfccl_status_t dfcclGroupLinkModel(dfccl_group_t group, dfccl_link_t l
                                              double *alpha_us, double *beta_gbps,
                                              double *coll_us);
 
+/*
+ * The model's time for a collective on `group`: for desc->algo
+ * DFCCL_ALGO_AUTO, the algorithm dfcclRegister would take (DFCCL_ALGO, then
+ * `tuner`'s policy: a dfccl_tuner_t, or -1 for the configuration's
+ * DFCCL_TUNER) in *algo_p and its predicted microseconds per call; for a
+ * named algorithm, that one's, or DFCCL_ERR_UNSUPPORTED (not printed) where
+ * it cannot run the collective. desc->count as dfcclRegister reads it (an
+ * alltoall's: per pair). What dfccl-bench --algos prints beside the
+ * measured times. Local; the same on every rank. Either output may be NULL.
+ */
+DFCCL_API dfccl_status_t dfcclPredict(dfccl_group_t group, const dfccl_coll_desc_t *desc,
+                                      int tuner, dfccl_algo_choice_t *algo_p, double *us_p);
 
 /*
  * Whether `group` can run collectives of `kind` (dfccl_coll_kind_t):

@@ -21,6 +21,7 @@ static const char *const dfccl_cfg_protos[]     = {"default", "auto", "simple", 
 static const char *const dfccl_cfg_arrivals[]   = {"default", "off", "stuck", "always", NULL};
 static const char *const dfccl_cfg_algos[]      = {"auto", "ring", "oneshot", "twoshot",
                                                    "mesh", "msccl", "tree", "ctree", NULL};
+static const char *const dfccl_cfg_tuners[]     = {"static", "model", NULL};
 static const char *const dfccl_cfg_profiles[]   = {"create", "off", NULL};
 
 /*
@@ -79,8 +80,27 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "`DFCCL_MSCCL_XML_FILES`, `tree` and `ctree` for allreduces; as `NCCL_ALGO`); "
                   "a collective it cannot run takes "
                   "the default, with one warning per group; `auto`: the default policy (a "
-                  "matching MSCCL program, then the thresholds below); same on every rank",
+                  "matching MSCCL program, then `DFCCL_TUNER`); same on every rank",
                   "auto"),
+    DFCCL_TUNABLE(tuner, "DFCCL_TUNER", "tuner", DFCCL_TUNABLE_ENUM,
+                  0, 1, 0, 0,
+                  DFCCL_TUNER_STATIC, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, dfccl_cfg_tuners,
+                  "static or model",
+                  "how `DFCCL_ALGO=auto` chooses, after a matching MSCCL program: `static`, the "
+                  "size thresholds below (`DFCCL_ONESHOT_BYTES`, `DFCCL_TWOSHOT_BYTES`, ...); "
+                  "`model`, the algorithm whose alpha-beta time on the group's measured links "
+                  "(`DFCCL_PROFILE`) is least among those that can run the collective (see "
+                  "`DFCCL_TUNER_MARGIN`); `dfccl-bench --algos` shows both; same on every rank",
+                  "static"),
+    DFCCL_TUNABLE(tuner_margin, "DFCCL_TUNER_MARGIN", "tuner_margin", DFCCL_TUNABLE_INT,
+                  0, 1000, 0, 0,
+                  10, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "0 to 1000 (percent)",
+                  "`DFCCL_TUNER=model` leaves the static thresholds' choice only for an "
+                  "algorithm predicted faster by more than this many percent of its time (the "
+                  "model's error on the host backend is some 20 %; `dfccl-bench --algos` prints "
+                  "it); 0: the least predicted always; same on every rank",
+                  "10"),
     DFCCL_TUNABLE(profile, "DFCCL_PROFILE", "profile", DFCCL_TUNABLE_ENUM,
                   0, 1, 0, 0,
                   DFCCL_PROFILE_CREATE, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP,
@@ -409,6 +429,7 @@ _Static_assert(sizeof(dfccl_backend_t) == sizeof(int) && sizeof(dfccl_progress_t
                    sizeof(dfccl_algo_choice_t) == sizeof(int) &&
                    sizeof(dfccl_transport_t) == sizeof(int) &&
                    sizeof(dfccl_proto_t) == sizeof(int) && sizeof(dfccl_arrivals_t) == sizeof(int) &&
+                   sizeof(dfccl_tuner_t) == sizeof(int) &&
                    sizeof(dfccl_profile_mode_t) == sizeof(int),
                "the configuration's enums are read and written as int");
 

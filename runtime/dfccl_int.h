@@ -769,9 +769,16 @@ extern const dfccl_algo_t dfccl_algo_ring, dfccl_algo_oneshot, dfccl_algo_twosho
 
 /* algo/algo.c */
 /* The algorithm of a collective: DFCCL_ALGO's if it can, else the default
- * policy (the configuration's thresholds); *nch_p its channels. */
+ * policy (DFCCL_TUNER: the configuration's thresholds, or the model's
+ * fastest); *nch_p its channels. */
 const dfccl_algo_t *dfccl_algo_select(const dfccl_config_t *cfg, struct dfccl_group *g,
                                       int kind, size_t count, int dtype, int op, int *nch_p);
+/* The model's microseconds for `a` running `kind` of `count` elements of
+ * `dtype` on g over `nch` channels (its plan's): the group's fixed cost of a
+ * collective plus the module's alpha-beta estimate, whose bytes count
+ * twice where its layout takes LL. Same on every rank. */
+double dfccl_algo_predict_us(const dfccl_config_t *cfg, const struct dfccl_group *g,
+                             const dfccl_algo_t *a, int kind, size_t count, int dtype, int nch);
 const dfccl_algo_t *dfccl_algo_by_id(uint32_t id);
 
 /* algo/common.c */

@@ -67,11 +67,16 @@ static size_t dfccl_oneshot_layout(const dfccl_config_t *cfg, const struct dfccl
     return sizeof(dfccl_conn_ctrl_t) + (size_t)st->nranks * st->nslots * st->slot_bytes * 2;
 }
 
-/* one hop; every rank writes (n-1) times its part, twice in LL */
+/* one hop; every rank writes what each of its n - 1 peers needs: all of
+ * the buffer (allreduce), a rank's share (allgather, reduce-scatter), a
+ * pair's block (alltoall: bytes / n). In LL (dfccl_algo_predict_us
+ * counts the bytes twice). */
 static double dfccl_oneshot_cost_us(const struct dfccl_group *g, int kind, size_t bytes)
 {
-    (void)kind;
-    return dfccl_algo_alpha_beta(g, 1, 2.0 * (g->nranks - 1) * (double)bytes);
+    const double n = g->nranks;
+
+    return dfccl_algo_alpha_beta(g, 1, (n - 1) * (double)bytes / (kind == DFCCL_COLL_ALLTOALL
+                                                                       ? n : 1.0));
 }
 
 DFCCL_ALGO_DEFINE(oneshot, DFCCL_K_ALGO_ONESHOT,
