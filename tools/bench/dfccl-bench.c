@@ -36,6 +36,11 @@
  * stream-ordered library); --registered N reports the device memory held
  * by N registered collectives (allreduces unless -c says) and the SMs the
  * daemon holds, active and idle;
+ * --algos runs each size on every algorithm that can take it, one by one
+ * (dfcclRegister's algorithm), and prints the model's time for each
+ * (dfcclPredict) beside the measured one, which algorithm DFCCL_TUNER and
+ * the static thresholds pick, and which was fastest: the table that
+ * calibrates the model and checks the tuner;
  * --stats adds, after each size, the median, 99th percentile and slowest
  * of the timed calls (with --disorder, of the ordered and of the shuffled
  * rounds) and the daemon's launches, quits, preemptions and context loads
@@ -92,6 +97,7 @@ typedef struct {
     int    registered; /* --registered N: memory and SMs with N registered collectives */
     const char *plot; /* --plot FILE.svg, rank 0 writes it */
     int    stats;     /* --stats: call percentiles and daemon counters per size */
+    int    algos;     /* --algos: every algorithm per size, predicted and measured */
 } bench_opts_t;
 
 typedef struct {
@@ -892,6 +898,115 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     }
 }
 
+/* ---- --algos: every algorithm that can run a size, predicted and measured */
+
+/* dfccl_algo_choice_t's names (DFCCL_ALGO's values) */
+static const char *const algo_names[] = {"auto", "ring",  "oneshot", "twoshot",
+                                         "mesh", "msccl", "tree",    "ctree"};
+#define BENCH_NALGOS ((int)(sizeof(algo_names) / sizeof(algo_names[0])))
+
+/* What --algos sums over the sizes: the model's relative errors, and the
+ * measured time of the tuner's and of the static thresholds' picks against
+ * the best measured one. */
+typedef struct {
+    double err_sum, err_worst;
+    int    nerr;
+    double pick_worst, static_worst; /* largest pick / best */
+    int    pick_slower;              /* sizes where the pick took longer than static's */
+    int    sizes;
+} bench_algos_t;
+
+/* One size: a row per algorithm that can run it (registered with that
+ * algorithm through dfcclRegister), then a line saying which the tuner
+ * (DFCCL_TUNER) and the static thresholds pick and which was fastest. */
+static void bench_algos_size(bench_t *b, const bench_opts_t *o, size_t bytes, bench_algos_t *acc)
+{
+    const size_t esz    = dfccl_dtype_size(o->dtype);
+    dfccl_coll_desc_t d = {(dfccl_coll_kind_t)o->coll, 0, (dfccl_datatype_t)o->dtype,
+                           (dfccl_op_t)o->op, o->root, 0, DFCCL_ALGO_AUTO};
+    dfccl_algo_choice_t pick = DFCCL_ALGO_AUTO, spick = DFCCL_ALGO_AUTO;
+    double meas[BENCH_NALGOS], pred[BENCH_NALGOS];
+    size_t count, reg, in, out;
+    int best = -1;
+
+    bench_counts(o, b->nranks, bytes, &count, &reg, &in, &out);
+    if (reg == 0) {
+        return;
+    }
+    if (bench_is_a2a(o)) {
+        count = bench_a2a_layout(b, o, reg);
+    }
+    d.count = reg;
+    if (dfcclPredict(b->group, &d, -1, &pick, NULL) != DFCCL_OK ||
+        dfcclPredict(b->group, &d, DFCCL_TUNER_STATIC, &spick, NULL) != DFCCL_OK) {
+        bench_die("dfcclPredict: %s", dfcclGetLastErrorMessage());
+    }
+    for (int a = 1; a < BENCH_NALGOS; a++) {
+        dfccl_coll_info_t info;
+        char marks[32];
+        long wrong = 0;
+        double t, err;
+        int id;
+
+        meas[a] = -1.0;
+        d.algo  = (dfccl_algo_choice_t)a;
+        /* the same answer on every rank: all run the same algorithms */
+        if (dfcclPredict(b->group, &d, -1, NULL, &pred[a]) != DFCCL_OK) {
+            continue;
+        }
+        if (dfcclRegister(&d, b->group, &id) != DFCCL_OK) {
+            bench_die("registration failed: %s", dfcclGetLastErrorMessage());
+        }
+        bench_fill(b, o, in);
+        BENCH_TIME(b, o, bench_dfccl_run(b, o, id), &t, NULL);
+        if (o->check) {
+            bench_clear(b, b->rbuf, out * esz);
+            bench_fill(b, o, in);
+            bench_dfccl_run(b, o, id);
+            wrong = bench_sum(bench_check(b, o, reg, out));
+        }
+        if (dfcclGetCollInfo(id, b->ctx, &info) != DFCCL_OK) {
+            info.algo = "?";
+            info.nchannels = 0;
+            info.proto = "?";
+        }
+        /* every rank has finished its calls: its connectors may go */
+        bench_barrier();
+        dfcclDeregister(id, b->ctx);
+        meas[a] = t;
+        if (best < 0 || t < meas[best]) {
+            best = a;
+        }
+        err = (pred[a] - t) / t;
+        acc->err_sum += fabs(err);
+        acc->nerr++;
+        acc->err_worst = fabs(err) > acc->err_worst ? fabs(err) : acc->err_worst;
+        snprintf(marks, sizeof(marks), "%s%s", a == (int)pick ? "pick" : "",
+                 a == (int)spick ? (a == (int)pick ? ",static" : "static") : "");
+        if (b->rank == 0) {
+            printf("%12zu %12zu %8s %10.1f %10.1f %+7.0f%% %7ld  %-12s %s/%d/%s\n",
+                   count * esz, count, algo_names[a], pred[a], t, 100.0 * err, wrong,
+                   marks[0] != '\0' ? marks : "-", info.algo, info.nchannels, info.proto);
+        }
+    }
+    if (best > 0 && meas[pick] > 0 && meas[spick] > 0) {
+        const double rp = meas[pick] / meas[best], rs = meas[spick] / meas[best];
+
+        acc->pick_worst   = rp > acc->pick_worst ? rp : acc->pick_worst;
+        acc->static_worst = rs > acc->static_worst ? rs : acc->static_worst;
+        acc->pick_slower += meas[pick] > meas[spick];
+        acc->sizes++;
+        if (b->rank == 0) {
+            printf("# %zu bytes: pick %s, static %s, fastest %s; pick / fastest %.2f, "
+                   "static / fastest %.2f\n", count * esz, algo_names[pick],
+                   algo_names[spick], algo_names[best], rp, rs);
+        }
+    }
+    if (b->rank == 0) {
+        fflush(stdout);
+    }
+}
+
 /* ---- --disorder: N collectives per round, in one order and shuffled ----- */
 
 /* One round: post the N collectives in `order`, then wait for them in the
@@ -1185,6 +1300,10 @@ static void bench_usage(void)
            "      --model          print the alpha-beta model's time of the ring, the\n"
            "                       trees and ctree for 8 to 1024 GPUs in hosts of 8, and\n"
            "                       run nothing\n"
+           "      --algos          per size, every algorithm that can run it, forced one by\n"
+           "                       one: the model's time (dfcclPredict), the measured\n"
+           "                       time and the model's error; which DFCCL_TUNER and the\n"
+           "                       static thresholds pick, and which was fastest\n"
            "      --stats          after each size, the median, 99th percentile and slowest\n"
            "                       of the timed calls (or --disorder rounds) and what the\n"
            "                       daemon did (launches, quits, preemptions, context loads)\n"
@@ -1206,16 +1325,19 @@ int main(int argc, char **argv)
         {"check", 1, NULL, 'k'},    {"compare", 1, NULL, 'C'},    {"help", 0, NULL, 'h'},
         {"cold", 1, NULL, 'Q'},     {"plot", 1, NULL, 'P'},       {"disorder", 1, NULL, 'D'},
         {"registered", 1, NULL, 'G'}, {"stats", 0, NULL, 'S'},       {"late", 1, NULL, 'L'},
-        {"barrier", 0, NULL, 'B'},  {"model", 0, NULL, 'M'},       {NULL, 0, NULL, 0}};
+        {"barrier", 0, NULL, 'B'},  {"model", 0, NULL, 'M'},       {"algos", 0, NULL, 'A'},
+        {NULL, 0, NULL, 0}};
     bench_opts_t o = {.coll = 0, .dtype = DFCCL_FLOAT32, .op = DFCCL_SUM, .min_bytes = 8,
                       .factor = 2.0, .warmup = 5, .iters = 20, .check = 1};
     bench_t b;
     dfccl_config_t cfg;
     dfccl_stats_t stats;
+    bench_algos_t acc;
     size_t bytes;
     int c, max_set = 0;
 
     memset(&b, 0, sizeof(b));
+    memset(&acc, 0, sizeof(acc));
 #ifdef DFCCL_BENCH_MPI
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
@@ -1257,6 +1379,7 @@ int main(int argc, char **argv)
         case 'G': o.registered = bench_int(optarg, "--registered", 0, 100000); break;
         case 'S': o.stats = 1; break;
         case 'B': o.barrier = 1; break;
+        case 'A': o.algos = 1; break;
         case 'M':
             /* a table of the model, and nothing run */
             if (b.rank == 0) {
@@ -1304,9 +1427,15 @@ int main(int argc, char **argv)
                           bench_size_text(o.max_bytes, hi, sizeof(hi)));
     }
     if ((o.disorder > 0 && (o.nccl || o.cold_us > 0 || o.late_us > 0 || o.plot != NULL)) ||
-        (o.registered > 0 && (o.disorder > 0 || o.nccl || o.plot != NULL))) {
-        bench_usage_error("--disorder and --registered run alone (no --compare, --cold, "
-                          "--late or --plot with them)");
+        (o.registered > 0 && (o.disorder > 0 || o.nccl || o.plot != NULL)) ||
+        (o.algos && (o.disorder > 0 || o.registered > 0 || o.nccl || o.plot != NULL ||
+                     o.stats))) {
+        bench_usage_error("--disorder, --registered and --algos run alone (no --compare, "
+                          "--plot or --stats with them, nor --cold or --late with --disorder)");
+    }
+    if (o.algos && o.coll == 6) {
+        bench_usage_error("--algos runs what dfcclRegister takes: not alltoallv (only the "
+                          "mesh runs it)");
     }
     /* NCCL's NVLink multicast can take shared GPUs out of service. */
     setenv("NCCL_NVLS_ENABLE", "0", 1);
@@ -1380,7 +1509,26 @@ int main(int argc, char **argv)
         bench_finish(&b, &o);
         return bad;
     }
-    if (o.disorder > 0 && b.rank == 0) {
+    if (o.algos && b.rank == 0) {
+        double a = 0, bw = 0, c = 0;
+        dfcclGroupModel(b.group, &a, &bw);
+        for (int l = 0; l < DFCCL_LINK_COUNT; l++) {
+            if (dfcclGroupLinkModel(b.group, (dfccl_link_t)l, NULL, NULL, &c) == DFCCL_OK) {
+                break;
+            }
+        }
+        printf("# dfccl-bench --algos: %s, %s, %s, %d rank(s), backend %s, warmup %d, "
+               "iterations %d, tuner %s\n", coll_names[o.coll], type_names[o.dtype],
+               op_names[o.op], b.nranks, b.on_gpu ? "cuda" : "host", o.warmup, o.iters,
+               cfg.tuner == DFCCL_TUNER_MODEL ? "model" : "static");
+        printf("# the group's model: alpha %.3g us, beta %.3g GB/s (slowest link), a "
+               "collective %.3g us\n", a, bw, c);
+        printf("# a row per algorithm that can run the size; predicted: dfcclPredict; "
+               "measured: mean us per call (run + wait), slowest rank; error: (predicted - "
+               "measured) / measured; pick: DFCCL_TUNER's choice, static: the thresholds'\n");
+        printf("#%11s %12s %8s %10s %10s %8s %7s  %-12s %s\n", "size", "count", "algo",
+               "predicted", "measured", "error", "#wrong", "choice", "ran");
+    } else if (o.disorder > 0 && b.rank == 0) {
         printf("# dfccl-bench --disorder %d: %s, %s, %s, %d rank(s), backend %s, warmup %d, "
                "rounds %d\n", o.disorder, coll_names[o.coll], type_names[o.dtype],
                op_names[o.op], b.nranks, b.on_gpu ? "cuda" : "host", o.warmup, o.iters);
@@ -1423,12 +1571,21 @@ int main(int argc, char **argv)
     }
     for (bytes = o.min_bytes; bytes <= o.max_bytes && b.nids + 64 <= 1024;) {
         size_t next = (size_t)((double)bytes * o.factor);
-        if (o.disorder > 0) {
+        if (o.algos) {
+            bench_algos_size(&b, &o, bytes, &acc);
+        } else if (o.disorder > 0) {
             bench_disorder_size(&b, &o, bytes);
         } else {
             bench_size(&b, &o, bytes);
         }
         bytes = next > bytes ? next : bytes + 1;
+    }
+    if (o.algos && b.rank == 0 && acc.nerr > 0) {
+        printf("# model error over %d runs: mean %.0f%%, worst %.0f%%\n", acc.nerr,
+               100.0 * acc.err_sum / acc.nerr, 100.0 * acc.err_worst);
+        printf("# over %d sizes: pick / fastest at most %.2f, static / fastest at most %.2f; "
+               "the pick slower than static's at %d\n", acc.sizes, acc.pick_worst,
+               acc.static_worst, acc.pick_slower);
     }
     if (b.plot != NULL) {
         if (bench_plot_write(b.plot, o.plot) != 0) {

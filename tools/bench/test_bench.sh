@@ -4,7 +4,8 @@
 # sizes with its results checked (#wrong must be 0; all-to-all's every
 # received element, alltoallv's blocks uneven), the disorder rounds and
 # the registration report, and bad command lines that must fail with one
-# message naming the option; --model's table; scripts/demo.sh --help.
+# message naming the option; --model's table; --algos' table of every
+# algorithm per size; scripts/demo.sh --help.
 # Two MPI ranks when the bench was built with MPI, one process otherwise.
 set -u
 bench=${DFCCL_BENCH:-$(dirname "$0")/dfccl-bench}
@@ -121,6 +122,33 @@ else
     echo "PASS: --model"
 fi
 
+# --algos: a row per algorithm that can run each size (results checked,
+# #wrong in column 7), the model's time positive, exactly one row per size
+# marked as the tuner's pick and one as the static thresholds', and a line
+# per size naming both and the fastest; under the model tuner too
+algos() { # name args...
+    name=$1
+    shift
+    run "$name" 7 --algos "$@"
+    sizes=$(grep -c '^# [0-9]* bytes: pick [a-z]*, static [a-z]*, fastest [a-z]*;' "$out")
+    bad=$(awk '$1 ~ /^[0-9]+$/ { if (!($4 > 0)) bad++; if ($8 ~ /pick/) p[$1]++;
+                                 if ($8 ~ /static/) s[$1]++; n[$1] = 1 }
+               END { for (k in n) if (p[k] != 1 || s[k] != 1) bad++; print bad + 0 }' "$out")
+    rows=$(awk '$1 ~ /^[0-9]+$/ { n[$1] = 1 } END { print length(n) }' "$out")
+    if [ "$sizes" -eq 0 ] || [ "$sizes" -ne "$rows" ] || [ "$bad" -ne 0 ] ||
+       ! grep -q '^# model error over [0-9]* runs: mean' "$out"; then
+        echo "FAIL: $name: $sizes summary lines for $rows sizes, $bad sizes without one pick"
+        sed 's/^/    /' "$out" | tail -30
+        failed=1
+    fi
+}
+algos "allreduce --algos" -c allreduce -b 8 -e 256K -f 8 -w 1 -n 3
+algos "alltoall --algos" -c alltoall -b 64 -e 64K -f 32 -w 1 -n 3
+DFCCL_TUNER=model
+export DFCCL_TUNER
+algos "reducescatter --algos, model tuner" -c reducescatter -b 64 -e 64K -f 32 -w 1 -n 3
+unset DFCCL_TUNER
+
 # A mistake in the command line (issue 55, item 12): refused (exit status
 # 2) with one line (from rank 0 only) that names the option and the valid
 # values, before anything runs. mpirun adds its own report of the exit
@@ -153,6 +181,8 @@ bad '-f/--stepfactor takes a number above 1' -f 1
 bad '--disorder takes an integer from 0 to 64' --disorder 1000
 bad "unknown option, or one without its value: '--bogus'" --bogus
 bad "unexpected argument 'extra'" extra
+bad '--algos runs what dfcclRegister takes: not alltoallv' --algos -c alltoallv
+bad '--disorder, --registered and --algos run alone' --algos --stats
 "$bench" --help >"$out" 2>&1
 if [ $? -ne 0 ] || ! grep -q '^usage: ' "$out"; then
     echo "FAIL: dfccl-bench --help"
