@@ -238,6 +238,8 @@ typedef struct {
     dfccl_algo_choice_t algo;        /* DFCCL_ALGO [group] */
     dfccl_tuner_t     tuner;         /* DFCCL_TUNER [group] */
     int               tuner_margin;  /* DFCCL_TUNER_MARGIN [group] */
+    uint32_t          model_slice_ns; /* DFCCL_MODEL_SLICE_NS [group] */
+    uint32_t          model_block_mbps; /* DFCCL_MODEL_BLOCK_MBPS [group] */
     dfccl_profile_mode_t profile;    /* DFCCL_PROFILE [group] */
 } dfccl_config_t;
 

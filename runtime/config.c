@@ -101,6 +101,24 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "model's error on the host backend is some 20 %; `dfccl-bench --algos` prints "
                   "it); 0: the least predicted always; same on every rank",
                   "10"),
+    DFCCL_TUNABLE(model_slice_ns, "DFCCL_MODEL_SLICE_NS", "model_slice_ns", DFCCL_TUNABLE_U32,
+                  0, 100000000, 0, 0,
+                  0, 2000, 2000, NULL,
+                  "0 (backend default) to 10^8",
+                  "the model's cost of every slice a channel moves past the first of each hop "
+                  "(a barrier and, in SIMPLE, a release that waits for the stores: about 2 us on "
+                  "H200s); for calibration from `dfccl-bench --algos`; same on every rank",
+                  "2000 / 2000"),
+    DFCCL_TUNABLE(model_block_mbps, "DFCCL_MODEL_BLOCK_MBPS", "model_block_mbps",
+                  DFCCL_TUNABLE_U32,
+                  0, UINT32_MAX, 0, 0,
+                  0, 4000, 20000, NULL,
+                  "0 (backend default) to 2^32 - 1",
+                  "the model's bandwidth of one channel, MB/s: a collective on k channels moves "
+                  "its bytes at the least of k times this and the link's measured beta (a block "
+                  "moves about 20 GB/s on H200s, a host thread a few GB/s); for calibration from "
+                  "`dfccl-bench --algos`; same on every rank",
+                  "4000 / 20000"),
     DFCCL_TUNABLE(profile, "DFCCL_PROFILE", "profile", DFCCL_TUNABLE_ENUM,
                   0, 1, 0, 0,
                   DFCCL_PROFILE_CREATE, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP,

@@ -775,8 +775,10 @@ const dfccl_algo_t *dfccl_algo_select(const dfccl_config_t *cfg, struct dfccl_gr
                                       int kind, size_t count, int dtype, int op, int *nch_p);
 /* The model's microseconds for `a` running `kind` of `count` elements of
  * `dtype` on g over `nch` channels (its plan's): the group's fixed cost of a
- * collective plus the module's alpha-beta estimate, whose bytes count
- * twice where its layout takes LL. Same on every rank. */
+ * collective plus the module's alpha-beta estimate, its bytes twice where
+ * its layout takes LL, at most DFCCL_MODEL_BLOCK_MBPS a channel, and
+ * DFCCL_MODEL_SLICE_NS for each slice past one a hop. Same on every
+ * rank. */
 double dfccl_algo_predict_us(const dfccl_config_t *cfg, const struct dfccl_group *g,
                              const dfccl_algo_t *a, int kind, size_t count, int dtype, int nch);
 const dfccl_algo_t *dfccl_algo_by_id(uint32_t id);

@@ -30,6 +30,7 @@
  */
 #include "../dfccl_int.h"
 
+#include <math.h>
 #include <string.h>
 
 static const dfccl_algo_t *const dfccl_algos[] = {&dfccl_algo_ring,    &dfccl_algo_oneshot,
@@ -92,30 +93,60 @@ static double dfccl_algo_cost_bytes(const struct dfccl_group *g, int kind, size_
     return bytes;
 }
 
+/* A module's estimate on a link of `alpha_us` and `beta_gbps` instead of
+ * g's: at (1, infinite) its hops, at (0, 1 byte per us) the bytes it moves
+ * over a link. */
+static double dfccl_algo_probe(const struct dfccl_group *g, const dfccl_algo_t *a, int kind,
+                               double bytes, double alpha_us, double beta_gbps)
+{
+    struct dfccl_group p = *g;
+
+    p.alpha_us  = alpha_us;
+    p.beta_gbps = beta_gbps;
+    return a->cost_us(&p, kind, (size_t)bytes);
+}
+
+/*
+ * The module's hops h and bytes b over a link (its cost_us, probed), on
+ * its plan's k channels and its layout's slots of s bytes:
+ *
+ *     T = c + h alpha + (n_s - h)+ sigma + b' / min(beta, k beta_ch)
+ *
+ * c the group's fixed cost of a collective; b' = b, or 2b where the
+ * layout carries LL (8 bytes of data in a 16-byte line); n_s = ceil(b /
+ * (k s)), the slices a channel moves one after the other, each past the
+ * first of a hop paying sigma (DFCCL_MODEL_SLICE_NS: a barrier, and in
+ * SIMPLE a release that waits for the stores; alpha, measured on small
+ * collectives, holds one slice a hop); beta_ch a channel's bandwidth
+ * (DFCCL_MODEL_BLOCK_MBPS: one block copies only so fast). MSCCL
+ * programs: c plus their estimate.
+ */
 double dfccl_algo_predict_us(const dfccl_config_t *cfg, const struct dfccl_group *g,
                              const dfccl_algo_t *a, int kind, size_t count, int dtype, int nch)
 {
     const double bytes = dfccl_algo_cost_bytes(g, kind, count, dtype);
-    double us          = a->cost_us(g, kind, bytes);
+    double hops, moved, slices, bw, us;
     dfccl_coll_static_t st;
 
-    /* LL moves every 8 bytes in a 16-byte line: the bytes' time twice
-     * (the estimate again with no latency) */
-    if (g->nranks > 1 && a != &dfccl_algo_msccl) {
-        memset(&st, 0, sizeof(st));
-        st.kind      = (uint32_t)kind;
-        st.dtype     = (uint32_t)dtype;
-        st.count     = count;
-        st.nranks    = (uint32_t)g->nranks;
-        st.rank      = (uint32_t)g->rank;
-        st.elem_size = (uint32_t)dfccl_dtype_bytes(dtype);
-        a->layout(cfg, g, nch, &st);
-        if (st.proto == DFCCL_K_PROTO_LL) {
-            struct dfccl_group bw = *g;
-
-            bw.alpha_us = 0;
-            us += a->cost_us(&bw, kind, bytes);
-        }
+    if (g->nranks < 2 || a == &dfccl_algo_msccl) {
+        return g->coll_us + a->cost_us(g, kind, (size_t)bytes);
+    }
+    memset(&st, 0, sizeof(st));
+    st.kind      = (uint32_t)kind;
+    st.dtype     = (uint32_t)dtype;
+    st.count     = count;
+    st.nranks    = (uint32_t)g->nranks;
+    st.rank      = (uint32_t)g->rank;
+    st.elem_size = (uint32_t)dfccl_dtype_bytes(dtype);
+    a->layout(cfg, g, nch, &st);
+    hops   = dfccl_algo_probe(g, a, kind, bytes, 1.0, 1e300);
+    moved  = dfccl_algo_probe(g, a, kind, bytes, 0.0, 1e-3);
+    slices = ceil(moved / nch / (st.slot_bytes > 0 ? st.slot_bytes : 1));
+    bw     = (double)cfg->model_block_mbps * 1e-3 * nch; /* GB/s */
+    bw     = bw < g->beta_gbps ? bw : g->beta_gbps;
+    us     = hops * g->alpha_us + moved * (st.proto == DFCCL_K_PROTO_LL ? 2.0 : 1.0) / (bw * 1e3);
+    if (slices > hops) {
+        us += (slices - hops) * cfg->model_slice_ns * 1e-3;
     }
     return g->coll_us + us;
 }
