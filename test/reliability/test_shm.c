@@ -200,6 +200,10 @@ static int modes_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
      * within milliseconds: in explicit progress mode they stay until the
      * ranks progress, so that the checks below see them and their modes. */
     setenv("DFCCL_PROGRESS", "explicit", 1);
+    /* and no profile at creation: its collectives would progress the
+     * ranks, and its registrations make the segments that those below
+     * then fit in, already attached */
+    setenv("DFCCL_PROFILE", "off", 1);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g[0]);
     unsetenv("DFCCL_PROGRESS");
     DFCCL_TEST_CHECK(dfcclGroupCreate(ctx, n, rank, dfccl_test_oob_allgather, oob, "second",
