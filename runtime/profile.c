@@ -143,7 +143,7 @@ static dfccl_status_t dfccl_profile_split(dfccl_group_t g, void *buf, size_t big
     return st != DFCCL_OK ? st : dst;
 }
 
-/* The worst of every rank's `v` (three doubles in `buf`), in v. */
+/* The worst of every rank's `v` (three doubles, through `buf`), in v. */
 static dfccl_status_t dfccl_profile_agree(dfccl_group_t g, void *buf, double v[3])
 {
     dfccl_coll_desc_t d  = {DFCCL_KIND_ALLREDUCE, 3, DFCCL_FLOAT64, DFCCL_MAX,
@@ -175,14 +175,29 @@ dfccl_status_t dfccl_profile_group(struct dfccl_group *g)
      * host backend (whose calls cost 100 us or more) */
     const size_t big     = ctx->backend == DFCCL_BACKEND_HOST ? (size_t)2 << 20
                                                               : (size_t)64 << 20;
-    double t_ar = 0, t_ag = 0, t_k = 0, t_1 = 0, v[3];
-    void *buf = NULL;
+    double t_ar = 0, t_ag = 0, t_k = 0, t_1 = 0, v[3] = {0, 0, 0};
+    void *buf = NULL, *word = NULL;
     dfccl_status_t st;
 
     if (g->nranks < 2) {
         return DFCCL_OK;
     }
-    st = ctx->be->dev_alloc(ctx, big, &buf);
+    /* A rank that cannot have the large buffer says so before anything
+     * waits for it (through a buffer of a few bytes), and no rank
+     * measures: the group keeps its values. */
+    st = ctx->be->dev_alloc(ctx, 3 * sizeof(double), &word);
+    if (st == DFCCL_OK) {
+        dfccl_error_quiet(1);
+        v[0] = ctx->be->dev_alloc(ctx, big, &buf) == DFCCL_OK ? 0 : 1;
+        dfccl_error_quiet(0);
+        st = dfccl_profile_agree(g, word, v);
+    }
+    if (st == DFCCL_OK && v[0] != 0) {
+        dfccl_info("group %s: a rank has no %zu bytes to measure the links with; the group "
+                   "keeps alpha %.3g us, beta %.3g GB/s", g->name, big, g->alpha_us,
+                   g->beta_gbps);
+        goto out;
+    }
     if (st == DFCCL_OK) {
         st = dfccl_profile_split(g, buf, big, &t_k, &t_1);
     }
@@ -203,10 +218,20 @@ dfccl_status_t dfccl_profile_group(struct dfccl_group *g)
         v[1] = isfinite(per_b) && f > 0 && per_b > 0 ? per_b : 1.0 / (g->beta_gbps * 1e3);
         v[2] = t_ag - (n - 1) * v[0];
         v[2] = isfinite(v[2]) && v[2] > 0 ? v[2] : 0;
-        st   = dfccl_profile_agree(g, buf, v);
+        st   = dfccl_profile_agree(g, word, v);
     }
+    if (st == DFCCL_OK) {
+        dfccl_group_link_set(g, g->link, v[0], 1.0 / (v[1] * 1e3));
+        g->coll_us = v[2];
+        dfccl_info("group %s: links measured, alpha %.3g us, beta %.3g GB/s, a collective "
+                   "%.3g us", g->name, g->alpha_us, g->beta_gbps, g->coll_us);
+    }
+out:
     if (buf != NULL) {
         ctx->be->dev_free(ctx, buf);
+    }
+    if (word != NULL) {
+        ctx->be->dev_free(ctx, word);
     }
     /* the profile's large collectives widened the daemon: the group's own
      * start from a launch as wide as they need */
@@ -218,10 +243,6 @@ dfccl_status_t dfccl_profile_group(struct dfccl_group *g)
                            "estimates (alpha %.3g us, beta %.3g GB/s)", g->name,
                            dfcclGetLastErrorMessage(), g->alpha_us, g->beta_gbps);
     }
-    dfccl_group_link_set(g, g->link, v[0], 1.0 / (v[1] * 1e3));
-    g->coll_us = v[2];
-    dfccl_info("group %s: links measured, alpha %.3g us, beta %.3g GB/s, a collective %.3g us",
-               g->name, g->alpha_us, g->beta_gbps, g->coll_us);
     return DFCCL_OK;
 }
 
