@@ -161,10 +161,13 @@ typedef enum {
 /*
  * DFCCL_PROFILE: CREATE: dfcclGroupCreate measures the group's links
  * (dfcclGroupProfile) before it returns; OFF: the group starts from the
- * backend's nominal values, which dfcclGroupProfile may replace later.
+ * backend's nominal values, which dfcclGroupProfile may replace later;
+ * AUTO: CREATE where the tuner is DFCCL_TUNER_MODEL (whose choices the
+ * values decide), else OFF.
  */
 typedef enum {
-    DFCCL_PROFILE_CREATE = 0,
+    DFCCL_PROFILE_AUTO = 0,
+    DFCCL_PROFILE_CREATE,
     DFCCL_PROFILE_OFF
 } dfccl_profile_mode_t;
 

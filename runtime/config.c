@@ -22,7 +22,7 @@ static const char *const dfccl_cfg_arrivals[]   = {"default", "off", "stuck", "a
 static const char *const dfccl_cfg_algos[]      = {"auto", "ring", "oneshot", "twoshot",
                                                    "mesh", "msccl", "tree", "ctree", NULL};
 static const char *const dfccl_cfg_tuners[]     = {"static", "model", NULL};
-static const char *const dfccl_cfg_profiles[]   = {"create", "off", NULL};
+static const char *const dfccl_cfg_profiles[]   = {"auto", "create", "off", NULL};
 
 /*
  * One row: field, environment variable, MCA name, type; the valid values
@@ -120,16 +120,16 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "`dfccl-bench --algos`; same on every rank",
                   "4000 / 20000"),
     DFCCL_TUNABLE(profile, "DFCCL_PROFILE", "profile", DFCCL_TUNABLE_ENUM,
-                  0, 1, 0, 0,
-                  DFCCL_PROFILE_CREATE, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP,
+                  0, 2, 0, 0,
+                  DFCCL_PROFILE_AUTO, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP,
                   dfccl_cfg_profiles,
-                  "create or off",
+                  "auto, create or off",
                   "`create`: `dfcclGroupCreate` measures the group's links (alpha and beta of its "
-                  "slowest class of link, and a collective's fixed cost, agreed by every rank; a "
-                  "few milliseconds) before it returns; `off`: the group starts from the "
-                  "backend's nominal values; `dfcclGroupProfile` measures again on request "
-                  "either way; same on every rank",
-                  "create"),
+                  "slowest class of link, and a collective's fixed cost, agreed by every rank) "
+                  "before it returns; `off`: the group starts from the backend's nominal values; "
+                  "`auto`: `create` where `DFCCL_TUNER` is `model`, else `off`; "
+                  "`dfcclGroupProfile` measures again on request either way; same on every rank",
+                  "auto"),
     DFCCL_TUNABLE(ll_max_bytes, "DFCCL_LL_BYTES", "ll_bytes", DFCCL_TUNABLE_SIZE,
                   256, DFCCL_LL_MAX_BYTES, 1, 0,
                   0, 16 << 10, 16 << 10, NULL,

@@ -747,8 +747,9 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
      * ranks may be setting up other groups in between.) The measurement
      * runs collectives on the group: where they fail, so would the
      * group's own, and the creation fails. */
-    if (st == DFCCL_OK && nranks > 1 && ctx->cfg.profile == DFCCL_PROFILE_CREATE &&
-        ctx->group_profile != NULL) {
+    if (st == DFCCL_OK && nranks > 1 && ctx->group_profile != NULL &&
+        (ctx->cfg.profile == DFCCL_PROFILE_CREATE ||
+         (ctx->cfg.profile == DFCCL_PROFILE_AUTO && ctx->cfg.tuner == DFCCL_TUNER_MODEL))) {
         st = ctx->group_profile(g);
         if (st != DFCCL_OK) {
             dfcclGroupDestroy(g);

@@ -66,16 +66,25 @@ static int tuner_same(dfccl_test_oob_t *oob, int n, unsigned long long v)
            dfccl_test_sum_u64(oob, h) == (unsigned long long)n * h;
 }
 
-/* The link model after creation: positive, finite, the same everywhere. */
+/* The link model after creation: positive, finite, the same everywhere;
+ * on the host backend the nominal values where nothing was measured (off;
+ * auto under the static tuner) and others where it was. `mode`:
+ * DFCCL_PROFILE, and for auto the tuner after a dash. */
 static int profile_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     const char *mode = varg;
+    const int measured = strcmp(mode, "create") == 0 || strcmp(mode, "auto-model") == 0;
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     double a = 0, b = 0, la = 0, lb = 0, c = -1;
     int present = 0;
 
-    setenv("DFCCL_PROFILE", mode, 1);
+    if (strncmp(mode, "auto-", 5) == 0) {
+        setenv("DFCCL_PROFILE", "auto", 1);
+        setenv("DFCCL_TUNER", mode + 5, 1);
+    } else {
+        setenv("DFCCL_PROFILE", mode, 1);
+    }
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     DFCCL_TEST_CHECK(dfcclGroupModel(g, &a, &b) == DFCCL_OK, "model: %s",
                      dfcclGetLastErrorMessage());
@@ -106,11 +115,10 @@ static int profile_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         dfcclGroupLinkModel(g, DFCCL_LINK_SHM, &la, &lb, &c);
         DFCCL_TEST_CHECK(la == a && lb == b, "the slowest class (shm: %g, %g) is not what "
                          "dfcclGroupModel says (%g, %g)", la, lb, a, b);
-        if (strcmp(mode, "off") == 0) {
-            DFCCL_TEST_CHECK(a == 1.0 && b == 10.0 && c == 10.0,
-                             "DFCCL_PROFILE=off: alpha %g, beta %g, collective %g, not the host "
-                             "backend's nominal 1, 10, 10", a, b, c);
-        }
+        DFCCL_TEST_CHECK(measured != (a == 1.0 && b == 10.0 && c == 10.0),
+                         "DFCCL_PROFILE %s: alpha %g, beta %g, collective %g, %s the host "
+                         "backend's nominal 1, 10, 10", mode, a, b, c,
+                         measured ? "still" : "not");
     }
     DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
     DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
@@ -125,6 +133,8 @@ START_TEST(test_tuner_profile)
         ck_assert_int_eq(dfccl_test_mp_run(4, 120, profile_body, "create"), 0);
     }
     ck_assert_int_eq(dfccl_test_mp_run(2, 120, profile_body, "off"), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, profile_body, "auto-static"), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(2, 120, profile_body, "auto-model"), 0);
 }
 END_TEST
 
