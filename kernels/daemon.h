@@ -499,6 +499,38 @@ DFCCL_F_DEVICE void dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t
                       &ring[pos % a->cq_entries], ((pos + 1) << 32) | (uint32_t)coll_id);
 }
 
+/*
+ * Drop the queued collectives whose run the host gave up
+ * (dfccl_coll_static_t.cancelled): each leaves the task queue with a CQE
+ * marked DFCCL_K_CQE_CANCEL, so that the host counts this block's part as
+ * ended without taking its result. Only after a pass in which a collective
+ * got stuck: a given-up run waits for a rank that is gone. Their contexts
+ * are never loaded again (the host deregisters them). Thread 0.
+ */
+DFCCL_F_DEVICE void dfccl_daemon_drop_cancelled(const dfccl_daemon_args_t *a, uint32_t b,
+                                                dfccl_task_t *tasks, dfccl_blk_ctl_t *ctl,
+                                                dfccl_blk_state_t *ls)
+{
+    for (uint32_t pos = 0; pos < ctl->ntasks;) {
+        const int id = tasks[pos].coll_id;
+        uint64_t *ring, at;
+
+        if (!dfccl_ld_relaxed(&a->colls[id].cancelled)) {
+            pos++;
+            continue;
+        }
+        dfccl_daemon_task_remove(tasks, &ctl->ntasks, pos);
+        a->task_count[b] = ctl->ntasks;
+        ring             = a->cq + (uint64_t)b * a->cq_entries;
+        at               = ls->cq_tail;
+        ls->cq_tail      = at + 1;
+        a->cq_tail[b]    = at + 1;
+        dfccl_st_to_host2(&a->progress[(uint64_t)id * a->max_blocks + b], 0,
+                          &ring[at % a->cq_entries],
+                          ((at + 1) << 32) | ((uint32_t)id | DFCCL_K_CQE_CANCEL));
+    }
+}
+
 /* The threads running a collective (the first `team` of the block): one
  * activation of it (dfccl_daemon_run_task). */
 DFCCL_F_DEVICE int dfccl_daemon_run_team(const dfccl_daemon_args_t *a, uint32_t b,
@@ -932,6 +964,10 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
         if (DFCCL_TID == 0) {
             uint64_t now  = dfccl_now_ns();
             uint64_t step = dfccl_daemon_idle_step(now, ls->last_pass, a->quit_ns);
+
+            if (stuck) {
+                dfccl_daemon_drop_cancelled(a, b, tasks, ctl, ls);
+            }
             if (!active && ctl->ntasks == 0) {
                 dfccl_daemon_idle_pass(a, b, ls, now, step);
             }

@@ -411,7 +411,13 @@ typedef struct {
     uint32_t team;         /* threads that run it, the first of the block (whole
                             * warps); 0 or the block size or more: all of them */
     uint64_t registered;  /* registration epoch; 0 when the id is free */
+    uint64_t cancelled;   /* 1: the host gave its run up (a rank of its group is
+                           * excluded): a block that finds it stuck drops it and
+                           * posts a CQE marked DFCCL_K_CQE_CANCEL */
 } dfccl_coll_static_t;
+
+/* A CQE's id bit for a run a block dropped (dfccl_coll_static_t.cancelled). */
+#define DFCCL_K_CQE_CANCEL 0x80000000u
 
 /*
  * Dynamic context of one (collective, block): where the collective stands.
