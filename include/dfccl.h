@@ -435,6 +435,41 @@ DFCCL_API dfccl_status_t dfcclGroupBootStep(dfccl_group_boot_t boot, const void 
 DFCCL_API void dfcclGroupBootFree(dfccl_group_boot_t boot);
 
 /*
+ * What a group does when one of its ranks dies (docs/reliability.md, "Fault
+ * exclusion"). ABORT, the default: the rank context aborts and every
+ * collective in flight fails, the error naming the dead rank. EXCLUDE: the
+ * survivors give up the group's runs in flight, agree on the ranks that are
+ * gone, build a group of the survivors (rank order kept) under the same
+ * handle, register the group's collectives on it under the same ids, and run
+ * again the runs that were in flight; they complete with DFCCL_OK, and every
+ * collective of the group runs on the survivors from then on (its rank and
+ * size are theirs: an allgather's output holds the survivors' blocks). Other
+ * groups go on undisturbed.
+ */
+typedef enum {
+    DFCCL_FAULT_ABORT = 0,
+    DFCCL_FAULT_EXCLUDE
+} dfccl_fault_policy_t;
+
+/*
+ * Set the group's fault policy. Collective in effect: every rank of the
+ * group sets the same one, before it runs any of the group's collectives.
+ * EXCLUDE needs every rank on this host (the dead-process check) and at
+ * most 63 ranks: on groups with net (UCX) edges it fails with
+ * DFCCL_ERR_UNSUPPORTED and the policy stays ABORT.
+ */
+DFCCL_API dfccl_status_t dfcclGroupSetFaultPolicy(dfccl_group_t group,
+                                                  dfccl_fault_policy_t policy);
+
+/*
+ * The ranks excluded from the group so far, as ranks of the group as it
+ * was created, in increasing order: *nexcluded_p of them into `ranks`
+ * (which holds the group's size as created; may be NULL to count only).
+ * 0 until a rank is excluded. Local.
+ */
+DFCCL_API dfccl_status_t dfcclGroupExcluded(dfccl_group_t group, int *ranks, int *nexcluded_p);
+
+/*
  * Destroy a group. Fails with DFCCL_ERR_BUSY while any of its collectives
  * is registered. Local: needs no other rank.
  */
@@ -576,6 +611,7 @@ typedef struct {
     const char *algo;
     int         nchannels;
     const char *proto;
+    int         excluded; /* ranks excluded from its group (dfcclGroupExcluded) */
 } dfccl_coll_info_t;
 
 /* [out] info_p. Local. */

@@ -258,8 +258,13 @@ static dfccl_status_t dfccl_coll_no_alltoallv(dfccl_group_t g, const char *fn)
                        DFCCL_ONESHOT_MAX_RANKS);
 }
 
+__thread int dfccl_coll_want_id = -1;
+
 static int dfccl_coll_find_free(struct dfccl_rank_ctx *ctx)
 {
+    if (dfccl_coll_want_id >= 0) {
+        return ctx->colls[dfccl_coll_want_id].state == DFCCL_COLL_FREE ? dfccl_coll_want_id : -1;
+    }
     for (int i = 0; i < ctx->cfg.max_colls; i++) {
         if (ctx->colls[i].state == DFCCL_COLL_FREE) {
             return i;
@@ -960,6 +965,7 @@ dfccl_status_t dfcclGetCollInfo(int coll_id, dfccl_rank_ctx_t ctx, dfccl_coll_in
                                                       : dfccl_algo_by_id(c->st.algo)->name;
     info.nchannels = (int)c->st.nchannels;
     info.proto     = c->st.proto == DFCCL_K_PROTO_LL ? "ll" : "simple";
+    info.excluded  = __builtin_popcountll(c->group->excl_mask);
     pthread_mutex_unlock(&ctx->lock);
     *info_p = info;
     return DFCCL_OK;
@@ -1072,6 +1078,15 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
         return dfccl_error(DFCCL_ERR_ABORTED, "%s: the rank context was aborted; destroy it",
                            fn);
     }
+    if (ctx->fault_held != NULL && ctx->fault_held[coll_id] == 2) {
+        ctx->fault_held[coll_id] = 0; /* the exclusion runs it again */
+    } else if (ctx->fault_held != NULL && ctx->fault_held[coll_id]) {
+        pthread_mutex_unlock(&ctx->lock);
+        return dfccl_error(DFCCL_ERR_BUSY, "%s: collective %d (%s on group %s) is being "
+                           "registered again on the ranks that survive a failure; run it once "
+                           "it has completed", fn, coll_id, dfccl_coll_name(kind),
+                           c->group->name);
+    }
     if (c->state == DFCCL_COLL_INFLIGHT) {
         pthread_mutex_unlock(&ctx->lock);
         return dfccl_error(DFCCL_ERR_BUSY, "%s: collective %d (%s of %llu %s on group %s) is "
@@ -1154,6 +1169,14 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
     c->runs++;
     ctx->inflight++;
     ctx->submitted++;
+    c->pend_send = sendbuff;
+    c->pend_recv = recvbuff;
+    if (c->group->fault_state != DFCCL_GFAULT_NONE) {
+        /* its group is excluding a rank: it runs on the survivors */
+        c->fault = DFCCL_CFAULT_HELD;
+        pthread_mutex_unlock(&ctx->lock);
+        return DFCCL_OK;
+    }
     if (c->group->pool.dir != NULL) {
         /* for the diagnosis of a timeout on any rank: we joined this run */
         __atomic_store_n(&c->group->pool.dir->runs[c->sig[6] % DFCCL_DIR_RUNS], c->runs,
@@ -1162,8 +1185,6 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
     if (!resolved) {
         /* The next rank has not registered it yet: submit once it has. */
         c->deferred  = 1;
-        c->pend_send = sendbuff;
-        c->pend_recv = recvbuff;
         ctx->ndeferred++;
         pthread_mutex_unlock(&ctx->lock);
         dfccl_ctx_kick(ctx);
@@ -1263,6 +1284,11 @@ dfccl_status_t dfcclQuery(int coll_id, dfccl_rank_ctx_t ctx)
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclQuery: ctx is NULL");
     }
     pthread_mutex_lock(&ctx->lock);
+    if (ctx->fault_held != NULL && coll_id >= 0 && coll_id < ctx->cfg.max_colls &&
+        ctx->fault_held[coll_id]) {
+        pthread_mutex_unlock(&ctx->lock);
+        return DFCCL_INPROGRESS; /* an exclusion registers it again */
+    }
     st = dfccl_coll_lookup(ctx, coll_id, "dfcclQuery", "", &c);
     if (st != DFCCL_OK) {
         return st;

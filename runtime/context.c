@@ -162,6 +162,7 @@ static void dfccl_ctx_free_mem(struct dfccl_rank_ctx *ctx)
         dfccl_coll_release(ctx, i);
     }
     free(ctx->colls);
+    free(ctx->fault_held);
 }
 
 static void *dfccl_poller_main(void *arg)
@@ -258,6 +259,7 @@ dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_t *ctx_p)
     ctx->coll_release  = dfccl_coll_release;
     ctx->coll_resolve  = dfccl_coll_resolve_deferred;
     ctx->kick          = dfccl_ctx_kick;
+    ctx->fault_progress = dfccl_fault_progress;
     ctx->group_profile = dfccl_profile_group;
 
     st = dfccl_ctx_pick_backend(ctx);

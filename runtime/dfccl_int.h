@@ -186,6 +186,7 @@ typedef struct {
 } dfccl_dir_entry_t;
 
 #define DFCCL_DIR_RUNS  1024
+#define DFCCL_DIR_XBYTES 1024 /* a bootstrap exchange's bytes per rank, at most */
 #define DFCCL_DIR_FAILS 8
 
 /*
@@ -266,6 +267,15 @@ typedef struct {
     dfccl_dir_fail_t  fails[DFCCL_DIR_FAILS];
     dfccl_dir_fail_t  mismatch; /* DFCCL_FAIL_FROM, the first (seq 2 once set) */
     dfccl_dir_fail_t  aborted;  /* DFCCL_FAIL_ALL, the first (seq 2 once set) */
+    /* Fault exclusion (fault.c), in groups with DFCCL_FAULT_EXCLUDE. In rank
+     * 0's directory (which the survivors keep mapped even when rank 0 is the
+     * one that died): the ranks excluded, a bit each, with bit 63 set; the
+     * first survivor to set it decides, the others adopt it. In every
+     * directory: the survivors' exchanges that build the group of the
+     * survivors, `xseq` the latest one published in xbuf[xseq % 2]. */
+    uint64_t          excluded;
+    uint64_t          xseq;
+    uint8_t           xbuf[2][DFCCL_DIR_XBYTES];
 } dfccl_dir_t;
 
 /*
@@ -467,6 +477,16 @@ struct dfccl_group {
      * ones sent to our net neighbours and received from them, as keys */
     uint64_t                 relay_sent[64], relay_got[64];
     uint32_t                 nrelay_sent, nrelay_got;
+    /* Fault exclusion (fault.c): the policy (dfccl_fault_policy_t), where an
+     * exclusion stands (DFCCL_GFAULT_*), and the ranks of the group as it
+     * was created: orig_rank[r] is rank r's there (NULL: the same), and
+     * excl_mask a bit per rank excluded from it so far. */
+    int                      fault_policy;
+    int                      fault_state;
+    int                      orig_nranks;
+    int                     *orig_rank;
+    uint64_t                 excl_mask;
+    uint64_t                 excl_pending; /* the exclusion under way: ranks of now */
     struct dfccl_group      *next;
 };
 
@@ -526,8 +546,27 @@ typedef struct {
     void               *ms_dev;
     void               *ms_scratch;
     char                ms_name[160];
+    /* Fault exclusion (fault.c): DFCCL_CFAULT_* of its run in flight, and
+     * whether a block dropped its part of it (a cancelled CQE) */
+    int                 fault;
+    int                 fault_cut;
     dfccl_coll_static_t st;         /* host copy of the static context */
 } dfccl_coll_t;
+
+/* Where an exclusion stands in a group (dfccl_group.fault_state). */
+enum {
+    DFCCL_GFAULT_NONE = 0,
+    DFCCL_GFAULT_FOUND,  /* a rank is gone: its collectives are to be given up */
+    DFCCL_GFAULT_CANCEL, /* given up: waiting for the daemon to drop them */
+    DFCCL_GFAULT_SHRINK  /* a thread builds the group of the survivors */
+};
+
+/* Where a collective's run stands in an exclusion (dfccl_coll_t.fault). */
+enum {
+    DFCCL_CFAULT_NONE = 0,
+    DFCCL_CFAULT_CANCEL, /* given up: its blocks drop it or complete it */
+    DFCCL_CFAULT_HELD    /* dropped, or never submitted: runs again on the survivors */
+};
 
 struct dfccl_pending {
     dfccl_sqe_t           sqe;
@@ -627,6 +666,14 @@ struct dfccl_rank_ctx {
      * dfcclGroupCreate makes with DFCCL_PROFILE=create: it runs
      * collectives, which sit above the groups. */
     dfccl_status_t (*group_profile)(struct dfccl_group *g);
+    /* Fault exclusion (fault.c): groups with an exclusion under way, the
+     * step that moves them on (called by the progress loop, no lock held),
+     * and per collective id, 1 while an exclusion rebuilds it (queries say
+     * in progress, runs are refused), 2 when the next run is the
+     * exclusion's own (it clears the mark). */
+    int       nfaults;
+    void    (*fault_progress)(struct dfccl_rank_ctx *ctx);
+    uint8_t  *fault_held;
 };
 
 /* group.c */
@@ -703,7 +750,13 @@ void dfccl_ctx_abort(struct dfccl_rank_ctx *ctx, int culprit, dfccl_status_t sta
 /* DFCCL_SIGUSR1: the handler, once per process; ctx counts from now on */
 dfccl_status_t dfccl_sigusr1_install(struct dfccl_rank_ctx *ctx);
 
+/* fault.c: the progress of the exclusions under way (ctx->fault_progress) */
+void dfccl_fault_progress(struct dfccl_rank_ctx *ctx);
+
 /* coll.c */
+/* >= 0: the id the calling thread's next registration takes (it must be
+ * free); fault.c registers a group's collectives again under their ids */
+extern __thread int dfccl_coll_want_id;
 int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx);
 /* v: alltoallv's sendcounts, sdispls, recvcounts and rdispls, else NULL;
  * want: a dfccl_algo_choice_t for this collective (AUTO: DFCCL_ALGO's) */

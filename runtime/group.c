@@ -225,6 +225,7 @@ void dfccl_group_free(struct dfccl_group *g)
     dfccl_shm_release(&g->bell_seg);
     free(g->pids);
     free(g->same_host);
+    free(g->orig_rank);
     free(g);
 }
 

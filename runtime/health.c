@@ -634,6 +634,36 @@ static void dfccl_ctx_publish_where(struct dfccl_rank_ctx *ctx, uint64_t now)
 }
 
 /*
+ * Groups with DFCCL_FAULT_EXCLUDE: a rank on this host whose process has
+ * exited without destroying the group, or an exclusion that another
+ * survivor has decided already (rank 0's directory), starts an exclusion
+ * (fault.c), whether or not a collective is in flight: the survivors wait
+ * for each other to build the group of the survivors. ctx->lock held.
+ */
+static void dfccl_ctx_check_exclude(struct dfccl_rank_ctx *ctx)
+{
+    for (struct dfccl_group *g = ctx->groups; g != NULL; g = g->next) {
+        const dfccl_dir_t *d0;
+        int found = 0;
+
+        if (g->fault_policy != DFCCL_FAULT_EXCLUDE || g->fault_state != DFCCL_GFAULT_NONE ||
+            g->pool.dir == NULL || ctx->aborted) {
+            continue;
+        }
+        d0    = dfccl_pool_dir_of(g, 0);
+        found = d0 != NULL && __atomic_load_n(&d0->excluded, __ATOMIC_ACQUIRE) != 0;
+        for (int r = 0; r < g->nranks && !found; r++) {
+            found = r != g->rank && g->same_host[r] && kill(g->pids[r], 0) != 0 &&
+                    errno == ESRCH && !dfccl_group_rank_left(g, r);
+        }
+        if (found) {
+            g->fault_state = DFCCL_GFAULT_FOUND;
+            __atomic_add_fetch(&ctx->nfaults, 1, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+/*
  * Every 10 ms: tell peers this rank is alive, unlink and attach segments,
  * and, while collectives are in flight, publish where they wait and check
  * them. A collective that a peer failed (a mismatch, its own failure, its
@@ -686,6 +716,7 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
         ctx->sigusr1_seen = (uint32_t)dfccl_sigusr1_count;
         dump              = 1;
     }
+    dfccl_ctx_check_exclude(ctx);
     if (ctx->aborted || ctx->inflight == 0) {
         pthread_mutex_unlock(&ctx->lock);
         if (dump) {
@@ -698,8 +729,8 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
         dfccl_coll_t *c = &ctx->colls[id];
         struct dfccl_group *g = c->group;
         int r;
-        if (c->state != DFCCL_COLL_INFLIGHT) {
-            continue;
+        if (c->state != DFCCL_COLL_INFLIGHT || g->fault_state != DFCCL_GFAULT_NONE) {
+            continue; /* an exclusion takes care of it */
         }
         if (nalone < 16 && dfccl_group_failed_run(g, c, 0, &status, msg, sizeof(msg)) >= 0) {
             c->fail_remote = 1;
@@ -811,13 +842,16 @@ int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx)
         uint64_t h     = ctx->cq_head[b];
         for (;;) {
             uint64_t v = __atomic_load_n(&ring[h % cap], __ATOMIC_ACQUIRE);
-            int id     = (int)(uint32_t)v;
+            int id     = (int)((uint32_t)v & ~DFCCL_K_CQE_CANCEL);
             if ((uint32_t)(v >> 32) != (uint32_t)(h + 1) || nids == 64) {
                 break;
             }
             h++;
             if (id < 0 || id >= ctx->cfg.max_colls) {
                 continue;
+            }
+            if ((uint32_t)v & DFCCL_K_CQE_CANCEL) {
+                ctx->colls[id].fault_cut = 1; /* a block dropped its part */
             }
             /* the last of its blocks' CQEs completes the collective */
             if (++ctx->cqe_seen[id] >= __atomic_load_n(&ctx->cqe_need[id], __ATOMIC_RELAXED)) {
@@ -840,8 +874,26 @@ int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx)
         pthread_mutex_unlock(&ctx->lock);
     }
     for (int i = 0; i < nids; i++) {
+        dfccl_coll_t *c = &ctx->colls[ids_static[i]];
+        if (__atomic_load_n(&ctx->nfaults, __ATOMIC_RELAXED) > 0) {
+            /* a run given up by an exclusion: dropped by a block, it is
+             * held for the survivors; completed by all, it stands */
+            int held;
+            pthread_mutex_lock(&ctx->lock);
+            held = c->fault == DFCCL_CFAULT_CANCEL && c->fault_cut;
+            if (c->fault == DFCCL_CFAULT_CANCEL) {
+                c->fault = held ? DFCCL_CFAULT_HELD : DFCCL_CFAULT_NONE;
+            }
+            pthread_mutex_unlock(&ctx->lock);
+            if (held) {
+                continue;
+            }
+        }
         dfccl_ctx_complete(ctx, ids_static[i], DFCCL_OK);
         total++;
+    }
+    if (__atomic_load_n(&ctx->nfaults, __ATOMIC_RELAXED) > 0) {
+        ctx->fault_progress(ctx);
     }
 
     if (ctx->ndeferred > 0) {
