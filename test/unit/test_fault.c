@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Fault exclusion (dfcclGroupSetFaultPolicy, issue 51 item 4), on real
+ * processes, each under a timeout:
+ *  - 4 ranks run a loop of allreduces and allgathers on a group that
+ *    excludes failed ranks, and allreduces on a second such group; rank 2
+ *    dies (SIGKILL) in the middle of the loop, while the others have the
+ *    next iteration's runs in flight. The survivors go on: those runs and
+ *    every later one complete with DFCCL_OK, each allreduce holds the sum
+ *    over the survivors and each allgather the survivors' blocks in rank
+ *    order, and both groups report rank 2 excluded (dfcclGroupExcluded,
+ *    dfcclGetCollInfo);
+ *  - a group without the opt-in still fails, naming the dead rank;
+ *  - the policy is refused on groups with net edges.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mp.h"
+#include "suite.h"
+#include "unit_util.h"
+
+#define AR_COUNT  (1 << 16)
+#define AG_COUNT  1024
+#define B_COUNT   4096
+#define ITERS     10
+#define DIE_AT    4 /* rank 2 dies before it runs this iteration */
+#define DEAD_RANK 2
+
+/* What rank r gives in iteration `it`, element i. */
+static float ar_value(int r, int it, size_t i)
+{
+    return (float)((r + 1) * (it + 1) + (int)(i % 7));
+}
+
+/* 1 if h holds the sum over the `nalive` ranks of `alive` in iteration
+ * `it`, else 0 with a message. */
+static int sum_ok(const float *h, size_t count, int it, const int *alive, int nalive,
+                  const char *what)
+{
+    for (size_t i = 0; i < count; i++) {
+        float want = 0;
+        for (int k = 0; k < nalive; k++) {
+            want += ar_value(alive[k], it, i);
+        }
+        if (h[i] != want) {
+            fprintf(stderr, "iteration %d: %s element %zu is %g, the sum over %d rank(s) is "
+                    "%g\n", it, what, i, h[i], nalive, want);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Wait for `id`, expecting DFCCL_OK. */
+#define WAIT_OK(_id, _what)                                                                 \
+    do {                                                                                    \
+        dfccl_status_t _st = dfcclWait((_id), dfccl_test_wait_ms(30000), ctx);              \
+        DFCCL_TEST_CHECK(_st == DFCCL_OK, "iteration %d: %s: %s (%s)", it, (_what),         \
+                         dfcclGetErrorString(_st), dfcclGetLastErrorMessage());             \
+    } while (0)
+
+static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t ga, gb;
+    int ar, ag, br, excl[8], nex, alive[8], nalive;
+    float *send, *recv, *bsend, *brecv, *h;
+    int32_t *agsend, *agrecv, *hg;
+    dfccl_coll_info_t info;
+
+    (void)arg;
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &ga);
+    DFCCL_TEST_CHECK(dfcclGroupCreate(ctx, n, rank, dfccl_test_oob_allgather, oob, "second",
+                                      &gb) == DFCCL_OK, "second group: %s",
+                     dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(dfcclGroupSetFaultPolicy(ga, DFCCL_FAULT_EXCLUDE) == DFCCL_OK, "policy: %s",
+                     dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(dfcclGroupSetFaultPolicy(gb, DFCCL_FAULT_EXCLUDE) == DFCCL_OK, "policy: %s",
+                     dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(AR_COUNT, DFCCL_FLOAT32, DFCCL_SUM, ga, 0, &ar) ==
+                     DFCCL_OK, "register allreduce");
+    DFCCL_TEST_CHECK(dfcclRegisterAllGather(AG_COUNT, DFCCL_INT32, ga, 0, &ag) == DFCCL_OK,
+                     "register allgather");
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(B_COUNT, DFCCL_FLOAT32, DFCCL_SUM, gb, 0, &br) ==
+                     DFCCL_OK, "register allreduce of the second group");
+    send   = dfccl_test_malloc(ctx, AR_COUNT * sizeof(float));
+    recv   = dfccl_test_malloc(ctx, AR_COUNT * sizeof(float));
+    bsend  = dfccl_test_malloc(ctx, B_COUNT * sizeof(float));
+    brecv  = dfccl_test_malloc(ctx, B_COUNT * sizeof(float));
+    agsend = dfccl_test_malloc(ctx, AG_COUNT * sizeof(int32_t));
+    agrecv = dfccl_test_malloc(ctx, (size_t)n * AG_COUNT * sizeof(int32_t));
+    h      = malloc(AR_COUNT * sizeof(float));
+    hg     = malloc((size_t)n * AG_COUNT * sizeof(int32_t));
+    DFCCL_TEST_CHECK(h != NULL && hg != NULL, "host memory");
+
+    for (int it = 0; it < ITERS; it++) {
+        if (rank == DEAD_RANK && it == DIE_AT) {
+            kill(getpid(), SIGKILL);
+        }
+        for (size_t i = 0; i < AR_COUNT; i++) {
+            h[i] = ar_value(rank, it, i);
+        }
+        dfccl_test_put(ctx, send, h, AR_COUNT * sizeof(float));
+        dfccl_test_put(ctx, bsend, h, B_COUNT * sizeof(float));
+        for (size_t i = 0; i < AG_COUNT; i++) {
+            hg[i] = rank * 1000 + it;
+        }
+        dfccl_test_put(ctx, agsend, hg, AG_COUNT * sizeof(int32_t));
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(send, recv, ar, NULL, NULL, ctx) == DFCCL_OK,
+                         "run allreduce: %s", dfcclGetLastErrorMessage());
+        DFCCL_TEST_CHECK(dfcclRunAllGather(agsend, agrecv, ag, NULL, NULL, ctx) == DFCCL_OK,
+                         "run allgather: %s", dfcclGetLastErrorMessage());
+        DFCCL_TEST_CHECK(dfcclRunAllReduce(bsend, brecv, br, NULL, NULL, ctx) == DFCCL_OK,
+                         "run second allreduce: %s", dfcclGetLastErrorMessage());
+        WAIT_OK(ar, "allreduce");
+        WAIT_OK(ag, "allgather");
+        WAIT_OK(br, "second allreduce");
+
+        /* who took part: everyone before the death, the survivors from the
+         * iteration the dead rank never joined */
+        nalive = 0;
+        for (int r = 0; r < n; r++) {
+            if (it < DIE_AT || r != DEAD_RANK) {
+                alive[nalive++] = r;
+            }
+        }
+        dfccl_test_get(ctx, h, recv, AR_COUNT * sizeof(float));
+        DFCCL_TEST_CHECK(sum_ok(h, AR_COUNT, it, alive, nalive, "allreduce"), "sum");
+        dfccl_test_get(ctx, h, brecv, B_COUNT * sizeof(float));
+        DFCCL_TEST_CHECK(sum_ok(h, B_COUNT, it, alive, nalive, "second allreduce"), "sum");
+        dfccl_test_get(ctx, hg, agrecv, (size_t)nalive * AG_COUNT * sizeof(int32_t));
+        for (int k = 0; k < nalive; k++) {
+            for (size_t i = 0; i < AG_COUNT; i++) {
+                DFCCL_TEST_CHECK(hg[(size_t)k * AG_COUNT + i] == alive[k] * 1000 + it,
+                                 "iteration %d: allgather block %d element %zu is %d, want %d",
+                                 it, k, i, hg[(size_t)k * AG_COUNT + i], alive[k] * 1000 + it);
+            }
+        }
+        DFCCL_TEST_CHECK(dfcclGroupExcluded(ga, excl, &nex) == DFCCL_OK, "excluded");
+        DFCCL_TEST_CHECK(nex == (it < DIE_AT ? 0 : 1) && (nex == 0 || excl[0] == DEAD_RANK),
+                         "iteration %d: %d rank(s) excluded, first %d", it, nex,
+                         nex > 0 ? excl[0] : -1);
+        DFCCL_TEST_CHECK(dfcclGroupExcluded(gb, excl, &nex) == DFCCL_OK, "excluded");
+        DFCCL_TEST_CHECK(nex == (it < DIE_AT ? 0 : 1) && (nex == 0 || excl[0] == DEAD_RANK),
+                         "iteration %d: second group: %d rank(s) excluded", it, nex);
+        DFCCL_TEST_CHECK(dfcclGetCollInfo(ar, ctx, &info) == DFCCL_OK &&
+                         info.excluded == (it < DIE_AT ? 0 : 1),
+                         "iteration %d: coll info says %d excluded", it, info.excluded);
+    }
+    DFCCL_TEST_CHECK(dfcclDeregister(ar, ctx) == DFCCL_OK, "deregister");
+    DFCCL_TEST_CHECK(dfcclDeregister(ag, ctx) == DFCCL_OK, "deregister");
+    DFCCL_TEST_CHECK(dfcclDeregister(br, ctx) == DFCCL_OK, "deregister");
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(gb) == DFCCL_OK, "destroy");
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(ga) == DFCCL_OK, "destroy");
+    dfccl_test_free(ctx, send);
+    dfccl_test_free(ctx, bsend);
+    dfccl_test_free(ctx, brecv);
+    dfccl_test_free(ctx, agsend);
+    dfccl_test_free(ctx, agrecv);
+    free(h);
+    free(hg);
+    return unit_rank_end(ctx, recv);
+}
+
+START_TEST(test_exclude)
+{
+    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 120, exclude_body, NULL, DEAD_RANK), 0);
+}
+END_TEST
+
+/* Without the opt-in: the error names the dead rank, as before. */
+static int default_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int id, nex = -1;
+    float *d;
+    dfccl_status_t st = DFCCL_OK;
+
+    (void)arg;
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(1 << 16, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
+                     DFCCL_OK, "register");
+    d = dfccl_test_malloc(ctx, (1 << 16) * sizeof(float));
+    dfccl_test_barrier(oob);
+    if (rank == DEAD_RANK) {
+        kill(getpid(), SIGKILL);
+    }
+    DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    st = dfcclWait(id, dfccl_test_wait_ms(30000), ctx);
+    DFCCL_TEST_CHECK(st == DFCCL_ERR_ABORTED, "wait returned %s", dfcclGetErrorString(st));
+    DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "rank 2") != NULL &&
+                     strstr(dfcclGetLastErrorMessage(), "has exited") != NULL, "message: %s",
+                     dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(dfcclGroupExcluded(g, NULL, &nex) == DFCCL_OK && nex == 0,
+                     "%d excluded without the opt-in", nex);
+    return unit_rank_end(ctx, d);
+}
+
+START_TEST(test_default_aborts)
+{
+    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 60, default_body, NULL, DEAD_RANK), 0);
+}
+END_TEST
+
+/* Net edges: refused, and the group keeps the default. */
+static int net_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+
+    (void)arg;
+    dfccl_test_setenv("DFCCL_NET", "1");
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    EXPECT(dfcclGroupSetFaultPolicy(g, DFCCL_FAULT_EXCLUDE), DFCCL_ERR_UNSUPPORTED, "net");
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "destroy");
+    return unit_rank_end(ctx, NULL);
+}
+
+START_TEST(test_net_refused)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 60, net_body, NULL), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s  = suite_create("fault");
+    TCase *tc = dfccl_test_case(s, "exclude", 600);
+
+    tcase_add_test(tc, test_exclude);
+    tcase_add_test(tc, test_default_aborts);
+    tcase_add_test(tc, test_net_refused);
+    return dfccl_test_run(s, CK_VERBOSE);
+}
