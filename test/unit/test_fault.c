@@ -38,7 +38,7 @@ static float ar_value(int r, int it, size_t i)
 }
 
 /* 1 if h holds the sum over the `nalive` ranks of `alive` in iteration
- * `it`, else 0 with a message. */
+ * `it`, else 0, with a message naming `what` unless it is NULL. */
 static int sum_ok(const float *h, size_t count, int it, const int *alive, int nalive,
                   const char *what)
 {
@@ -48,8 +48,10 @@ static int sum_ok(const float *h, size_t count, int it, const int *alive, int na
             want += ar_value(alive[k], it, i);
         }
         if (h[i] != want) {
-            fprintf(stderr, "iteration %d: %s element %zu is %g, the sum over %d rank(s) is "
-                    "%g\n", it, what, i, h[i], nalive, want);
+            if (what != NULL) {
+                fprintf(stderr, "iteration %d: %s element %zu is %g, the sum over %d rank(s) "
+                        "is %g\n", it, what, i, h[i], nalive, want);
+            }
             return 0;
         }
     }
@@ -72,8 +74,8 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     float *send, *recv, *bsend, *brecv, *h;
     int32_t *agsend, *agrecv, *hg;
     dfccl_coll_info_t info;
+    const int mid = arg != NULL; /* rank 2 dies in the middle of its runs */
 
-    (void)arg;
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &ga);
     DFCCL_TEST_CHECK(dfcclGroupCreate(ctx, n, rank, dfccl_test_oob_allgather, oob, "second",
                                       &gb) == DFCCL_OK, "second group: %s",
@@ -99,7 +101,7 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     DFCCL_TEST_CHECK(h != NULL && hg != NULL, "host memory");
 
     for (int it = 0; it < ITERS; it++) {
-        if (rank == DEAD_RANK && it == DIE_AT) {
+        if (rank == DEAD_RANK && it == DIE_AT && !mid) {
             kill(getpid(), SIGKILL);
         }
         for (size_t i = 0; i < AR_COUNT; i++) {
@@ -117,6 +119,37 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
                          "run allgather: %s", dfcclGetLastErrorMessage());
         DFCCL_TEST_CHECK(dfcclRunAllReduce(bsend, brecv, br, NULL, NULL, ctx) == DFCCL_OK,
                          "run second allreduce: %s", dfcclGetLastErrorMessage());
+        if (rank == DEAD_RANK && it == DIE_AT) {
+            usleep(1000);
+            kill(getpid(), SIGKILL);
+        }
+        if (mid && it == DIE_AT) {
+            /* the runs the dead rank was in: each completes with its data
+             * (it got that far), runs again over the survivors, or fails
+             * where another survivor completed it first */
+            const int ids[3] = {ar, ag, br}, all[4] = {0, 1, 2, 3}, surv[3] = {0, 1, 3};
+            for (int k = 0; k < 3; k++) {
+                dfccl_status_t st = dfcclWait(ids[k], dfccl_test_wait_ms(30000), ctx);
+                DFCCL_TEST_CHECK(st == DFCCL_OK ||
+                                 (st == DFCCL_ERR_ABORTED &&
+                                  strstr(dfcclGetLastErrorMessage(), "completed this run")),
+                                 "iteration %d: run %d: %s (%s)", it, k,
+                                 dfcclGetErrorString(st), dfcclGetLastErrorMessage());
+                if (rank == 0) {
+                    printf("mid-run death: rank 0, run %d of iteration %d: %s\n", k, it,
+                           dfcclGetErrorString(st));
+                }
+                if (k == 0 && st == DFCCL_OK) {
+                    /* whole: the dead rank's data and all, or the survivors' */
+                    dfccl_test_get(ctx, h, recv, AR_COUNT * sizeof(float));
+                    DFCCL_TEST_CHECK(sum_ok(h, AR_COUNT, it, all, 4, NULL) ||
+                                     sum_ok(h, AR_COUNT, it, surv, 3, "allreduce"),
+                                     "iteration %d: neither the sum over 4 ranks nor over the "
+                                     "survivors", it);
+                }
+            }
+            continue;
+        }
         WAIT_OK(ar, "allreduce");
         WAIT_OK(ag, "allgather");
         WAIT_OK(br, "second allreduce");
@@ -170,6 +203,14 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 START_TEST(test_exclude)
 {
     ck_assert_int_eq(dfccl_test_mp_run_killed(4, 120, exclude_body, NULL, DEAD_RANK), 0);
+}
+END_TEST
+
+START_TEST(test_exclude_mid_run)
+{
+    static int mid = 1;
+
+    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 120, exclude_body, &mid, DEAD_RANK), 0);
 }
 END_TEST
 
@@ -234,6 +275,7 @@ int main(void)
     TCase *tc = dfccl_test_case(s, "exclude", 600);
 
     tcase_add_test(tc, test_exclude);
+    tcase_add_test(tc, test_exclude_mid_run);
     tcase_add_test(tc, test_default_aborts);
     tcase_add_test(tc, test_net_refused);
     return dfccl_test_run(s, CK_VERBOSE);
