@@ -1061,6 +1061,18 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "%s: ctx is NULL", fn);
     }
     pthread_mutex_lock(&ctx->lock);
+    /* an exclusion registers it again on the survivors: a moment */
+    while (ctx->fault_held != NULL && coll_id >= 0 && coll_id < ctx->cfg.max_colls &&
+           ctx->fault_held[coll_id] == 1) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 1000000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&ctx->cond, &ctx->lock, &ts);
+    }
     st = dfccl_coll_lookup(ctx, coll_id, fn, "; use the id returned by dfcclRegister*", &c);
     if (st != DFCCL_OK) {
         return st;
@@ -1080,12 +1092,6 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
     }
     if (ctx->fault_held != NULL && ctx->fault_held[coll_id] == 2) {
         ctx->fault_held[coll_id] = 0; /* the exclusion runs it again */
-    } else if (ctx->fault_held != NULL && ctx->fault_held[coll_id]) {
-        pthread_mutex_unlock(&ctx->lock);
-        return dfccl_error(DFCCL_ERR_BUSY, "%s: collective %d (%s on group %s) is being "
-                           "registered again on the ranks that survive a failure; run it once "
-                           "it has completed", fn, coll_id, dfccl_coll_name(kind),
-                           c->group->name);
     }
     if (c->state == DFCCL_COLL_INFLIGHT) {
         pthread_mutex_unlock(&ctx->lock);

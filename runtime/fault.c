@@ -216,6 +216,7 @@ typedef struct {
     dfccl_callback_t cb;
     void            *arg;
     int              fail;  /* the held run fails: why, in `why` */
+    int              again; /* registered again on the survivors */
     char             why[384];
 } dfccl_fault_coll_t;
 
@@ -460,7 +461,9 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
     pthread_mutex_unlock(&ctx->lock);
     dfcclGroupDestroy(ng);
 
-    /* the same collectives, same ids, same order on every survivor */
+    /* the same collectives, same ids, same order on every survivor; then
+     * their runs (a callback may run another of them: all are registered
+     * by then) */
     for (int i = 0; i < nf; i++) {
         dfccl_fault_coll_t *f = &fc[i];
         int id = -1, root = f->root;
@@ -470,9 +473,8 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
         }
         if ((f->kind == DFCCL_COLL_REDUCE || f->kind == DFCCL_COLL_BROADCAST) &&
             ((dead >> f->root) & 1)) {
-            st = DFCCL_ERR_UNSUPPORTED; /* no root: the id goes */
+            snprintf(f->why, sizeof(f->why), "its root is gone");
         } else if (f->kind == DFCCL_COLL_ALLTOALLV) {
-            st = DFCCL_ERR_UNSUPPORTED; /* its counts were per rank of the old group */
             snprintf(f->why, sizeof(f->why), "an alltoallv's counts name the ranks of the "
                      "group before the exclusion: register it again");
         } else {
@@ -480,17 +482,25 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
             st = dfccl_coll_register(g, f->kind, f->count, f->dtype, f->op, root, f->priority,
                                      NULL, DFCCL_ALGO_AUTO, &id);
             dfccl_coll_want_id = -1;
+            if (st != DFCCL_OK || id != f->id) {
+                snprintf(f->why, sizeof(f->why), "%s", dfcclGetLastErrorMessage());
+            } else {
+                f->again = 1;
+            }
         }
+    }
+    for (int i = 0; i < nf; i++) {
+        dfccl_fault_coll_t *f = &fc[i];
+
         pthread_mutex_lock(&ctx->lock);
-        if (st != DFCCL_OK || id != f->id) {
+        if (!f->again) {
             /* it cannot run on the survivors: its id is free now */
             ctx->fault_held[f->id] = 0;
             pthread_mutex_unlock(&ctx->lock);
             if (dfccl_log_level >= 0) {
                 fprintf(stderr, "dfccl[%d]: group %s: collective %d (%s) is not registered "
                         "again on the survivors: %s\n", (int)getpid(), g->name, f->id,
-                        dfccl_coll_name(f->kind),
-                        f->why[0] ? f->why : dfcclGetLastErrorMessage());
+                        dfccl_coll_name(f->kind), f->why);
             }
             if (f->run != 0 && f->cb != NULL) {
                 f->cb(f->id, DFCCL_ERR_ABORTED, f->arg);
@@ -499,6 +509,7 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
         }
         if (f->run == 0) {
             ctx->fault_held[f->id] = 0;
+            pthread_mutex_unlock(&ctx->lock);
         } else if (f->fail) {
             dfccl_coll_t *c = &ctx->colls[f->id];
             char msg[640];
@@ -517,12 +528,9 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
             pthread_mutex_unlock(&ctx->lock);
             dfccl_print_error(msg);
             dfccl_ctx_complete(ctx, f->id, DFCCL_ERR_ABORTED);
-            continue;
         } else {
             ctx->fault_held[f->id] = 2; /* the next run is this one */
-        }
-        pthread_mutex_unlock(&ctx->lock);
-        if (f->run != 0 && !f->fail) {
+            pthread_mutex_unlock(&ctx->lock);
             st = dfcclRun(f->send, f->recv, f->id, f->cb, f->arg, ctx);
             if (st != DFCCL_OK) {
                 pthread_mutex_lock(&ctx->lock);
