@@ -289,10 +289,11 @@ static uint64_t dfccl_fault_cancel(struct dfccl_rank_ctx *ctx, struct dfccl_grou
         ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.colls[id].cancelled, &one, sizeof(one));
     }
     if (dfccl_log_level >= 0) {
-        fprintf(stderr, "dfccl[%d]: group %s: rank(s) %s of the group as created %s gone; "
-                "excluding them (DFCCL_FAULT_EXCLUDE): the group's collectives go on over "
-                "the survivors\n", (int)getpid(), g->name, list[0] ? list : "?",
-                __builtin_popcountll(dead) > 1 ? "are" : "is");
+        const int many = __builtin_popcountll(dead) > 1;
+        fprintf(stderr, "dfccl[%d]: group %s: rank%s %s (of the group as created) %s exited; "
+                "the group goes on without %s (DFCCL_FAULT_EXCLUDE), its collectives over the "
+                "survivors\n", (int)getpid(), g->name, many ? "s" : "", list[0] ? list : "?",
+                many ? "have" : "has", many ? "them" : "it");
     }
     dfccl_ctx_maybe_launch(ctx, 1);
     return dead;

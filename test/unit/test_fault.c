@@ -30,6 +30,9 @@
 #define ITERS     10
 #define DIE_AT    4 /* rank 2 dies before it runs this iteration */
 #define DEAD_RANK 2
+#define SECOND_AT 7 /* test_exclude_twice: rank 3 exits before this iteration */
+
+enum { DIE_BEFORE = 0, DIE_MID, DIE_TWICE };
 
 /* What rank r gives in iteration `it`, element i. */
 static float ar_value(int r, int it, size_t i)
@@ -74,7 +77,7 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     float *send, *recv, *bsend, *brecv, *h;
     int32_t *agsend, *agrecv, *hg;
     dfccl_coll_info_t info;
-    const int mid = arg != NULL; /* rank 2 dies in the middle of its runs */
+    const int mode = *(const int *)arg, mid = mode == DIE_MID;
 
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &ga);
     DFCCL_TEST_CHECK(dfcclGroupCreate(ctx, n, rank, dfccl_test_oob_allgather, oob, "second",
@@ -103,6 +106,9 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     for (int it = 0; it < ITERS; it++) {
         if (rank == DEAD_RANK && it == DIE_AT && !mid) {
             kill(getpid(), SIGKILL);
+        }
+        if (mode == DIE_TWICE && rank == 3 && it == SECOND_AT) {
+            _exit(0); /* gone without a word, as a crash that exits */
         }
         for (size_t i = 0; i < AR_COUNT; i++) {
             h[i] = ar_value(rank, it, i);
@@ -158,7 +164,8 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
          * iteration the dead rank never joined */
         nalive = 0;
         for (int r = 0; r < n; r++) {
-            if (it < DIE_AT || r != DEAD_RANK) {
+            if ((it < DIE_AT || r != DEAD_RANK) &&
+                (mode != DIE_TWICE || it < SECOND_AT || r != 3)) {
                 alive[nalive++] = r;
             }
         }
@@ -174,15 +181,16 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
                                  it, k, i, hg[(size_t)k * AG_COUNT + i], alive[k] * 1000 + it);
             }
         }
-        DFCCL_TEST_CHECK(dfcclGroupExcluded(ga, excl, &nex) == DFCCL_OK, "excluded");
-        DFCCL_TEST_CHECK(nex == (it < DIE_AT ? 0 : 1) && (nex == 0 || excl[0] == DEAD_RANK),
-                         "iteration %d: %d rank(s) excluded, first %d", it, nex,
-                         nex > 0 ? excl[0] : -1);
-        DFCCL_TEST_CHECK(dfcclGroupExcluded(gb, excl, &nex) == DFCCL_OK, "excluded");
-        DFCCL_TEST_CHECK(nex == (it < DIE_AT ? 0 : 1) && (nex == 0 || excl[0] == DEAD_RANK),
-                         "iteration %d: second group: %d rank(s) excluded", it, nex);
+        for (int k = 0; k < 2; k++) {
+            DFCCL_TEST_CHECK(dfcclGroupExcluded(k == 0 ? ga : gb, excl, &nex) == DFCCL_OK,
+                             "excluded");
+            DFCCL_TEST_CHECK(nex == n - nalive && (nex == 0 || excl[0] == DEAD_RANK) &&
+                             (nex < 2 || excl[1] == 3),
+                             "iteration %d: group %d: %d rank(s) excluded, first %d", it, k,
+                             nex, nex > 0 ? excl[0] : -1);
+        }
         DFCCL_TEST_CHECK(dfcclGetCollInfo(ar, ctx, &info) == DFCCL_OK &&
-                         info.excluded == (it < DIE_AT ? 0 : 1),
+                         info.excluded == n - nalive,
                          "iteration %d: coll info says %d excluded", it, info.excluded);
     }
     DFCCL_TEST_CHECK(dfcclDeregister(ar, ctx) == DFCCL_OK, "deregister");
@@ -202,15 +210,28 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
 START_TEST(test_exclude)
 {
-    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 120, exclude_body, NULL, DEAD_RANK), 0);
+    static int mode = DIE_BEFORE;
+
+    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 120, exclude_body, &mode, DEAD_RANK), 0);
 }
 END_TEST
 
 START_TEST(test_exclude_mid_run)
 {
-    static int mid = 1;
+    static int mode = DIE_MID;
 
-    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 120, exclude_body, &mid, DEAD_RANK), 0);
+    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 120, exclude_body, &mode, DEAD_RANK), 0);
+}
+END_TEST
+
+/* Rank 2 dies, then rank 3 of the group as created (2 of the survivors'):
+ * the survivors' group excludes in its turn, and the ranks reported are
+ * those of the group as created. */
+START_TEST(test_exclude_twice)
+{
+    static int mode = DIE_TWICE;
+
+    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 120, exclude_body, &mode, DEAD_RANK), 0);
 }
 END_TEST
 
@@ -276,6 +297,7 @@ int main(void)
 
     tcase_add_test(tc, test_exclude);
     tcase_add_test(tc, test_exclude_mid_run);
+    tcase_add_test(tc, test_exclude_twice);
     tcase_add_test(tc, test_default_aborts);
     tcase_add_test(tc, test_net_refused);
     return dfccl_test_run(s, CK_VERBOSE);
