@@ -10,6 +10,11 @@
  *    over the survivors and each allgather the survivors' blocks in rank
  *    order, and both groups report rank 2 excluded (dfcclGroupExcluded,
  *    dfcclGetCollInfo);
+ *  - the same with rank 2 dying 1 ms into its runs: each survivor's run of
+ *    that iteration has its data or the survivors' sum, or fails because
+ *    another survivor completed it first;
+ *  - the same, and then rank 3 exits too: the survivors' group excludes it
+ *    in its turn;
  *  - a group without the opt-in still fails, naming the dead rank;
  *  - the policy is refused on groups with net edges.
  */
