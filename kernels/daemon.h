@@ -504,7 +504,9 @@ DFCCL_F_DEVICE void dfccl_daemon_post_cqe(const dfccl_daemon_args_t *a, uint32_t
  * (dfccl_coll_static_t.cancelled): each leaves the task queue with a CQE
  * marked DFCCL_K_CQE_CANCEL, so that the host counts this block's part as
  * ended without taking its result. Only after a pass in which a collective
- * got stuck: a given-up run waits for a rank that is gone. Their contexts
+ * got stuck (a given-up run waits for a rank that is gone), and only while
+ * the host has runs given up that some block may hold (a->cancels, one
+ * read of device memory): nothing is looked at otherwise. Their contexts
  * are never loaded again (the host deregisters them). Thread 0.
  */
 DFCCL_F_DEVICE void dfccl_daemon_drop_cancelled(const dfccl_daemon_args_t *a, uint32_t b,
@@ -965,7 +967,7 @@ DFCCL_F_DEVICE int dfccl_daemon_block(const dfccl_daemon_args_t *a, uint32_t b)
             uint64_t now  = dfccl_now_ns();
             uint64_t step = dfccl_daemon_idle_step(now, ls->last_pass, a->quit_ns);
 
-            if (stuck) {
+            if (stuck && dfccl_ld_relaxed(a->cancels) != 0) {
                 dfccl_daemon_drop_cancelled(a, b, tasks, ctl, ls);
             }
             if (!active && ctl->ntasks == 0) {

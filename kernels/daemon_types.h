@@ -489,6 +489,9 @@ typedef struct {
     uint64_t            *abort_flag;
     /* daemon state (device memory) */
     uint64_t            *abort_dev; /* block 0's copy of *abort_flag, for the others */
+    uint64_t            *cancels;   /* runs the host gave up that some block may still
+                                     * hold (dfccl_coll_static_t.cancelled): 0, and
+                                     * no block looks for them */
     dfccl_sqw_t         *log;       /* fan-out of SQ lines, log_entries */
     uint64_t            *quit_epoch; /* launch_epoch once block 0 has quit */
     uint64_t            *log_head;  /* nblocks, consumed log entries */

@@ -103,6 +103,7 @@ static dfccl_status_t dfccl_ctx_alloc_mem(struct dfccl_rank_ctx *ctx)
     DFCCL_DEV(log, sizeof(dfccl_sqw_t) * a->log_entries);
     DFCCL_DEV(quit_epoch, DFCCL_CACHELINE);
     DFCCL_DEV(abort_dev, DFCCL_CACHELINE);
+    DFCCL_DEV(cancels, DFCCL_CACHELINE);
     DFCCL_DEV(log_head, sizeof(uint64_t) * nb);
     DFCCL_DEV(sq_next, DFCCL_CACHELINE);
     DFCCL_DEV(cq_tail, sizeof(uint64_t) * nb);
@@ -145,6 +146,7 @@ static void dfccl_ctx_free_mem(struct dfccl_rank_ctx *ctx)
     be->dev_free(ctx, a->log);
     be->dev_free(ctx, a->quit_epoch);
     be->dev_free(ctx, a->abort_dev);
+    be->dev_free(ctx, a->cancels);
     be->dev_free(ctx, a->log_head);
     be->dev_free(ctx, a->sq_next);
     be->dev_free(ctx, a->cq_tail);

@@ -672,6 +672,7 @@ struct dfccl_rank_ctx {
      * in progress, runs are refused), 2 when the next run is the
      * exclusion's own (it clears the mark). */
     int       nfaults;
+    uint64_t  ncancels; /* args.cancels' value: runs given up, not all dropped yet */
     void    (*fault_progress)(struct dfccl_rank_ctx *ctx);
     uint8_t  *fault_held;
 };

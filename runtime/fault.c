@@ -287,7 +287,10 @@ static uint64_t dfccl_fault_cancel(struct dfccl_rank_ctx *ctx, struct dfccl_grou
         c->fault     = DFCCL_CFAULT_CANCEL;
         c->fault_cut = 0;
         ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.colls[id].cancelled, &one, sizeof(one));
+        ctx->ncancels++;
     }
+    /* after the words it counts: a block that reads it nonzero looks */
+    ctx->be->memcpy_h2d(ctx, ctx->args.cancels, &ctx->ncancels, sizeof(ctx->ncancels));
     if (dfccl_log_level >= 0) {
         const int many = __builtin_popcountll(dead) > 1;
         fprintf(stderr, "dfccl[%d]: group %s: rank%s %s (of the group as created) %s exited; "

@@ -883,6 +883,10 @@ int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx)
             held = c->fault == DFCCL_CFAULT_CANCEL && c->fault_cut;
             if (c->fault == DFCCL_CFAULT_CANCEL) {
                 c->fault = held ? DFCCL_CFAULT_HELD : DFCCL_CFAULT_NONE;
+                /* no block holds it any more */
+                ctx->ncancels--;
+                ctx->be->memcpy_h2d(ctx, ctx->args.cancels, &ctx->ncancels,
+                                    sizeof(ctx->ncancels));
             }
             pthread_mutex_unlock(&ctx->lock);
             if (held) {
