@@ -320,7 +320,28 @@ typedef struct {
      * which it overrides; same on every rank); DFCCL_ALGO_AUTO (0): the
      * configuration's */
     dfccl_algo_choice_t algo;
+    uint32_t          flags;    /* DFCCL_COLL_*, or 0 (same on every rank) */
+    /* DFCCL_COLL_STRAGGLER: how long, in microseconds, the ranks that have
+     * started a run wait for the others before they start without them;
+     * 0: AdapCC's ski-rental rule (the model's time of the two phases) */
+    uint32_t          straggler_wait_us;
 } dfccl_coll_desc_t;
+
+/*
+ * DFCCL_COLL_STRAGGLER: a straggler-tolerant allreduce (docs/stragglers.md).
+ * The ranks that have started a run wait a bounded time for the others
+ * (straggler_wait_us, or the ski-rental rule); ranks still absent then are
+ * late for that run: their runtime relays phase 1 for them (it contributes
+ * the op's identity), and when a late rank's application runs it, phase 2
+ * folds the late ranks' data into phase 1's result. Every rank's result is
+ * the full reduction when its run completes (callback, dfcclWait); only
+ * the early ranks' time to start is bounded. Allreduce with sum, prod, min,
+ * max or avg only, on a group whose ranks share one host (at most 31
+ * ranks), registered the same way on every rank. It takes a second
+ * registration of the same size (phase 1's connectors) and two buffers of
+ * the collective's size (the op's identity, and a relay's output).
+ */
+#define DFCCL_COLL_STRAGGLER 0x1u
 
 /*
  * Completion callback. Runs once per dfcclRun* call, with the collective id,
@@ -359,6 +380,10 @@ typedef struct {
     int      oneshot;       /* registered collectives that run one shot */
     int      twoshot;       /* registered collectives that run two shot (the
                              * others run on the ring) */
+    uint64_t straggler_splits; /* runs of straggler-tolerant collectives that
+                                * took two phases because a rank was late */
+    uint64_t straggler_relays; /* of which this rank was late: its runtime
+                                * relayed phase 1 before its application ran */
 } dfccl_stats_t;
 
 /* Text for a status. Never NULL. Thread-safe. */
@@ -612,6 +637,9 @@ typedef struct {
     int         nchannels;
     const char *proto;
     int         excluded; /* ranks excluded from its group (dfcclGroupExcluded) */
+    int         straggler;     /* 1: registered with DFCCL_COLL_STRAGGLER */
+    uint32_t    straggler_wait_us; /* its wait, as the rule or the caller set it */
+    uint64_t    split_runs;    /* its runs that took two phases on this rank */
 } dfccl_coll_info_t;
 
 /* [out] info_p. Local. */

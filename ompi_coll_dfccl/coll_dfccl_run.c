@@ -488,7 +488,7 @@ static dfccl_status_t dfccl_inst_register(mca_coll_dfccl_module_t *m,
 {
     const mca_coll_dfccl_sig_t *sig = &req->route.plan.sig;
     dfccl_coll_desc_t d = {sig->kind, sig->count, sig->dtype, sig->op, sig->root, 0,
-                           DFCCL_ALGO_AUTO};
+                           DFCCL_ALGO_AUTO, 0, 0};
     dfccl_status_t st;
 
     if (inst->coll_id >= 0) {

@@ -536,6 +536,11 @@ void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id)
     dfccl_coll_free_host(ctx, c);
     free(c->errmsg);
     c->errmsg = NULL;
+    if (c->strag) {
+        ctx->be->dev_free(ctx, c->strag_ident);
+        ctx->be->dev_free(ctx, c->strag_scratch);
+        c->strag_ident = c->strag_scratch = NULL;
+    }
 }
 
 dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int dtype, int op,
@@ -753,6 +758,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     }
     g->nreg++;
     if (g->pool.dir != NULL) {
+        dfccl_strag_registered(g, c->sig[6]);
         dfccl_dir_publish_reg(g, c->sig);
         __atomic_store_n(&g->pool.dir->nreg, g->nreg, __ATOMIC_RELEASE);
     }
@@ -898,6 +904,108 @@ _Static_assert((int)DFCCL_KIND_ALLREDUCE == (int)DFCCL_COLL_ALLREDUCE &&
                    (int)DFCCL_KIND_COUNT == (int)DFCCL_COLL_KIND_COUNT,
                "the public collective kinds are the daemon's");
 
+/*
+ * A straggler-tolerant allreduce (DFCCL_COLL_STRAGGLER): the user's
+ * registration, which runs every run (in one phase, or as phase 2), then
+ * right after it on every rank its partner for phase 1 (the same op; sum
+ * for avg, so that phase 2's avg divides the sum of both phases once),
+ * and the buffers of the op's identity and of a relay's output.
+ */
+static dfccl_status_t dfccl_coll_register_strag(const dfccl_coll_desc_t *d, dfccl_group_t g,
+                                                int *coll_id_p)
+{
+    const size_t bytes = d->count * dfccl_dtype_bytes(d->type);
+    struct dfccl_rank_ctx *ctx;
+    void *host = NULL, *ident = NULL, *scratch = NULL;
+    const char *why;
+    dfccl_coll_t *c, *p;
+    dfccl_status_t st;
+    int id, pid;
+
+    if (g == NULL || coll_id_p == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegister: group and coll_id_p must "
+                           "not be NULL");
+    }
+    if (d->kind != DFCCL_KIND_ALLREDUCE) {
+        return dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclRegister on group %s: "
+                           "DFCCL_COLL_STRAGGLER is for allreduces only, not %s; register it "
+                           "without the flag", g->name, dfccl_coll_name((int)d->kind));
+    }
+    if ((unsigned)d->op >= DFCCL_OP_COUNT) {
+        return dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclRegister on group %s: "
+                           "DFCCL_COLL_STRAGGLER needs an op with an identity element: sum, "
+                           "prod, min, max or avg, not %d", g->name, (int)d->op);
+    }
+    why = g->nranks > 1 ? dfccl_strag_unfit(g) : NULL;
+    if (why != NULL) {
+        return dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclRegister on group %s: "
+                           "DFCCL_COLL_STRAGGLER is not available there: %s; register it "
+                           "without the flag", g->name, why);
+    }
+    DFCCL_CHECK(dfccl_coll_register(g, DFCCL_COLL_ALLREDUCE, d->count, d->type, d->op, 0,
+                                    d->priority, NULL, (int)d->algo, &id));
+    if (g->nranks == 1 || bytes == 0) {
+        *coll_id_p = id; /* nobody can be late, or there is nothing to wait for */
+        return DFCCL_OK;
+    }
+    ctx = g->ctx;
+    st  = dfccl_coll_register(g, DFCCL_COLL_ALLREDUCE, d->count, d->type,
+                              d->op == DFCCL_AVG ? DFCCL_SUM : d->op, 0, d->priority, NULL,
+                              (int)d->algo, &pid);
+    if (st != DFCCL_OK) {
+        goto err_user;
+    }
+    host = malloc(bytes);
+    if (host == NULL) {
+        st = dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclRegister: out of host memory");
+        goto err_peer;
+    }
+    dfccl_strag_identity(d->op, d->type, d->count, host);
+    st = ctx->be->dev_alloc(ctx, bytes, &ident);
+    if (st == DFCCL_OK) {
+        st = ctx->be->dev_alloc(ctx, bytes, &scratch);
+    }
+    if (st == DFCCL_OK) {
+        st = ctx->be->memcpy_h2d(ctx, ident, host, bytes);
+    }
+    free(host);
+    if (st != DFCCL_OK) {
+        goto err_mem;
+    }
+    pthread_mutex_lock(&ctx->lock);
+    c                 = &ctx->colls[id];
+    p                 = &ctx->colls[pid];
+    c->strag          = 1;
+    c->strag_peer     = pid;
+    c->strag_ident    = ident;
+    c->strag_scratch  = scratch;
+    c->strag_wait_us  = d->straggler_wait_us != 0
+                            ? d->straggler_wait_us
+                            : dfccl_strag_wait_us(&ctx->cfg, g, dfccl_algo_by_id(c->st.algo),
+                                                  d->count, d->type, (int)c->st.nchannels);
+    p->strag_internal = 1;
+    p->strag_peer     = id;
+    ctx->nstrag++;
+    pthread_mutex_unlock(&ctx->lock);
+    dfccl_debug("collective %d on group %s is straggler-tolerant: phase 1 on %d, wait %u us",
+                id, g->name, pid, c->strag_wait_us);
+    *coll_id_p = id;
+    return DFCCL_OK;
+
+err_mem:
+    if (scratch != NULL) {
+        ctx->be->dev_free(ctx, scratch);
+    }
+    if (ident != NULL) {
+        ctx->be->dev_free(ctx, ident);
+    }
+err_peer:
+    dfcclDeregister(pid, ctx);
+err_user:
+    dfcclDeregister(id, g->ctx);
+    return st;
+}
+
 dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
                              int *coll_id_p)
 {
@@ -918,6 +1026,13 @@ dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
                            "and displacements per rank, which dfccl_coll_desc_t cannot hold; "
                            "register it with dfcclRegisterAllToAllv");
     }
+    if ((desc->flags & ~DFCCL_COLL_STRAGGLER) != 0) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegister: flags 0x%x are not "
+                           "DFCCL_COLL_* flags", desc->flags & ~DFCCL_COLL_STRAGGLER);
+    }
+    if (desc->flags & DFCCL_COLL_STRAGGLER) {
+        return dfccl_coll_register_strag(desc, group, coll_id_p);
+    }
     return dfccl_coll_register(group, (int)desc->kind, desc->count, desc->type,
                                dfccl_has_op((int)desc->kind) ? desc->op : 0,
                                desc->kind == DFCCL_KIND_REDUCE ||
@@ -929,7 +1044,8 @@ dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
 
 /*
  * Collective `coll_id` of `ctx` in *c_p, called with ctx->lock held. An id
- * that is not registered releases the lock and fails with the error of the
+ * that is not registered, or is the internal phase 1 of a straggler-tolerant
+ * one, releases the lock and fails with the error of the
  * API call `fn` (`hint` completes its message).
  */
 static dfccl_status_t dfccl_coll_lookup(dfccl_rank_ctx_t ctx, int coll_id, const char *fn,
@@ -941,6 +1057,12 @@ static dfccl_status_t dfccl_coll_lookup(dfccl_rank_ctx_t ctx, int coll_id, const
         pthread_mutex_unlock(&ctx->lock);
         return dfccl_error(DFCCL_ERR_NOT_FOUND, "%s: collective id %d is not registered on "
                            "this rank context%s", fn, coll_id, hint);
+    }
+    if (ctx->colls[coll_id].strag_internal) {
+        pthread_mutex_unlock(&ctx->lock);
+        return dfccl_error(DFCCL_ERR_NOT_FOUND, "%s: collective id %d is phase 1 of "
+                           "straggler-tolerant collective %d, not one of the caller's; use "
+                           "that one", fn, coll_id, ctx->colls[coll_id].strag_peer);
     }
     *c_p = &ctx->colls[coll_id];
     return DFCCL_OK;
@@ -966,25 +1088,20 @@ dfccl_status_t dfcclGetCollInfo(int coll_id, dfccl_rank_ctx_t ctx, dfccl_coll_in
     info.nchannels = (int)c->st.nchannels;
     info.proto     = c->st.proto == DFCCL_K_PROTO_LL ? "ll" : "simple";
     info.excluded  = __builtin_popcountll(c->group->excl_mask);
+    info.straggler = c->strag;
+    info.straggler_wait_us = c->strag_wait_us;
+    info.split_runs        = c->strag_splits;
     pthread_mutex_unlock(&ctx->lock);
     *info_p = info;
     return DFCCL_OK;
 }
 
-dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
+/* dfcclDeregister of one registration (ctx->lock held, released). */
+static dfccl_status_t dfccl_coll_deregister(dfccl_rank_ctx_t ctx, int coll_id, dfccl_coll_t *c)
 {
-    dfccl_coll_t *c;
     dfccl_coll_static_t zero;
-    dfccl_status_t st, nst;
+    dfccl_status_t st = DFCCL_OK, nst;
 
-    if (ctx == NULL) {
-        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclDeregister: ctx is NULL");
-    }
-    pthread_mutex_lock(&ctx->lock);
-    st = dfccl_coll_lookup(ctx, coll_id, "dfcclDeregister", "", &c);
-    if (st != DFCCL_OK) {
-        return st;
-    }
     if (c->state == DFCCL_COLL_INFLIGHT || c->state == DFCCL_COLL_CLOSING ||
         c->state == DFCCL_COLL_COMPLETING) {
         pthread_mutex_unlock(&ctx->lock);
@@ -1042,6 +1159,84 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
     memset(c, 0, sizeof(*c));
     c->state = DFCCL_COLL_FREE;
     pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+/* Wait until phase-1 collective `pid` (every one: -1) runs no relay, the
+ * context aborts or DFCCL_TIMEOUT passes. ctx->lock held (released
+ * meanwhile). */
+static void dfccl_coll_strag_drain(dfccl_rank_ctx_t ctx, int pid)
+{
+    const uint64_t deadline = dfccl_time_ns() + (uint64_t)(ctx->cfg.timeout_s * 1e9);
+
+    for (;;) {
+        int busy = 0;
+
+        for (int id = pid < 0 ? 0 : pid; id < (pid < 0 ? ctx->cfg.max_colls : pid + 1); id++) {
+            const dfccl_coll_t *p = &ctx->colls[id];
+            busy |= p->strag_internal && (p->state == DFCCL_COLL_INFLIGHT ||
+                                          p->state == DFCCL_COLL_COMPLETING);
+        }
+        if (!busy || ctx->aborted ||
+            (ctx->cfg.timeout_s > 0 && dfccl_time_ns() > deadline)) {
+            return;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+        if (dfccl_ctx_progress(ctx) == 0) {
+            sched_yield();
+        }
+        pthread_mutex_lock(&ctx->lock);
+    }
+}
+
+void dfccl_coll_strag_settle(struct dfccl_rank_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->nstrag > 0) {
+        dfccl_coll_strag_drain(ctx, -1);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
+{
+    dfccl_coll_t *c;
+    dfccl_status_t st, pst;
+    void *ident, *scratch;
+    int pid;
+
+    if (ctx == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclDeregister: ctx is NULL");
+    }
+    pthread_mutex_lock(&ctx->lock);
+    st = dfccl_coll_lookup(ctx, coll_id, "dfcclDeregister", "", &c);
+    if (st != DFCCL_OK) {
+        return st;
+    }
+    if (!c->strag) {
+        return dfccl_coll_deregister(ctx, coll_id, c);
+    }
+    /* a straggler-tolerant one: its partner too, once a relay it runs
+     * for a late run of ours has completed (it needs no run of ours) */
+    pid     = c->strag_peer;
+    ident   = c->strag_ident;
+    scratch = c->strag_scratch;
+    st      = dfccl_coll_deregister(ctx, coll_id, c);
+    pthread_mutex_lock(&ctx->lock);
+    if (c->state != DFCCL_COLL_FREE) {
+        pthread_mutex_unlock(&ctx->lock);
+        return st; /* in flight: nothing changed */
+    }
+    ctx->nstrag--;
+    dfccl_coll_strag_drain(ctx, pid);
+    pst = dfccl_coll_deregister(ctx, pid, &ctx->colls[pid]);
+    if (st == DFCCL_OK) {
+        st = pst;
+    }
+    if (st == DFCCL_OK || ctx->colls[pid].state == DFCCL_COLL_FREE) {
+        ctx->be->dev_free(ctx, ident);
+        ctx->be->dev_free(ctx, scratch);
+    }
     return st;
 }
 
@@ -1188,6 +1383,19 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
         __atomic_store_n(&c->group->pool.dir->runs[c->sig[6] % DFCCL_DIR_RUNS], c->runs,
                          __ATOMIC_RELEASE);
     }
+    if (c->strag) {
+        /* Straggler-tolerant: wait for the others, at most its wait, then
+         * go in one phase or two (dfccl_coll_strag_step, on the progress
+         * path: dfcclRun* returns at once). */
+        c->strag_phase = DFCCL_STRAG_WAIT;
+        c->deferred    = 1;
+        c->pend_send   = sendbuff;
+        c->pend_recv   = recvbuff;
+        ctx->ndeferred++;
+        pthread_mutex_unlock(&ctx->lock);
+        dfccl_ctx_kick(ctx);
+        return DFCCL_OK;
+    }
     if (!resolved) {
         /* The next rank has not registered it yet: submit once it has. */
         c->deferred  = 1;
@@ -1243,6 +1451,202 @@ dfccl_status_t dfcclRunAllToAllvCounts(const void *sendbuff, const size_t *sendc
 }
 
 /*
+ * Straggler tolerance (docs/stragglers.md; the shared decision is
+ * straggler.c's). A run of a straggler-tolerant collective c waits on the
+ * progress path for every rank to start it, at most c->strag_wait_us.
+ * Then, with the late ranks agreed:
+ *   - nobody late: c runs, once, as any collective;
+ *   - an early rank runs phase 1 on the partner p with its data; when p
+ *     completes, phase 2 runs on c: the lowest early rank contributes
+ *     phase 1's result (in place), the other early ranks the identity;
+ *   - a late rank's runtime has run p already for it, with the identity
+ *     (a relay, dfccl_coll_strag_poll), or runs it now; its own data
+ *     goes into phase 2 on c, submitted at once.
+ * Phase 2's result, on every rank, is the full reduction. Both phases are
+ * ordinary runs of registered collectives, in the same order on every
+ * rank (p then c), so the daemon may interleave them with anything.
+ */
+
+/* Phase 1 of a run on partner `pid` (ctx->lock held). */
+static void dfccl_coll_strag_p1_done(int pid, dfccl_status_t status, void *arg);
+
+static dfccl_status_t dfccl_coll_strag_p1(struct dfccl_rank_ctx *ctx, int pid,
+                                          const void *sendbuff, void *recvbuff)
+{
+    dfccl_coll_t *p = &ctx->colls[pid];
+    dfccl_status_t st;
+
+    free(p->errmsg);
+    p->errmsg       = NULL;
+    p->callback     = dfccl_coll_strag_p1_done;
+    p->callback_arg = ctx;
+    p->state        = DFCCL_COLL_INFLIGHT;
+    p->start_ns     = dfccl_time_ns();
+    p->runs++;
+    ctx->inflight++;
+    if (p->group->pool.dir != NULL) {
+        __atomic_store_n(&p->group->pool.dir->runs[p->sig[6] % DFCCL_DIR_RUNS], p->runs,
+                         __ATOMIC_RELEASE);
+    }
+    st = dfccl_ctx_submit(ctx, DFCCL_SQE_RUN, pid, sendbuff, recvbuff);
+    if (st != DFCCL_OK && ctx->launches == 0) {
+        p->state = DFCCL_COLL_IDLE;
+        ctx->inflight--;
+        return st;
+    }
+    return DFCCL_OK;
+}
+
+/* Submit the run of c that waited (one phase, or phase 2), with
+ * `sendbuff`. ctx->lock held. */
+static int dfccl_coll_strag_go(struct dfccl_rank_ctx *ctx, int id, const void *sendbuff)
+{
+    dfccl_coll_t *c = &ctx->colls[id];
+
+    c->deferred = 0;
+    ctx->ndeferred--;
+    dfccl_ctx_submit(ctx, DFCCL_SQE_RUN, id, sendbuff, c->pend_recv);
+    return 1;
+}
+
+/* The partner's completion: on an early rank, phase 2 follows. */
+static void dfccl_coll_strag_p1_done(int pid, dfccl_status_t status, void *arg)
+{
+    struct dfccl_rank_ctx *ctx = arg;
+    dfccl_coll_t *p            = &ctx->colls[pid];
+    dfccl_coll_t *c;
+    int id, first = 0;
+
+    pthread_mutex_lock(&ctx->lock);
+    id = p->strag_peer;
+    c  = &ctx->colls[id];
+    if (!c->strag || c->state != DFCCL_COLL_INFLIGHT || !c->deferred ||
+        c->strag_phase != DFCCL_STRAG_P1) {
+        pthread_mutex_unlock(&ctx->lock); /* a relay's end, or c failed meanwhile */
+        return;
+    }
+    if (status != DFCCL_OK) {
+        c->deferred = 0;
+        ctx->ndeferred--;
+        free(c->errmsg);
+        c->errmsg = p->errmsg != NULL ? strdup(p->errmsg) : NULL;
+        pthread_mutex_unlock(&ctx->lock);
+        dfccl_ctx_fail(ctx, id, status);
+        return;
+    }
+    while (first < c->group->nranks && ((c->strag_late >> first) & 1u)) {
+        first++;
+    }
+    c->strag_phase = DFCCL_STRAG_P2;
+    dfccl_coll_strag_go(ctx, id, c->group->rank == first ? c->pend_recv : c->strag_ident);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+/* A waiting run of straggler-tolerant c: 1 once submitted (it is no
+ * longer deferred), 0 while it waits, or an error. ctx->lock held. */
+static int dfccl_coll_strag_step(struct dfccl_rank_ctx *ctx, int id)
+{
+    dfccl_coll_t *c       = &ctx->colls[id];
+    dfccl_coll_t *p       = &ctx->colls[c->strag_peer];
+    struct dfccl_group *g = c->group;
+    const int p_busy      = p->state == DFCCL_COLL_INFLIGHT || p->state == DFCCL_COLL_CLOSING;
+    dfccl_status_t st;
+    int64_t late;
+    int rc;
+
+    if (c->strag_phase != DFCCL_STRAG_WAIT) {
+        return 0; /* phase 1 runs: its completion submits phase 2 */
+    }
+    rc = dfccl_coll_resolve(ctx, id);
+    if (rc > 0) {
+        rc = dfccl_coll_resolve(ctx, c->strag_peer);
+    }
+    if (rc <= 0) {
+        return rc;
+    }
+    late = dfccl_strag_decide(g, c->sig[6], c->runs, 1,
+                              dfccl_since(dfccl_time_ns(), c->start_ns),
+                              (uint64_t)c->strag_wait_us * 1000ull);
+    if (late < 0) {
+        return 0;
+    }
+    c->strag_late = (uint32_t)late;
+    if (late == 0) {
+        c->strag_phase = DFCCL_STRAG_ONE;
+        return dfccl_coll_strag_go(ctx, id, c->pend_send);
+    }
+    if ((late >> g->rank) & 1) {
+        if (c->strag_relay_run != c->runs) {
+            if (p_busy) {
+                return 0; /* the previous run's relay is still finishing here */
+            }
+            st = dfccl_coll_strag_p1(ctx, c->strag_peer, c->strag_ident, c->strag_scratch);
+            if (st != DFCCL_OK) {
+                return st;
+            }
+            c->strag_relay_run = c->runs;
+            ctx->strag_relays++;
+        }
+        c->strag_splits++;
+        ctx->strag_splits++;
+        c->strag_phase = DFCCL_STRAG_P2;
+        return dfccl_coll_strag_go(ctx, id, c->pend_send);
+    }
+    if (p_busy) {
+        return 0;
+    }
+    st = dfccl_coll_strag_p1(ctx, c->strag_peer, c->pend_send, c->pend_recv);
+    if (st != DFCCL_OK) {
+        return st;
+    }
+    c->strag_splits++;
+    ctx->strag_splits++;
+    c->strag_phase = DFCCL_STRAG_P1;
+    return 0;
+}
+
+/* Late runs of ours that the early ranks started without us: relay
+ * phase 1 for them before our application starts them. ctx->lock held. */
+static void dfccl_coll_strag_poll(struct dfccl_rank_ctx *ctx)
+{
+    for (int id = 0, seen = 0; id < ctx->cfg.max_colls && seen < ctx->nstrag; id++) {
+        dfccl_coll_t *c = &ctx->colls[id], *p;
+        uint64_t run;
+        int64_t late;
+        int rc;
+
+        if (!c->strag) {
+            continue;
+        }
+        seen++;
+        if (c->state != DFCCL_COLL_IDLE && c->state != DFCCL_COLL_COMPLETING) {
+            continue;
+        }
+        run = c->runs + 1;
+        if (c->strag_relay_run == run) {
+            continue;
+        }
+        late = dfccl_strag_decide(c->group, c->sig[6], run, 0, 0, 0);
+        if (late <= 0 || !((late >> c->group->rank) & 1)) {
+            continue;
+        }
+        p = &ctx->colls[c->strag_peer];
+        if (p->state == DFCCL_COLL_INFLIGHT || p->state == DFCCL_COLL_CLOSING) {
+            continue;
+        }
+        dfccl_error_quiet(1);
+        rc = dfccl_coll_resolve(ctx, c->strag_peer);
+        dfccl_error_quiet(0);
+        if (rc > 0 &&
+            dfccl_coll_strag_p1(ctx, c->strag_peer, c->strag_ident, c->strag_scratch) ==
+                DFCCL_OK) {
+            c->strag_relay_run = run;
+            ctx->strag_relays++;
+        }
+    }
+}
+
+/*
  * Submit deferred runs whose peers have registered by now. A run whose
  * registration turns out mismatched completes with the error. Returns the
  * number of runs completed with an error (their callbacks are due).
@@ -1252,6 +1656,9 @@ int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx)
     int failed[16], nfailed = 0;
 
     pthread_mutex_lock(&ctx->lock);
+    if (ctx->nstrag > 0) {
+        dfccl_coll_strag_poll(ctx);
+    }
     for (int id = 0; id < ctx->cfg.max_colls && ctx->ndeferred > 0; id++) {
         dfccl_coll_t *c = &ctx->colls[id];
         int rc;
@@ -1259,9 +1666,16 @@ int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx)
             continue;
         }
         dfccl_pool_reap(c->group);
-        rc = dfccl_coll_resolve(ctx, id);
-        if (rc == 0) {
-            continue;
+        if (c->strag) {
+            rc = dfccl_coll_strag_step(ctx, id);
+            if (rc >= 0) {
+                continue;
+            }
+        } else {
+            rc = dfccl_coll_resolve(ctx, id);
+            if (rc == 0) {
+                continue;
+            }
         }
         c->deferred = 0;
         ctx->ndeferred--;

@@ -177,7 +177,7 @@ static void *dfccl_poller_main(void *arg)
 
     for (;;) {
         uint64_t gen = __atomic_load_n(&ctx->kick_gen, __ATOMIC_SEQ_CST);
-        int busy, app_polls;
+        int busy, app_polls, strag;
 
         if (__atomic_load_n(&ctx->poller_stop, __ATOMIC_ACQUIRE)) {
             break;
@@ -202,9 +202,14 @@ static void *dfccl_poller_main(void *arg)
             continue;
         }
         pthread_mutex_lock(&ctx->lock);
-        busy = ctx->inflight > 0 || ctx->npending > 0 || ctx->ndeferred > 0;
+        busy  = ctx->inflight > 0 || ctx->npending > 0 || ctx->ndeferred > 0;
+        strag = ctx->nstrag > 0;
         pthread_mutex_unlock(&ctx->lock);
-        if (busy && ctx->backend == DFCCL_BACKEND_HOST) {
+        /* Naps, on the host backend while collectives are in flight, and
+         * while straggler-tolerant collectives are registered: the early
+         * ranks of a run may then ask for a relay at any time, and nothing
+         * else wakes this thread for it (docs/stragglers.md). */
+        if ((busy && ctx->backend == DFCCL_BACKEND_HOST) || (!busy && strag)) {
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
         } else if (busy) {
@@ -349,6 +354,7 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
     if (ctx == NULL) {
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclDestroy: ctx is NULL");
     }
+    dfccl_coll_strag_settle(ctx);
     pthread_mutex_lock(&ctx->lock);
     if ((ctx->inflight > 0 || ctx->npending > 0) && !ctx->aborted) {
         uint64_t n = ctx->inflight;
@@ -525,6 +531,8 @@ dfccl_status_t dfcclGetStats(dfccl_rank_ctx_t ctx, dfccl_stats_t *s)
     }
     s->device_bytes += s->connector_bytes;
     s->blocks = ctx->launched_ever ? (int)ctx->args.nblocks : 0;
+    s->straggler_splits = ctx->strag_splits;
+    s->straggler_relays = ctx->strag_relays;
     pthread_mutex_unlock(&ctx->lock);
     s->running = ctx->be->running(ctx);
     return DFCCL_OK;

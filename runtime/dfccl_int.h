@@ -276,6 +276,10 @@ typedef struct {
     uint64_t          excluded;
     uint64_t          xseq;
     uint8_t           xbuf[2][DFCCL_DIR_XBYTES];
+    /* straggler tolerance (straggler.c), read in rank 0's directory only:
+     * per registration slot, the late ranks of a run, written once per run
+     * by compare-and-swap, so that every rank reads the same set */
+    uint64_t          strag[DFCCL_DIR_RUNS];
 } dfccl_dir_t;
 
 /*
@@ -551,6 +555,20 @@ typedef struct {
     int                 fault;
     int                 fault_cut;
     dfccl_coll_static_t st;         /* host copy of the static context */
+    /* Straggler tolerance (DFCCL_COLL_STRAGGLER, docs/stragglers.md). The
+     * user's collective (strag) runs a run in one phase, or as phase 2
+     * after phase 1 on its partner (strag_internal), registered right
+     * after it; strag_peer links each to the other. */
+    int                 strag;
+    int                 strag_internal;
+    int                 strag_peer;
+    int                 strag_phase;    /* DFCCL_STRAG_* of the run in flight */
+    uint32_t            strag_late;     /* its late ranks (a bit per rank) */
+    uint32_t            strag_wait_us;
+    uint64_t            strag_relay_run; /* the latest run we relayed phase 1 of */
+    uint64_t            strag_splits;   /* runs that took two phases */
+    void               *strag_ident;    /* count elements of the op's identity */
+    void               *strag_scratch;  /* a relay's phase-1 output */
 } dfccl_coll_t;
 
 /* Where an exclusion stands in a group (dfccl_group.fault_state). */
@@ -566,6 +584,15 @@ enum {
     DFCCL_CFAULT_NONE = 0,
     DFCCL_CFAULT_CANCEL, /* given up: its blocks drop it or complete it */
     DFCCL_CFAULT_HELD    /* dropped, or never submitted: runs again on the survivors */
+};
+
+/* Where a straggler-tolerant run stands (dfccl_coll_t.strag_phase). */
+enum {
+    DFCCL_STRAG_NONE = 0,
+    DFCCL_STRAG_WAIT, /* waits for the others, or for the decision */
+    DFCCL_STRAG_ONE,  /* nobody was late: one phase */
+    DFCCL_STRAG_P1,   /* an early rank's phase 1 runs */
+    DFCCL_STRAG_P2    /* phase 2 runs */
 };
 
 struct dfccl_pending {
@@ -608,6 +635,8 @@ struct dfccl_rank_ctx {
     uint64_t              npending;
     int                   batch_depth; /* dfcclBatchStart nesting */
     uint64_t              ndeferred;  /* runs waiting for their peer's connectors */
+    int                   nstrag;     /* straggler-tolerant collectives registered */
+    uint64_t              strag_splits, strag_relays; /* dfccl_stats_t's */
     uint64_t              inflight;
     uint64_t              submitted;
     uint64_t              launches;
@@ -765,6 +794,31 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t group, int kind, size_t count, 
                                    int op, int root, int priority, const size_t *const *v,
                                    int want, int *coll_id_p);
 void dfccl_coll_release(struct dfccl_rank_ctx *ctx, int id);
+/* Let the relays of straggler-tolerant collectives (phase 1 that this
+ * rank's runtime runs for a late run) complete: they need no call of the
+ * application, which may destroy the context right after its last run. */
+void dfccl_coll_strag_settle(struct dfccl_rank_ctx *ctx);
+
+struct dfccl_algo;
+/* straggler.c: the parts of straggler tolerance that read and write the
+ * group's directories. Why not: NULL if g can run straggler-tolerant
+ * collectives, else the reason in words. */
+const char *dfccl_strag_unfit(const struct dfccl_group *g);
+/* count elements of op's identity (sum, prod, min, max; avg: 0) in buf */
+void dfccl_strag_identity(int op, int dtype, size_t count, void *buf);
+/* The ski-rental wait in microseconds: the model's time of phase 1 and
+ * phase 2, each a run of `a` on nch channels. */
+uint32_t dfccl_strag_wait_us(const dfccl_config_t *cfg, const struct dfccl_group *g,
+                             const struct dfccl_algo *a, size_t count, int dtype, int nch);
+/* Forget any decision left in registration reg's slot by an earlier
+ * registration, as seen by this rank: its own runs word. ctx->lock held. */
+void dfccl_strag_registered(struct dfccl_group *g, uint64_t reg);
+/* The late ranks of run `run` of registration reg: >= 0 once decided.
+ * With `decide` (this rank has started the run, `waited_ns` ago), decide
+ * it when everybody has started it (none late) or when waited_ns reached
+ * wait_ns (those that have not); -1 while undecided. */
+int64_t dfccl_strag_decide(struct dfccl_group *g, uint64_t reg, uint64_t run, int decide,
+                           uint64_t waited_ns, uint64_t wait_ns);
 
 /* ---- algorithms (runtime/algo/) ------------------------------------------ */
 

@@ -900,7 +900,7 @@ int dfccl_ctx_progress(struct dfccl_rank_ctx *ctx)
         ctx->fault_progress(ctx);
     }
 
-    if (ctx->ndeferred > 0) {
+    if (ctx->ndeferred > 0 || ctx->nstrag > 0) {
         total += ctx->coll_resolve(ctx);
     }
     dfccl_ctx_check_health(ctx);

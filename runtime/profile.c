@@ -77,7 +77,7 @@ static dfccl_status_t dfccl_profile_best(dfccl_group_t g, int kind, size_t count
                                          double *us_p)
 {
     dfccl_coll_desc_t d = {(dfccl_coll_kind_t)kind, count, DFCCL_FLOAT32, DFCCL_SUM,
-                           0, 0, DFCCL_ALGO_RING};
+                           0, 0, DFCCL_ALGO_RING, 0, 0};
     dfccl_status_t st, dst;
     double best = INFINITY;
     int id;
@@ -106,7 +106,7 @@ static dfccl_status_t dfccl_profile_split(dfccl_group_t g, void *buf, size_t big
     const size_t n1     = big / sizeof(float);
     const size_t nk     = n1 / DFCCL_PROFILE_SPLIT;
     dfccl_coll_desc_t d = {DFCCL_KIND_ALLREDUCE, nk, DFCCL_FLOAT32, DFCCL_SUM,
-                           0, 0, DFCCL_ALGO_RING};
+                           0, 0, DFCCL_ALGO_RING, 0, 0};
     double tk = INFINITY, t1 = INFINITY, us;
     dfccl_status_t st, dst;
     int idk, id1;
@@ -147,7 +147,7 @@ static dfccl_status_t dfccl_profile_split(dfccl_group_t g, void *buf, size_t big
 static dfccl_status_t dfccl_profile_agree(dfccl_group_t g, void *buf, double v[3])
 {
     dfccl_coll_desc_t d  = {DFCCL_KIND_ALLREDUCE, 3, DFCCL_FLOAT64, DFCCL_MAX,
-                            0, 0, DFCCL_ALGO_RING};
+                            0, 0, DFCCL_ALGO_RING, 0, 0};
     dfccl_rank_ctx_t ctx = g->ctx;
     dfccl_status_t st, dst;
     double us;

@@ -567,7 +567,7 @@ static int badinput_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
-    dfccl_coll_desc_t d = {DFCCL_KIND_ALLTOALLV, 4, DFCCL_INT32, DFCCL_SUM, 0, 0, DFCCL_ALGO_AUTO};
+    dfccl_coll_desc_t d = {DFCCL_KIND_ALLTOALLV, 4, DFCCL_INT32, DFCCL_SUM, 0, 0, DFCCL_ALGO_AUTO, 0, 0};
     size_t c[MAXR], z[MAXR];
     char *buf;
     int id, ar;

@@ -435,7 +435,7 @@ static int forced_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     for (int i = 0; i < a->ncases; i++) {
         const forced_case_t *fc = &a->cases[i];
         dfccl_coll_desc_t d = {(dfccl_coll_kind_t)fc->kind, (size_t)fc->count, DFCCL_FLOAT32,
-                               DFCCL_SUM, (int)(fc->count % (uint64_t)n), 0, DFCCL_ALGO_AUTO};
+                               DFCCL_SUM, (int)(fc->count % (uint64_t)n), 0, DFCCL_ALGO_AUTO, 0, 0};
         dfccl_coll_info_t info;
         int id;
 

@@ -168,7 +168,7 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 
         if (a->algos != NULL) {
             dfccl_coll_desc_t desc = {(dfccl_coll_kind_t)kind, cnt, DFCCL_FLOAT32, DFCCL_SUM, 0,
-                                      0, (dfccl_algo_choice_t)a->algos[c]};
+                                      0, (dfccl_algo_choice_t)a->algos[c], 0, 0};
             st = dfcclRegister(&desc, g[c], &id[c]);
         } else if (kind == DFCCL_COLL_ALLGATHER) {
             st = dfcclRegisterAllGather(cnt, DFCCL_FLOAT32, g[c], 0, &id[c]);

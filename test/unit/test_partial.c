@@ -118,7 +118,7 @@ static int partial_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     const partial_arg_t *a = varg;
     const size_t count     = a->preempt ? 24 * 1024 + 3 : (n > 4 ? 64 : 192) * 1024 + 3;
     dfccl_coll_desc_t desc = {DFCCL_KIND_ALLREDUCE, count, DFCCL_FLOAT32, DFCCL_SUM, 0, 0,
-                              (dfccl_algo_choice_t)a->algo};
+                              (dfccl_algo_choice_t)a->algo, 0, 0};
     unsigned long long mid = 0, pre = 0, looks = 0;
     int host;
     dfccl_rank_ctx_t ctx;
@@ -322,10 +322,10 @@ static int whole_one(dfccl_rank_ctx_t ctx, dfccl_group_t g, const dfccl_coll_des
 static int whole_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 {
     const dfccl_coll_desc_t cases[] = {
-        {DFCCL_KIND_ALLREDUCE, 1000, DFCCL_INT32, DFCCL_SUM, 0, 0, DFCCL_ALGO_ONESHOT},
-        {DFCCL_KIND_ALLREDUCE, 20000, DFCCL_INT32, DFCCL_SUM, 0, 0, DFCCL_ALGO_TWOSHOT},
-        {DFCCL_KIND_ALLTOALL, 1000, DFCCL_INT32, 0, 0, 0, DFCCL_ALGO_MESH},
-        {DFCCL_KIND_ALLGATHER, 1000, DFCCL_INT32, 0, 0, 0, DFCCL_ALGO_RING},
+        {DFCCL_KIND_ALLREDUCE, 1000, DFCCL_INT32, DFCCL_SUM, 0, 0, DFCCL_ALGO_ONESHOT, 0, 0},
+        {DFCCL_KIND_ALLREDUCE, 20000, DFCCL_INT32, DFCCL_SUM, 0, 0, DFCCL_ALGO_TWOSHOT, 0, 0},
+        {DFCCL_KIND_ALLTOALL, 1000, DFCCL_INT32, 0, 0, 0, DFCCL_ALGO_MESH, 0, 0},
+        {DFCCL_KIND_ALLGATHER, 1000, DFCCL_INT32, 0, 0, 0, DFCCL_ALGO_RING, 0, 0},
     };
     const char *const names[] = {"oneshot", "twoshot", "mesh", "ring"};
     dfccl_rank_ctx_t ctx;

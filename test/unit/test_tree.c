@@ -212,9 +212,9 @@ static int asked_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     dfccl_coll_desc_t ar = {DFCCL_KIND_ALLREDUCE, 1000, DFCCL_FLOAT32, DFCCL_SUM, 0, 0,
-                            DFCCL_ALGO_CTREE};
+                            DFCCL_ALGO_CTREE, 0, 0};
     dfccl_coll_desc_t ag = {DFCCL_KIND_ALLGATHER, 1000, DFCCL_FLOAT32, DFCCL_SUM, 0, 0,
-                            DFCCL_ALGO_TREE};
+                            DFCCL_ALGO_TREE, 0, 0};
     dfccl_coll_info_t info;
     int id;
 

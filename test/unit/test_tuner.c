@@ -165,7 +165,7 @@ static int model_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     for (int k = 0; k < TUNER_NKINDS; k++) {
         for (int i = 0; i < TUNER_SIZES; i++) {
             dfccl_coll_desc_t d = {(dfccl_coll_kind_t)tuner_kinds[k], tuner_bytes(i) / 4,
-                                   DFCCL_FLOAT32, DFCCL_SUM, 0, 0, DFCCL_ALGO_AUTO};
+                                   DFCCL_FLOAT32, DFCCL_SUM, 0, 0, DFCCL_ALGO_AUTO, 0, 0};
             dfccl_algo_choice_t pick = DFCCL_ALGO_AUTO, fixed = DFCCL_ALGO_AUTO, again;
             dfccl_coll_info_t info;
             double us = -1, least = INFINITY, fixed_us = -1, cand;
@@ -251,7 +251,7 @@ static int static_expect(dfccl_group_t g, int kind, size_t bytes, size_t one, si
                          size_t two)
 {
     dfccl_coll_desc_t d = {(dfccl_coll_kind_t)kind, bytes / 4, DFCCL_FLOAT32, DFCCL_SUM,
-                           0, 0, DFCCL_ALGO_ONESHOT};
+                           0, 0, DFCCL_ALGO_ONESHOT, 0, 0};
     const int shot_ok   = dfcclPredict(g, &d, -1, NULL, NULL) == DFCCL_OK;
     int two_ok;
 
@@ -290,7 +290,7 @@ static int static_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         for (int k = 0; k < TUNER_NKINDS; k++) {
             for (int i = 0; i < TUNER_SIZES; i++) {
                 dfccl_coll_desc_t d = {(dfccl_coll_kind_t)tuner_kinds[k], tuner_bytes(i) / 4,
-                                       DFCCL_FLOAT32, DFCCL_SUM, 0, 0, DFCCL_ALGO_AUTO};
+                                       DFCCL_FLOAT32, DFCCL_SUM, 0, 0, DFCCL_ALGO_AUTO, 0, 0};
                 const int want = static_expect(g, tuner_kinds[k], tuner_bytes(i), one, gather,
                                                two);
                 dfccl_algo_choice_t pick = DFCCL_ALGO_AUTO, asked = DFCCL_ALGO_AUTO;
@@ -332,7 +332,7 @@ END_TEST
 static int asked_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     dfccl_coll_desc_t d = {DFCCL_KIND_ALLREDUCE, 2, DFCCL_FLOAT32, DFCCL_SUM, 0, 0,
-                           DFCCL_ALGO_AUTO};
+                           DFCCL_ALGO_AUTO, 0, 0};
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     dfccl_algo_choice_t pick;

@@ -923,7 +923,7 @@ static void bench_algos_size(bench_t *b, const bench_opts_t *o, size_t bytes, be
 {
     const size_t esz    = dfccl_dtype_size(o->dtype);
     dfccl_coll_desc_t d = {(dfccl_coll_kind_t)o->coll, 0, (dfccl_datatype_t)o->dtype,
-                           (dfccl_op_t)o->op, o->root, 0, DFCCL_ALGO_AUTO};
+                           (dfccl_op_t)o->op, o->root, 0, DFCCL_ALGO_AUTO, 0, 0};
     dfccl_algo_choice_t pick = DFCCL_ALGO_AUTO, spick = DFCCL_ALGO_AUTO;
     double meas[BENCH_NALGOS], pred[BENCH_NALGOS];
     size_t count, reg, in, out;
