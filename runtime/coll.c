@@ -1240,6 +1240,8 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
     return st;
 }
 
+static int dfccl_coll_strag_step(struct dfccl_rank_ctx *ctx, int id);
+
 /* A run; v: an alltoallv's counts for it (dfcclRunAllToAllvCounts), or
  * NULL. */
 static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvbuff,
@@ -1386,12 +1388,14 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
     if (c->strag) {
         /* Straggler-tolerant: wait for the others, at most its wait, then
          * go in one phase or two (dfccl_coll_strag_step, on the progress
-         * path: dfcclRun* returns at once). */
+         * path: dfcclRun* returns at once). The last rank to arrive, or
+         * one that finds the run decided, goes at once from here. */
         c->strag_phase = DFCCL_STRAG_WAIT;
         c->deferred    = 1;
         c->pend_send   = sendbuff;
         c->pend_recv   = recvbuff;
         ctx->ndeferred++;
+        dfccl_coll_strag_step(ctx, coll_id); /* an error: the progress path's */
         pthread_mutex_unlock(&ctx->lock);
         dfccl_ctx_kick(ctx);
         return DFCCL_OK;
@@ -1609,6 +1613,7 @@ static int dfccl_coll_strag_step(struct dfccl_rank_ctx *ctx, int id)
  * phase 1 for them before our application starts them. ctx->lock held. */
 static void dfccl_coll_strag_poll(struct dfccl_rank_ctx *ctx)
 {
+    ctx->strag_watch = 0;
     for (int id = 0, seen = 0; id < ctx->cfg.max_colls && seen < ctx->nstrag; id++) {
         dfccl_coll_t *c = &ctx->colls[id], *p;
         uint64_t run;
@@ -1627,6 +1632,9 @@ static void dfccl_coll_strag_poll(struct dfccl_rank_ctx *ctx)
             continue;
         }
         late = dfccl_strag_decide(c->group, c->sig[6], run, 0, 0, 0);
+        if (late < 0 && dfccl_strag_started(c->group, c->sig[6], run)) {
+            ctx->strag_watch = 1; /* a peer started it: a decision may come */
+        }
         if (late <= 0 || !((late >> c->group->rank) & 1)) {
             continue;
         }

@@ -203,13 +203,14 @@ static void *dfccl_poller_main(void *arg)
         }
         pthread_mutex_lock(&ctx->lock);
         busy  = ctx->inflight > 0 || ctx->npending > 0 || ctx->ndeferred > 0;
-        strag = ctx->nstrag > 0;
+        strag = ctx->nstrag > 0 ? 1 + ctx->strag_watch : 0;
         pthread_mutex_unlock(&ctx->lock);
         /* Naps, on the host backend while collectives are in flight, and
-         * while straggler-tolerant collectives are registered: the early
-         * ranks of a run may then ask for a relay at any time, and nothing
-         * else wakes this thread for it (docs/stragglers.md). */
-        if ((busy && ctx->backend == DFCCL_BACKEND_HOST) || (!busy && strag)) {
+         * while a peer has started a run of a straggler-tolerant collective
+         * that this rank has not: the early ranks of that run may ask for
+         * a relay any moment, and nothing else wakes this thread for it
+         * (docs/stragglers.md). */
+        if ((busy && ctx->backend == DFCCL_BACKEND_HOST) || (!busy && strag == 2)) {
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
         } else if (busy) {
@@ -217,7 +218,8 @@ static void *dfccl_poller_main(void *arg)
         } else {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 10 * 1000 * 1000;
+            /* straggler-tolerant collectives registered: a look each ms */
+            ts.tv_nsec += (strag ? 1 : 10) * 1000 * 1000;
             if (ts.tv_nsec >= 1000000000L) {
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000L;

@@ -636,6 +636,8 @@ struct dfccl_rank_ctx {
     int                   batch_depth; /* dfcclBatchStart nesting */
     uint64_t              ndeferred;  /* runs waiting for their peer's connectors */
     int                   nstrag;     /* straggler-tolerant collectives registered */
+    int                   strag_watch; /* a peer started a run of one that we have not:
+                                        * the poller polls often (a relay may be due) */
     uint64_t              strag_splits, strag_relays; /* dfccl_stats_t's */
     uint64_t              inflight;
     uint64_t              submitted;
@@ -813,6 +815,8 @@ uint32_t dfccl_strag_wait_us(const dfccl_config_t *cfg, const struct dfccl_group
 /* Forget any decision left in registration reg's slot by an earlier
  * registration, as seen by this rank: its own runs word. ctx->lock held. */
 void dfccl_strag_registered(struct dfccl_group *g, uint64_t reg);
+/* 1 if some rank of g has started run `run` of registration reg. */
+int dfccl_strag_started(struct dfccl_group *g, uint64_t reg, uint64_t run);
 /* The late ranks of run `run` of registration reg: >= 0 once decided.
  * With `decide` (this rank has started the run, `waited_ns` ago), decide
  * it when everybody has started it (none late) or when waited_ns reached

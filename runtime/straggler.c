@@ -136,6 +136,11 @@ static uint64_t dfccl_strag_arrived(struct dfccl_group *g, uint64_t reg, uint64_
     return m;
 }
 
+int dfccl_strag_started(struct dfccl_group *g, uint64_t reg, uint64_t run)
+{
+    return dfccl_strag_arrived(g, reg, run) != 0;
+}
+
 int64_t dfccl_strag_decide(struct dfccl_group *g, uint64_t reg, uint64_t run, int decide,
                            uint64_t waited_ns, uint64_t wait_ns)
 {

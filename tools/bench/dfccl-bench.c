@@ -92,6 +92,8 @@ typedef struct {
     int    nccl;
     int    cold_us; /* > 0: idle this long before every timed call */
     int    late_us; /* > 0: the last rank idles this long before every timed call */
+    int    straggler; /* --straggler: allreduces registered with DFCCL_COLL_STRAGGLER */
+    int    straggler_wait_us; /* --straggler-wait US: their wait (0: the ski-rental rule) */
     int    barrier; /* --barrier: an MPI_Barrier before every timed call, untimed */
     int    disorder;   /* --disorder N: N collectives per round, in order and shuffled */
     int    registered; /* --registered N: memory and SMs with N registered collectives */
@@ -617,7 +619,22 @@ static int bench_dfccl_register(bench_t *b, const bench_opts_t *o, size_t reg)
     int id = -1;
 
     switch (o->coll) {
-    case 0: st = dfcclRegisterAllReduce(reg, o->dtype, o->op, b->group, 0, &id); break;
+    case 0:
+        if (o->straggler) {
+            dfccl_coll_desc_t d;
+
+            memset(&d, 0, sizeof(d));
+            d.kind              = DFCCL_KIND_ALLREDUCE;
+            d.count             = reg;
+            d.type              = (dfccl_datatype_t)o->dtype;
+            d.op                = (dfccl_op_t)o->op;
+            d.flags             = DFCCL_COLL_STRAGGLER;
+            d.straggler_wait_us = (uint32_t)o->straggler_wait_us;
+            st = dfcclRegister(&d, b->group, &id);
+            break;
+        }
+        st = dfcclRegisterAllReduce(reg, o->dtype, o->op, b->group, 0, &id);
+        break;
     case 1: st = dfcclRegisterAllGather(reg, o->dtype, b->group, 0, &id); break;
     case 2: st = dfcclRegisterReduceScatter(reg, o->dtype, o->op, b->group, 0, &id); break;
     case 3: st = dfcclRegisterReduce(reg, o->dtype, o->op, o->root, b->group, 0, &id); break;
@@ -883,6 +900,10 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         /* the algorithm that ran (NCCL tells only with NCCL_DEBUG=INFO) */
         if (dfcclGetCollInfo(id, b->ctx, &info) == DFCCL_OK) {
             printf("  %s/%d/%s", info.algo, info.nchannels, info.proto);
+            if (info.straggler) {
+                printf(" wait %u us, %llu split", info.straggler_wait_us,
+                       (unsigned long long)info.split_runs);
+            }
         }
         printf("\n");
     }
@@ -1286,6 +1307,12 @@ static void bench_usage(void)
            "      --late US        the last rank idles US microseconds before every timed\n"
            "                       call, the others call at once and wait for it: the\n"
            "                       times (the slowest rank's) include the wait\n"
+           "      --straggler      register the allreduces straggler-tolerant\n"
+           "                       (DFCCL_COLL_STRAGGLER): with --late, the others start\n"
+           "                       without the late rank after a bounded wait, and it\n"
+           "                       joins in a second phase (docs/stragglers.md)\n"
+           "      --straggler-wait US  their wait for the others (default: the\n"
+           "                       ski-rental rule)\n"
            "      --barrier        an MPI_Barrier before every timed call, outside its\n"
            "                       time, as the OSU benchmarks time a call: the calls\n"
            "                       do not follow one another back to back\n"
@@ -1326,6 +1353,7 @@ int main(int argc, char **argv)
         {"cold", 1, NULL, 'Q'},     {"plot", 1, NULL, 'P'},       {"disorder", 1, NULL, 'D'},
         {"registered", 1, NULL, 'G'}, {"stats", 0, NULL, 'S'},       {"late", 1, NULL, 'L'},
         {"barrier", 0, NULL, 'B'},  {"model", 0, NULL, 'M'},       {"algos", 0, NULL, 'A'},
+        {"straggler", 0, NULL, 'T'}, {"straggler-wait", 1, NULL, 'W'},
         {NULL, 0, NULL, 0}};
     bench_opts_t o = {.coll = 0, .dtype = DFCCL_FLOAT32, .op = DFCCL_SUM, .min_bytes = 8,
                       .factor = 2.0, .warmup = 5, .iters = 20, .check = 1};
@@ -1374,6 +1402,11 @@ int main(int argc, char **argv)
         case 'k': o.check = bench_int(optarg, "-k/--check", 0, 1); break;
         case 'Q': o.cold_us = bench_int(optarg, "--cold", 0, 100000000); break;
         case 'L': o.late_us = bench_int(optarg, "--late", 0, 100000000); break;
+        case 'T': o.straggler = 1; break;
+        case 'W':
+            o.straggler_wait_us = bench_int(optarg, "--straggler-wait", 0, 100000000);
+            o.straggler         = 1;
+            break;
         case 'P': o.plot = optarg; break;
         case 'D': o.disorder = bench_int(optarg, "--disorder", 0, 64); break;
         case 'G': o.registered = bench_int(optarg, "--registered", 0, 100000); break;
@@ -1432,6 +1465,10 @@ int main(int argc, char **argv)
                      o.stats))) {
         bench_usage_error("--disorder, --registered and --algos run alone (no --compare, "
                           "--plot or --stats with them, nor --cold or --late with --disorder)");
+    }
+    if (o.straggler && (o.coll != 0 || o.algos || o.nccl)) {
+        bench_usage_error("--straggler is for allreduces (-c allreduce) of dfccl only, "
+                          "without --algos or --compare");
     }
     if (o.algos && o.coll == 6) {
         bench_usage_error("--algos runs what dfcclRegister takes: not alltoallv (only the "
@@ -1551,6 +1588,10 @@ int main(int argc, char **argv)
             printf("# late: rank %d idles %d us before every timed call, the others wait for "
                    "it (included)\n", b.nranks - 1, o.late_us);
         }
+        if (o.straggler) {
+            printf("# straggler-tolerant allreduces (DFCCL_COLL_STRAGGLER), wait %s\n",
+                   o.straggler_wait_us > 0 ? "from --straggler-wait" : "by the ski-rental rule");
+        }
         printf("#%11s %12s %8s %6s %10s %8s %8s %7s", "size", "count", "type", "redop",
                "time", "algbw", "busbw", "#wrong");
         if (o.nccl) {
@@ -1595,6 +1636,15 @@ int main(int argc, char **argv)
         bench_plot_free(b.plot);
     }
     dfcclGetStats(b.ctx, &stats);
+    if (o.straggler) {
+        const double splits = bench_max((double)stats.straggler_splits);
+        const double relays = bench_max((double)stats.straggler_relays);
+
+        if (b.rank == 0) {
+            printf("# straggler: up to %.0f runs on a rank took two phases, up to %.0f were "
+                   "relayed for a late rank\n", splits, relays);
+        }
+    }
     if (b.rank == 0) {
         printf("# rank 0 daemon: %llu launches, %llu voluntary quits, %llu preemptions\n",
                (unsigned long long)stats.launches, (unsigned long long)stats.quits,
