@@ -979,6 +979,7 @@ static dfccl_status_t dfccl_coll_register_strag(const dfccl_coll_desc_t *d, dfcc
     c->strag_peer     = pid;
     c->strag_ident    = ident;
     c->strag_scratch  = scratch;
+    c->strag_wait_fixed = d->straggler_wait_us != 0;
     c->strag_wait_us  = d->straggler_wait_us != 0
                             ? d->straggler_wait_us
                             : dfccl_strag_wait_us(&ctx->cfg, g, dfccl_algo_by_id(c->st.algo),
@@ -1241,6 +1242,7 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
 }
 
 static int dfccl_coll_strag_step(struct dfccl_rank_ctx *ctx, int id);
+static void dfccl_coll_strag_done(int id, dfccl_status_t status, void *arg);
 
 /* A run; v: an alltoallv's counts for it (dfcclRunAllToAllvCounts), or
  * NULL. */
@@ -1390,8 +1392,12 @@ static dfccl_status_t dfccl_coll_run(int kind, const void *sendbuff, void *recvb
          * go in one phase or two (dfccl_coll_strag_step, on the progress
          * path: dfcclRun* returns at once). The last rank to arrive, or
          * one that finds the run decided, goes at once from here. */
-        c->strag_phase = DFCCL_STRAG_WAIT;
-        c->deferred    = 1;
+        c->strag_phase    = DFCCL_STRAG_WAIT;
+        c->strag_user_cb  = callback;
+        c->strag_user_arg = arg;
+        c->callback       = dfccl_coll_strag_done;
+        c->callback_arg   = ctx;
+        c->deferred       = 1;
         c->pend_send   = sendbuff;
         c->pend_recv   = recvbuff;
         ctx->ndeferred++;
@@ -1507,10 +1513,49 @@ static int dfccl_coll_strag_go(struct dfccl_rank_ctx *ctx, int id, const void *s
 {
     dfccl_coll_t *c = &ctx->colls[id];
 
+    /* a run that every rank has started (one phase, or phase 2 on a late
+     * rank) takes about a run's time from here: it refines the wait */
+    c->strag_go_ns = c->strag_phase == DFCCL_STRAG_ONE || (c->strag_late >> c->group->rank) & 1
+                         ? dfccl_time_ns()
+                         : 0;
     c->deferred = 0;
     ctx->ndeferred--;
     dfccl_ctx_submit(ctx, DFCCL_SQE_RUN, id, sendbuff, c->pend_recv);
     return 1;
+}
+
+/*
+ * The end of a run of straggler-tolerant c (its callback slot): the wait
+ * follows the run's measured time, then the caller's callback runs. The
+ * ski-rental price is the time of two runs; the model's (at registration)
+ * stands until a run has been measured here, and an average of the last
+ * runs (weights 1/4) from then on: what a run costs under this machine's
+ * load, which the model does not know.
+ */
+static void dfccl_coll_strag_done(int id, dfccl_status_t status, void *arg)
+{
+    struct dfccl_rank_ctx *ctx = arg;
+    dfccl_coll_t *c            = &ctx->colls[id];
+    dfccl_callback_t cb;
+    void *uarg;
+
+    pthread_mutex_lock(&ctx->lock);
+    cb   = c->strag_user_cb;
+    uarg = c->strag_user_arg;
+    if (status == DFCCL_OK && c->strag_go_ns != 0) {
+        const double us = (double)dfccl_since(dfccl_time_ns(), c->strag_go_ns) / 1e3;
+
+        c->strag_est_us = c->strag_est_us > 0 ? 0.75 * c->strag_est_us + 0.25 * us : us;
+        if (!c->strag_wait_fixed) {
+            const double w = 2.0 * c->strag_est_us;
+            c->strag_wait_us = w < 1.0 ? 1u : w > 1e9 ? 1000000000u : (uint32_t)w;
+        }
+    }
+    c->strag_go_ns = 0;
+    pthread_mutex_unlock(&ctx->lock);
+    if (cb != NULL) {
+        cb(id, status, uarg);
+    }
 }
 
 /* The partner's completion: on an early rank, phase 2 follows. */

@@ -567,6 +567,11 @@ typedef struct {
     uint32_t            strag_wait_us;
     uint64_t            strag_relay_run; /* the latest run we relayed phase 1 of */
     uint64_t            strag_splits;   /* runs that took two phases */
+    int                 strag_wait_fixed; /* the registration gave the wait */
+    double              strag_est_us;   /* measured time of a run (EWMA), 0: none yet */
+    uint64_t            strag_go_ns;    /* a run submitted with every rank there: when */
+    dfccl_callback_t    strag_user_cb;  /* the run's callback and its argument */
+    void               *strag_user_arg;
     void               *strag_ident;    /* count elements of the op's identity */
     void               *strag_scratch;  /* a relay's phase-1 output */
 } dfccl_coll_t;
