@@ -980,10 +980,11 @@ static dfccl_status_t dfccl_coll_register_strag(const dfccl_coll_desc_t *d, dfcc
     c->strag_ident    = ident;
     c->strag_scratch  = scratch;
     c->strag_wait_fixed = d->straggler_wait_us != 0;
-    c->strag_wait_us  = d->straggler_wait_us != 0
-                            ? d->straggler_wait_us
-                            : dfccl_strag_wait_us(&ctx->cfg, g, dfccl_algo_by_id(c->st.algo),
-                                                  d->count, d->type, (int)c->st.nchannels);
+    c->strag_opt        = d->op != DFCCL_AVG;
+    c->strag_model_us   = dfccl_strag_wait_us(&ctx->cfg, g, dfccl_algo_by_id(c->st.algo),
+                                              d->count, d->type, (int)c->st.nchannels);
+    c->strag_wait_us    = d->straggler_wait_us != 0 ? d->straggler_wait_us
+                                                    : (uint32_t)c->strag_model_us;
     p->strag_internal = 1;
     p->strag_peer     = id;
     ctx->nstrag++;
@@ -1524,6 +1525,23 @@ static int dfccl_coll_strag_go(struct dfccl_rank_ctx *ctx, int id, const void *s
     return 1;
 }
 
+/* The wait of c's current run (ns): fixed by the registration, else twice
+ * the group's latest measured run time, else the model's. ctx->lock held. */
+static uint64_t dfccl_coll_strag_wait_ns(dfccl_coll_t *c)
+{
+    if (!c->strag_wait_fixed) {
+        double est = dfccl_strag_est_get(c->group, c->sig[6]);
+        double w;
+
+        if (est <= 0) {
+            est = c->strag_est_us;
+        }
+        w = est > 0 ? 2.0 * est : c->strag_model_us;
+        c->strag_wait_us = w < 1.0 ? 1u : w > 1e9 ? 1000000000u : (uint32_t)w;
+    }
+    return (uint64_t)c->strag_wait_us * 1000ull;
+}
+
 /*
  * The end of a run of straggler-tolerant c (its callback slot): the wait
  * follows the run's measured time, then the caller's callback runs. The
@@ -1546,10 +1564,9 @@ static void dfccl_coll_strag_done(int id, dfccl_status_t status, void *arg)
         const double us = (double)dfccl_since(dfccl_time_ns(), c->strag_go_ns) / 1e3;
 
         c->strag_est_us = c->strag_est_us > 0 ? 0.75 * c->strag_est_us + 0.25 * us : us;
-        if (!c->strag_wait_fixed) {
-            const double w = 2.0 * c->strag_est_us;
-            c->strag_wait_us = w < 1.0 ? 1u : w > 1e9 ? 1000000000u : (uint32_t)w;
-        }
+        /* for every rank of the group: the ranks that wait are seldom
+         * the ones that measure (the last to arrive) */
+        dfccl_strag_est_put(c->group, c->sig[6], c->strag_est_us);
     }
     c->strag_go_ns = 0;
     pthread_mutex_unlock(&ctx->lock);
@@ -1574,11 +1591,35 @@ static void dfccl_coll_strag_p1_done(int pid, dfccl_status_t status, void *arg)
         pthread_mutex_unlock(&ctx->lock); /* a relay's end, or c failed meanwhile */
         return;
     }
+    if (status == DFCCL_OK && c->strag_opt) {
+        /* optimistic: p ran with the data of every rank that committed;
+         * the run is decided by now (the late ranks relay only once it
+         * is, and with nobody late the last to commit decided) */
+        const int64_t late = dfccl_strag_decide(c->group, c->sig[6], c->runs, 0, 0, 0);
+
+        if (late == 0) {
+            c->deferred    = 0;
+            ctx->ndeferred--;
+            c->strag_phase = DFCCL_STRAG_ONE;
+            pthread_mutex_unlock(&ctx->lock);
+            dfccl_ctx_complete(ctx, id, DFCCL_OK); /* p's result is the whole */
+            return;
+        }
+        if (late < 0) {
+            status = dfccl_error(DFCCL_ERR_INTERNAL, "straggler-tolerant collective %d on "
+                                 "group %s: run %llu completed undecided", id, c->group->name,
+                                 (unsigned long long)c->runs);
+        } else {
+            c->strag_late = (uint32_t)late;
+            c->strag_splits++;
+            ctx->strag_splits++;
+        }
+    }
     if (status != DFCCL_OK) {
         c->deferred = 0;
         ctx->ndeferred--;
         free(c->errmsg);
-        c->errmsg = p->errmsg != NULL ? strdup(p->errmsg) : NULL;
+        c->errmsg = p->errmsg != NULL ? strdup(p->errmsg) : strdup(dfcclGetLastErrorMessage());
         pthread_mutex_unlock(&ctx->lock);
         dfccl_ctx_fail(ctx, id, status);
         return;
@@ -1589,6 +1630,79 @@ static void dfccl_coll_strag_p1_done(int pid, dfccl_status_t status, void *arg)
     c->strag_phase = DFCCL_STRAG_P2;
     dfccl_coll_strag_go(ctx, id, c->group->rank == first ? c->pend_recv : c->strag_ident);
     pthread_mutex_unlock(&ctx->lock);
+}
+
+/*
+ * The optimistic protocol (every op but avg): a rank that arrives commits
+ * its data to the run (straggler.c) and submits p with it at once; with
+ * nobody late p's run is the whole run, and the user's completes with it,
+ * without running c. A rank whose wait ends before every rank committed
+ * marks the others late: p's run becomes phase 1 (they relay it) and c
+ * runs phase 2. 1 once c is submitted, 0 while the run goes on, or an
+ * error. ctx->lock held.
+ */
+static int dfccl_coll_strag_step_opt(struct dfccl_rank_ctx *ctx, int id)
+{
+    dfccl_coll_t *c       = &ctx->colls[id];
+    dfccl_coll_t *p       = &ctx->colls[c->strag_peer];
+    struct dfccl_group *g = c->group;
+    const int p_busy      = p->state == DFCCL_COLL_INFLIGHT || p->state == DFCCL_COLL_CLOSING;
+    dfccl_status_t st;
+    int64_t late;
+    int rc;
+
+    if (c->strag_phase == DFCCL_STRAG_P1) {
+        if (dfccl_strag_decide(g, c->sig[6], c->runs, 0, 0, 0) < 0 &&
+            dfccl_since(dfccl_time_ns(), c->start_ns) >= dfccl_coll_strag_wait_ns(c)) {
+            dfccl_strag_expire(g, c->sig[6], c->runs);
+        }
+        return 0; /* p's completion goes on */
+    }
+    if (c->strag_phase != DFCCL_STRAG_WAIT) {
+        return 0;
+    }
+    rc = dfccl_coll_resolve(ctx, id);
+    if (rc > 0) {
+        rc = dfccl_coll_resolve(ctx, c->strag_peer);
+    }
+    if (rc <= 0) {
+        return rc;
+    }
+    late = dfccl_strag_decide(g, c->sig[6], c->runs, 0, 0, 0);
+    if (late < 0) {
+        if (p_busy) {
+            return 0; /* our relay of the previous run still completes here */
+        }
+        late = dfccl_strag_commit(g, c->sig[6], c->runs);
+    }
+    if (late > 0) {
+        /* decided before we could commit: we are late */
+        c->strag_late = (uint32_t)late;
+        if (c->strag_relay_run != c->runs) {
+            if (p_busy) {
+                return 0;
+            }
+            st = dfccl_coll_strag_p1(ctx, c->strag_peer, c->strag_ident, c->strag_scratch);
+            if (st != DFCCL_OK) {
+                return st;
+            }
+            c->strag_relay_run = c->runs;
+            ctx->strag_relays++;
+        }
+        c->strag_splits++;
+        ctx->strag_splits++;
+        c->strag_phase = DFCCL_STRAG_P2;
+        return dfccl_coll_strag_go(ctx, id, c->pend_send);
+    }
+    c->strag_late = 0;
+    st = dfccl_coll_strag_p1(ctx, c->strag_peer, c->pend_send, c->pend_recv);
+    if (st != DFCCL_OK) {
+        return st;
+    }
+    c->strag_phase = DFCCL_STRAG_P1;
+    /* the last to commit: p takes about a run's time from here */
+    c->strag_go_ns = late == 0 ? dfccl_time_ns() : 0;
+    return 0;
 }
 
 /* A waiting run of straggler-tolerant c: 1 once submitted (it is no
@@ -1603,6 +1717,9 @@ static int dfccl_coll_strag_step(struct dfccl_rank_ctx *ctx, int id)
     int64_t late;
     int rc;
 
+    if (c->strag_opt) {
+        return dfccl_coll_strag_step_opt(ctx, id);
+    }
     if (c->strag_phase != DFCCL_STRAG_WAIT) {
         return 0; /* phase 1 runs: its completion submits phase 2 */
     }
@@ -1615,7 +1732,7 @@ static int dfccl_coll_strag_step(struct dfccl_rank_ctx *ctx, int id)
     }
     late = dfccl_strag_decide(g, c->sig[6], c->runs, 1,
                               dfccl_since(dfccl_time_ns(), c->start_ns),
-                              (uint64_t)c->strag_wait_us * 1000ull);
+                              dfccl_coll_strag_wait_ns(c));
     if (late < 0) {
         return 0;
     }

@@ -277,9 +277,13 @@ typedef struct {
     uint64_t          xseq;
     uint8_t           xbuf[2][DFCCL_DIR_XBYTES];
     /* straggler tolerance (straggler.c), read in rank 0's directory only:
-     * per registration slot, the late ranks of a run, written once per run
-     * by compare-and-swap, so that every rank reads the same set */
-    uint64_t          strag[DFCCL_DIR_RUNS];
+     * per registration slot and parity of the run, the late ranks of a
+     * run, written once per run by compare-and-swap, so that every rank
+     * reads the same set */
+    uint64_t          strag[DFCCL_DIR_RUNS][2];
+    /* and the latest measured time of a run, microseconds (8 bits of the
+     * registration index above the slot, 56 of time) */
+    uint64_t          strag_est[DFCCL_DIR_RUNS];
 } dfccl_dir_t;
 
 /*
@@ -568,6 +572,9 @@ typedef struct {
     uint64_t            strag_relay_run; /* the latest run we relayed phase 1 of */
     uint64_t            strag_splits;   /* runs that took two phases */
     int                 strag_wait_fixed; /* the registration gave the wait */
+    int                 strag_opt;      /* optimistic: phase 1 (or the whole run) on the
+                                         * partner at once (every op but avg) */
+    double              strag_model_us; /* the model's wait */
     double              strag_est_us;   /* measured time of a run (EWMA), 0: none yet */
     uint64_t            strag_go_ns;    /* a run submitted with every rank there: when */
     dfccl_callback_t    strag_user_cb;  /* the run's callback and its argument */
@@ -820,6 +827,17 @@ uint32_t dfccl_strag_wait_us(const dfccl_config_t *cfg, const struct dfccl_group
 /* Forget any decision left in registration reg's slot by an earlier
  * registration, as seen by this rank: its own runs word. ctx->lock held. */
 void dfccl_strag_registered(struct dfccl_group *g, uint64_t reg);
+/* The optimistic protocol (every op but avg): this rank commits its data
+ * to run `run` (its bit in the word, undecided); the last to commit
+ * decides "none late" (returns 0); -1: committed, undecided; > 0: the
+ * run was decided before we could commit, with these late ranks (we are
+ * one). expire: our wait is over: the ranks not committed are late
+ * (returns the decision, whoever made it). */
+int64_t dfccl_strag_commit(struct dfccl_group *g, uint64_t reg, uint64_t run);
+int64_t dfccl_strag_expire(struct dfccl_group *g, uint64_t reg, uint64_t run);
+/* The group's latest measured run time of registration reg (us; 0: none). */
+void dfccl_strag_est_put(struct dfccl_group *g, uint64_t reg, double us);
+double dfccl_strag_est_get(struct dfccl_group *g, uint64_t reg);
 /* 1 if some rank of g has started run `run` of registration reg. */
 int dfccl_strag_started(struct dfccl_group *g, uint64_t reg, uint64_t run);
 /* The late ranks of run `run` of registration reg: >= 0 once decided.

@@ -16,9 +16,10 @@
  * late"; one that has waited its wait writes the ranks that have not
  * started. Both write with a compare-and-swap from a word that is not
  * this run's decision, so the first write wins and every rank reads the
- * same set. No rank can be a run ahead of another's decision: a rank
- * starts run k + 1 only after its run k completed, which needed every
- * rank to have read run k's decision and submitted its part.
+ * same set. Every op but avg takes the optimistic protocol: a rank that
+ * arrives sets its bit in the undecided word ("committed": its data goes
+ * into the run at once), the last to commit decides "none late", and a
+ * rank whose wait ends decides the uncommitted ranks late.
  */
 #include "dfccl_int.h"
 
@@ -95,12 +96,16 @@ uint32_t dfccl_strag_wait_us(const dfccl_config_t *cfg, const struct dfccl_group
     return us > 1e9 ? 1000000000u : (uint32_t)us;
 }
 
-/* The decision word of registration reg, in rank 0's directory. */
-static uint64_t *dfccl_strag_word(struct dfccl_group *g, uint64_t reg)
+/* The decision word of run `run` of registration reg, in rank 0's
+ * directory: one per parity of the run, since a rank may start run k + 1
+ * (optimistic: as soon as its run k completed) while another still reads
+ * run k's decision, never k + 2 (that needs every rank's part of k + 1,
+ * which each gives after it read k's). */
+static uint64_t *dfccl_strag_word(struct dfccl_group *g, uint64_t reg, uint64_t run)
 {
     dfccl_dir_t *d = (dfccl_dir_t *)dfccl_pool_dir_of(g, 0);
 
-    return d != NULL ? &d->strag[reg % DFCCL_DIR_RUNS] : NULL;
+    return d != NULL ? &d->strag[reg % DFCCL_DIR_RUNS][run & 1] : NULL;
 }
 
 /* The word's tag for run `run` of registration reg: decided, no rank. */
@@ -136,6 +141,75 @@ static uint64_t dfccl_strag_arrived(struct dfccl_group *g, uint64_t reg, uint64_
     return m;
 }
 
+int64_t dfccl_strag_commit(struct dfccl_group *g, uint64_t reg, uint64_t run)
+{
+    uint64_t *w = dfccl_strag_word(g, reg, run);
+    const uint64_t tag = dfccl_strag_tag(reg, run), utag = tag & ~DFCCL_STRAG_DECIDED;
+    const uint64_t all = (1ull << g->nranks) - 1, me = 1ull << g->rank;
+
+    if (w == NULL) {
+        return -1;
+    }
+    for (;;) {
+        uint64_t cur = __atomic_load_n(w, __ATOMIC_ACQUIRE), mask, want;
+
+        if ((cur & ~DFCCL_STRAG_MASK) == tag) {
+            return (int64_t)(cur & DFCCL_STRAG_MASK); /* decided before we committed */
+        }
+        mask = ((cur & ~DFCCL_STRAG_MASK) == utag ? cur & DFCCL_STRAG_MASK : 0) | me;
+        want = mask == all ? tag : utag | mask;
+        if (__atomic_compare_exchange_n(w, &cur, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            return mask == all ? 0 : -1;
+        }
+    }
+}
+
+int64_t dfccl_strag_expire(struct dfccl_group *g, uint64_t reg, uint64_t run)
+{
+    uint64_t *w = dfccl_strag_word(g, reg, run);
+    const uint64_t tag = dfccl_strag_tag(reg, run), utag = tag & ~DFCCL_STRAG_DECIDED;
+    const uint64_t all = (1ull << g->nranks) - 1, me = 1ull << g->rank;
+
+    if (w == NULL) {
+        return -1;
+    }
+    for (;;) {
+        uint64_t cur = __atomic_load_n(w, __ATOMIC_ACQUIRE), mask;
+
+        if ((cur & ~DFCCL_STRAG_MASK) == tag) {
+            return (int64_t)(cur & DFCCL_STRAG_MASK);
+        }
+        /* we committed: our bit is there (set it anyway, never late) */
+        mask = ((cur & ~DFCCL_STRAG_MASK) == utag ? cur & DFCCL_STRAG_MASK : 0) | me;
+        __atomic_compare_exchange_n(w, &cur, tag | (all & ~mask), 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE);
+    }
+}
+
+void dfccl_strag_est_put(struct dfccl_group *g, uint64_t reg, double us)
+{
+    dfccl_dir_t *d = (dfccl_dir_t *)dfccl_pool_dir_of(g, 0);
+    const uint64_t v = us < 1.0 ? 1 : us > 1e15 ? (1ull << 50) : (uint64_t)us;
+
+    if (d != NULL) {
+        __atomic_store_n(&d->strag_est[reg % DFCCL_DIR_RUNS],
+                         (((reg / DFCCL_DIR_RUNS) & 0xffull) << 56) | v, __ATOMIC_RELAXED);
+    }
+}
+
+double dfccl_strag_est_get(struct dfccl_group *g, uint64_t reg)
+{
+    const dfccl_dir_t *d = dfccl_pool_dir_of(g, 0);
+    uint64_t v;
+
+    if (d == NULL) {
+        return 0.0;
+    }
+    v = __atomic_load_n(&d->strag_est[reg % DFCCL_DIR_RUNS], __ATOMIC_RELAXED);
+    return (v >> 56) == ((reg / DFCCL_DIR_RUNS) & 0xffull) ? (double)(v & ((1ull << 56) - 1))
+                                                           : 0.0;
+}
+
 int dfccl_strag_started(struct dfccl_group *g, uint64_t reg, uint64_t run)
 {
     return dfccl_strag_arrived(g, reg, run) != 0;
@@ -144,7 +218,7 @@ int dfccl_strag_started(struct dfccl_group *g, uint64_t reg, uint64_t run)
 int64_t dfccl_strag_decide(struct dfccl_group *g, uint64_t reg, uint64_t run, int decide,
                            uint64_t waited_ns, uint64_t wait_ns)
 {
-    uint64_t *w = dfccl_strag_word(g, reg);
+    uint64_t *w = dfccl_strag_word(g, reg, run);
     const uint64_t tag = dfccl_strag_tag(reg, run), all = (1ull << g->nranks) - 1;
 
     if (w == NULL) {
