@@ -9,12 +9,12 @@
  *
  * The agreement: every rank publishes in its own directory how many runs
  * of each registration it has started (dfccl_dir_t.runs, written by
- * dfcclRun*). One word per registration slot in rank 0's directory holds
- * the decision for a run: the run (24 bits), which registration of the
- * slot it is (8 bits), a "decided" bit and the late ranks (31 bits). A
- * rank that has started run k and finds everyone started writes "none
- * late"; one that has waited its wait writes the ranks that have not
- * started. Both write with a compare-and-swap from a word that is not
+ * dfcclRun*). One word per registration slot and parity of the run, in
+ * rank 0's directory, holds the decision for a run: the run (24 bits),
+ * which registration of the slot it is (8 bits), a "decided" bit and the
+ * late ranks (31 bits). With avg, a rank that has started run k and finds
+ * everyone started writes "none late"; one that has waited its wait
+ * writes the ranks that have not started. Both write with a compare-and-swap from a word that is not
  * this run's decision, so the first write wins and every rank reads the
  * same set. Every op but avg takes the optimistic protocol: a rank that
  * arrives sets its bit in the undecided word ("committed": its data goes
