@@ -1633,6 +1633,35 @@ static void dfccl_coll_strag_p1_done(int pid, dfccl_status_t status, void *arg)
 }
 
 /*
+ * This rank is late for c's run: its runtime relays phase 1 on c's partner
+ * (once a run; with the op's identity, into scratch) unless it did, then
+ * c runs phase 2 with the rank's data. 0 while the partner's previous run
+ * still completes here, 1 once c is submitted, or an error. ctx->lock
+ * held.
+ */
+static int dfccl_coll_strag_late(struct dfccl_rank_ctx *ctx, int id, int p_busy)
+{
+    dfccl_coll_t *c = &ctx->colls[id];
+    dfccl_status_t st;
+
+    if (c->strag_relay_run != c->runs) {
+        if (p_busy) {
+            return 0; /* the previous run's relay is still finishing here */
+        }
+        st = dfccl_coll_strag_p1(ctx, c->strag_peer, c->strag_ident, c->strag_scratch);
+        if (st != DFCCL_OK) {
+            return st;
+        }
+        c->strag_relay_run = c->runs;
+        ctx->strag_relays++;
+    }
+    c->strag_splits++;
+    ctx->strag_splits++;
+    c->strag_phase = DFCCL_STRAG_P2;
+    return dfccl_coll_strag_go(ctx, id, c->pend_send);
+}
+
+/*
  * The optimistic protocol (every op but avg): a rank that arrives commits
  * its data to the run (straggler.c) and submits p with it at once; with
  * nobody late p's run is the whole run, and the user's completes with it,
@@ -1678,21 +1707,7 @@ static int dfccl_coll_strag_step_opt(struct dfccl_rank_ctx *ctx, int id)
     if (late > 0) {
         /* decided before we could commit: we are late */
         c->strag_late = (uint32_t)late;
-        if (c->strag_relay_run != c->runs) {
-            if (p_busy) {
-                return 0;
-            }
-            st = dfccl_coll_strag_p1(ctx, c->strag_peer, c->strag_ident, c->strag_scratch);
-            if (st != DFCCL_OK) {
-                return st;
-            }
-            c->strag_relay_run = c->runs;
-            ctx->strag_relays++;
-        }
-        c->strag_splits++;
-        ctx->strag_splits++;
-        c->strag_phase = DFCCL_STRAG_P2;
-        return dfccl_coll_strag_go(ctx, id, c->pend_send);
+        return dfccl_coll_strag_late(ctx, id, p_busy);
     }
     c->strag_late = 0;
     st = dfccl_coll_strag_p1(ctx, c->strag_peer, c->pend_send, c->pend_recv);
@@ -1742,21 +1757,7 @@ static int dfccl_coll_strag_step(struct dfccl_rank_ctx *ctx, int id)
         return dfccl_coll_strag_go(ctx, id, c->pend_send);
     }
     if ((late >> g->rank) & 1) {
-        if (c->strag_relay_run != c->runs) {
-            if (p_busy) {
-                return 0; /* the previous run's relay is still finishing here */
-            }
-            st = dfccl_coll_strag_p1(ctx, c->strag_peer, c->strag_ident, c->strag_scratch);
-            if (st != DFCCL_OK) {
-                return st;
-            }
-            c->strag_relay_run = c->runs;
-            ctx->strag_relays++;
-        }
-        c->strag_splits++;
-        ctx->strag_splits++;
-        c->strag_phase = DFCCL_STRAG_P2;
-        return dfccl_coll_strag_go(ctx, id, c->pend_send);
+        return dfccl_coll_strag_late(ctx, id, p_busy);
     }
     if (p_busy) {
         return 0;
