@@ -141,7 +141,10 @@ static uint64_t dfccl_strag_arrived(struct dfccl_group *g, uint64_t reg, uint64_
     return m;
 }
 
-int64_t dfccl_strag_commit(struct dfccl_group *g, uint64_t reg, uint64_t run)
+/* One step of the optimistic protocol on run `run`'s word: add this
+ * rank's bit (commit), or decide that the ranks without one are late
+ * (expire); a word decided already is the answer (dfccl_strag_commit). */
+static int64_t dfccl_strag_mark(struct dfccl_group *g, uint64_t reg, uint64_t run, int expire)
 {
     uint64_t *w = dfccl_strag_word(g, reg, run);
     const uint64_t tag = dfccl_strag_tag(reg, run), utag = tag & ~DFCCL_STRAG_DECIDED;
@@ -154,36 +157,25 @@ int64_t dfccl_strag_commit(struct dfccl_group *g, uint64_t reg, uint64_t run)
         uint64_t cur = __atomic_load_n(w, __ATOMIC_ACQUIRE), mask, want;
 
         if ((cur & ~DFCCL_STRAG_MASK) == tag) {
-            return (int64_t)(cur & DFCCL_STRAG_MASK); /* decided before we committed */
+            return (int64_t)(cur & DFCCL_STRAG_MASK); /* decided before us */
         }
+        /* our bit is there after a commit (set it anyway: never late) */
         mask = ((cur & ~DFCCL_STRAG_MASK) == utag ? cur & DFCCL_STRAG_MASK : 0) | me;
-        want = mask == all ? tag : utag | mask;
+        want = expire ? tag | (all & ~mask) : mask == all ? tag : utag | mask;
         if (__atomic_compare_exchange_n(w, &cur, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            return mask == all ? 0 : -1;
+            return expire ? (int64_t)(all & ~mask) : mask == all ? 0 : -1;
         }
     }
 }
 
+int64_t dfccl_strag_commit(struct dfccl_group *g, uint64_t reg, uint64_t run)
+{
+    return dfccl_strag_mark(g, reg, run, 0);
+}
+
 int64_t dfccl_strag_expire(struct dfccl_group *g, uint64_t reg, uint64_t run)
 {
-    uint64_t *w = dfccl_strag_word(g, reg, run);
-    const uint64_t tag = dfccl_strag_tag(reg, run), utag = tag & ~DFCCL_STRAG_DECIDED;
-    const uint64_t all = (1ull << g->nranks) - 1, me = 1ull << g->rank;
-
-    if (w == NULL) {
-        return -1;
-    }
-    for (;;) {
-        uint64_t cur = __atomic_load_n(w, __ATOMIC_ACQUIRE), mask;
-
-        if ((cur & ~DFCCL_STRAG_MASK) == tag) {
-            return (int64_t)(cur & DFCCL_STRAG_MASK);
-        }
-        /* we committed: our bit is there (set it anyway, never late) */
-        mask = ((cur & ~DFCCL_STRAG_MASK) == utag ? cur & DFCCL_STRAG_MASK : 0) | me;
-        __atomic_compare_exchange_n(w, &cur, tag | (all & ~mask), 0, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE);
-    }
+    return dfccl_strag_mark(g, reg, run, 1);
 }
 
 void dfccl_strag_est_put(struct dfccl_group *g, uint64_t reg, double us)
