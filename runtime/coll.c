@@ -1942,6 +1942,22 @@ static void dfccl_coll_partial(struct dfccl_rank_ctx *ctx, int id, dfccl_partial
     p->words = ctx->args.progress + (size_t)id * nb;
 }
 
+/* The partial completion of `coll_id` for API call `fn`: DFCCL_OK with
+ * ctx->lock held, or the lookup's error with it released. */
+static dfccl_status_t dfccl_coll_partial_lock(struct dfccl_rank_ctx *ctx, int coll_id,
+                                              const char *fn, dfccl_coll_t **c_p,
+                                              dfccl_partial_t *p)
+{
+    dfccl_status_t st;
+
+    pthread_mutex_lock(&ctx->lock);
+    st = dfccl_coll_lookup(ctx, coll_id, fn, "; pass the id that dfcclRegister* returned", c_p);
+    if (st == DFCCL_OK) {
+        dfccl_coll_partial(ctx, coll_id, p);
+    }
+    return st;
+}
+
 dfccl_status_t dfcclGetProgress(int coll_id, dfccl_rank_ctx_t ctx, dfccl_partial_t *partial_p)
 {
     dfccl_partial_t p;
@@ -1952,13 +1968,10 @@ dfccl_status_t dfcclGetProgress(int coll_id, dfccl_rank_ctx_t ctx, dfccl_partial
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGetProgress: ctx and partial_p must "
                            "not be NULL");
     }
-    pthread_mutex_lock(&ctx->lock);
-    st = dfccl_coll_lookup(ctx, coll_id, "dfcclGetProgress",
-                           "; pass the id that dfcclRegister* returned", &c);
+    st = dfccl_coll_partial_lock(ctx, coll_id, "dfcclGetProgress", &c, &p);
     if (st != DFCCL_OK) {
         return st;
     }
-    dfccl_coll_partial(ctx, coll_id, &p);
     pthread_mutex_unlock(&ctx->lock);
     *partial_p = p;
     return DFCCL_OK;
@@ -1977,13 +1990,10 @@ dfccl_status_t dfcclQueryRange(int coll_id, size_t offset, dfccl_rank_ctx_t ctx,
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclQueryRange: ctx and bytes_ready_p "
                            "must not be NULL");
     }
-    pthread_mutex_lock(&ctx->lock);
-    st = dfccl_coll_lookup(ctx, coll_id, "dfcclQueryRange",
-                           "; pass the id that dfcclRegister* returned", &c);
+    st = dfccl_coll_partial_lock(ctx, coll_id, "dfcclQueryRange", &c, &p);
     if (st != DFCCL_OK) {
         return st;
     }
-    dfccl_coll_partial(ctx, coll_id, &p);
     if (offset > p.total_bytes) {
         char label[256];
 
