@@ -558,6 +558,15 @@ DFCCL_API dfccl_status_t dfcclPredict(dfccl_group_t group, const dfccl_coll_desc
 DFCCL_API dfccl_status_t dfcclGroupSupports(dfccl_group_t group, int kind);
 
 /*
+ * The order of the group's ring: ranks[p] is the rank at position p (the
+ * caller passes nranks entries). The ring takes the hosts in the order of
+ * their lowest rank and each host's ranks in rank order, so it crosses
+ * between hosts once per host however the job placed its ranks; where every
+ * host's ranks are consecutive, it is rank order. The same on every rank.
+ */
+DFCCL_API dfccl_status_t dfcclGroupRingOrder(dfccl_group_t group, int *ranks);
+
+/*
  * Register a collective on `group`. Local: it needs no other rank, so it can
  * be called at any time, e.g. at the first use of a collective. Every rank
  * must register the group's collectives in the same order with the same

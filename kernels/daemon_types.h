@@ -396,6 +396,8 @@ typedef struct {
     int32_t  root;
     int32_t  nchannels;
     int32_t  priority;
+    int32_t  ring_pos;    /* this rank's position in the group's ring */
+    int32_t  ring_root;   /* the root's (reduce, broadcast) */
     uint64_t count;       /* allreduce/reduce/bcast: count; allgather/rs: per rank;
                            * alltoall: per pair; alltoallv: 0 (see chans' pairs) */
     uint32_t slot_bytes;
@@ -414,6 +416,9 @@ typedef struct {
     uint64_t cancelled;   /* 1: the host gave its run up (a rank of its group is
                            * excluded): a block that finds it stuck drops it and
                            * posts a CQE marked DFCCL_K_CQE_CANCEL */
+    /* the rank at each position of the ring, in memory the daemon reads;
+     * NULL: the ring is rank order (ring_pos == rank) */
+    const int32_t *ring_ranks;
 } dfccl_coll_static_t;
 
 /* A CQE's id bit for a run a block dropped (dfccl_coll_static_t.cancelled). */

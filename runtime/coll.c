@@ -337,13 +337,13 @@ static int dfccl_coll_meshed(const dfccl_coll_static_t *st)
            st->algo == DFCCL_K_ALGO_TREE || st->algo == DFCCL_K_ALGO_CTREE;
 }
 
-/* Does channel `ch` of this collective send anything to the next rank? A
+/* Does channel `ch` of this collective send anything to the ring's next rank? A
  * channel that does not needs no send connector: the next rank may finish
  * (and even reuse the region) without waiting for us. */
 static int dfccl_coll_sends(const dfccl_coll_t *c, int ch)
 {
     const dfccl_coll_static_t *st = &c->st;
-    int last = (st->rank - st->root + st->nranks) % st->nranks == st->nranks - 1;
+    int last = (st->ring_pos - st->ring_root + st->nranks) % st->nranks == st->nranks - 1;
 
     if (c->chans[ch].cnt == 0 || st->nranks == 1 || dfccl_coll_meshed(st)) {
         return 0; /* the mesh, MSCCL and trees write to their peers' regions (peer[]) */
@@ -474,7 +474,7 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
         if (c->chans[ch].send_ctrl != NULL || !dfccl_coll_sends(c, ch)) {
             continue;
         }
-        rc = dfccl_coll_find_peer(ctx, id, (g->rank + 1) % g->nranks, ch, &dev);
+        rc = dfccl_coll_find_peer(ctx, id, g->ring_next, ch, &dev);
         if (rc <= 0) {
             return rc;
         }
@@ -578,6 +578,9 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     st.nranks       = g->nranks;
     st.rank         = g->rank;
     st.root         = (kind == DFCCL_COLL_REDUCE || kind == DFCCL_COLL_BROADCAST) ? root : 0;
+    st.ring_pos     = g->ring_pos;
+    st.ring_root    = dfccl_group_ring_pos(g, st.root);
+    st.ring_ranks   = g->ring_dev;
     st.priority     = priority;
     st.count        = count;
     st.elem_size    = (uint32_t)dfccl_dtype_bytes(dtype);

@@ -463,9 +463,19 @@ struct dfccl_group {
     double                   alpha_us, beta_gbps;
     int                     *pids;   /* every member's process id */
     int                     *same_host; /* per rank: 1 if on our host (pids, shm) */
+    /* The ring: the hosts in the order of their lowest rank, each host's
+     * ranks in rank order, so that it crosses between hosts once per host
+     * whatever the placement of ranks (rank order where each host's ranks
+     * are consecutive). ring_pos is our position, ring_next and ring_prev
+     * the ranks we send to and receive from; ring_rank[p] the rank at
+     * position p and ring_dev the same where the daemon reads it (both
+     * NULL where the ring is rank order). Same on every rank. */
+    int                      ring_pos, ring_next, ring_prev;
+    int32_t                 *ring_rank;
+    void                    *ring_dev;
     int                      net;      /* some edge of the ring is net: staging everywhere */
-    int                      next_net; /* we send to the next rank through net */
-    int                      prev_net; /* we receive from the previous rank through net */
+    int                      next_net; /* we send to ring_next through net */
+    int                      prev_net; /* we receive from ring_prev through net */
     int                      pair;     /* two all_local ranks, on two GPUs (any two on
                                         * the host backend): same on both ranks */
     int                      all_local; /* every rank can write into every peer's
@@ -748,6 +758,8 @@ int dfccl_group_rank_done(struct dfccl_group *g, int r, const dfccl_coll_t *c);
  * flushed by then (dfcclDeregister, dfcclDestroy), so what it sent over
  * the net edge is on its way to us even after it exits. */
 int dfccl_group_rank_left(struct dfccl_group *g, int r);
+/* rank's position in g's ring (dfccl_group.ring_pos), -1 if none */
+int dfccl_group_ring_pos(const struct dfccl_group *g, int rank);
 
 /* profile.c: measure g's slowest class of link and its collectives' fixed
  * cost, agree on them with the other ranks and keep them in g (the

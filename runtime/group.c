@@ -223,6 +223,10 @@ void dfccl_group_free(struct dfccl_group *g)
     }
     free(g->peer_bells);
     dfccl_shm_release(&g->bell_seg);
+    if (g->ring_dev != NULL) {
+        g->ctx->be->dev_free(g->ctx, g->ring_dev);
+    }
+    free(g->ring_rank);
     free(g->pids);
     free(g->same_host);
     free(g->orig_rank);
@@ -276,6 +280,83 @@ static void dfccl_boot_fail(dfccl_group_boot_t b, dfccl_status_t st)
 }
 
 /*
+ * The ring's order (dfccl_group.ring_*): the hosts in the order of their
+ * lowest rank, each host's ranks in rank order. A job that places ranks
+ * round-robin over its hosts would otherwise cross between hosts at every
+ * edge; this way it crosses once per host. Rank order, and no table, where
+ * every host's ranks are consecutive. Same on every rank (host ids from
+ * exchange 1).
+ */
+static dfccl_status_t dfccl_group_ring_order(struct dfccl_group *g, const dfccl_boot_info_t *all)
+{
+    const int n = g->nranks;
+    int32_t *order;
+    uint8_t *placed;
+    int k = 0, same = 1;
+
+    order  = calloc((size_t)n, sizeof(*order));
+    placed = calloc((size_t)n, 1);
+    if (order == NULL || placed == NULL) {
+        free(order);
+        free(placed);
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclGroupCreate(%s): out of host memory",
+                           g->name);
+    }
+    for (int h = 0; h < n; h++) {
+        if (placed[h]) {
+            continue;
+        }
+        for (int r = h; r < n; r++) {
+            if (!placed[r] && strcmp(all[r].host_id, all[h].host_id) == 0) {
+                placed[r]  = 1;
+                order[k++] = r;
+            }
+        }
+    }
+    free(placed);
+    for (int p = 0; p < n; p++) {
+        same = same && order[p] == p;
+        if (order[p] == g->rank) {
+            g->ring_pos = p;
+        }
+    }
+    g->ring_next = order[(g->ring_pos + 1) % n];
+    g->ring_prev = order[(g->ring_pos + n - 1) % n];
+    if (same) {
+        free(order);
+    } else {
+        g->ring_rank = order;
+    }
+    return DFCCL_OK;
+}
+
+/* A rank's position in g's ring. */
+int dfccl_group_ring_pos(const struct dfccl_group *g, int rank)
+{
+    if (g->ring_rank == NULL) {
+        return rank;
+    }
+    for (int p = 0; p < g->nranks; p++) {
+        if (g->ring_rank[p] == rank) {
+            return p;
+        }
+    }
+    return -1;
+}
+
+dfccl_status_t dfcclGroupRingOrder(dfccl_group_t g, int *ranks)
+{
+    if (g == NULL || ranks == NULL) {
+        return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupRingOrder: %s must not be NULL",
+                           g == NULL ? "group" : "ranks");
+    }
+    for (int p = 0; p < g->nranks; p++) {
+        ranks[p] = g->ring_rank != NULL ? g->ring_rank[p] : p;
+    }
+    return DFCCL_OK;
+}
+
+/*
  * Transport of each ring edge: shm/p2p between ranks of one host, net
  * (UCX) between hosts or everywhere when any rank forces it. Every rank
  * computes the same answer from the allgathered host ids and flags.
@@ -283,12 +364,12 @@ static void dfccl_boot_fail(dfccl_group_boot_t b, dfccl_status_t st)
 static void dfccl_group_pick_net(struct dfccl_group *g, const dfccl_boot_info_t *all,
                                  const dfccl_boot_info_t *me)
 {
-    int n = g->nranks, force = 0, nx = (g->rank + 1) % n, pv = (g->rank + n - 1) % n;
+    int n = g->nranks, force = 0, nx = g->ring_next, pv = g->ring_prev;
 
     for (int i = 0; i < n; i++) {
         force |= all[i].net;
         g->same_host[i] = strcmp(all[i].host_id, me->host_id) == 0;
-        if (strcmp(all[i].host_id, all[(i + 1) % n].host_id) != 0) {
+        if (strcmp(all[i].host_id, all[0].host_id) != 0) {
             g->net = 1;
         }
     }
@@ -304,7 +385,7 @@ static void dfccl_group_pick_net(struct dfccl_group *g, const dfccl_boot_info_t 
 static void dfccl_boot_net_address(dfccl_group_boot_t b)
 {
     struct dfccl_group *g = b->g;
-    int n = g->nranks, nx = (g->rank + 1) % n, pv = (g->rank + n - 1) % n;
+    int nx = g->ring_next, pv = g->ring_prev;
     dfccl_status_t st;
 
     if (b->err != DFCCL_OK || (!g->next_net && !g->prev_net)) {
@@ -361,7 +442,7 @@ static void dfccl_boot_attach(dfccl_group_boot_t b)
     struct dfccl_group *g       = b->g;
     struct dfccl_rank_ctx *ctx  = g->ctx;
     int n = g->nranks, rank = g->rank, local;
-    const dfccl_boot_info_t *pv = &b->all[(rank + n - 1) % n];
+    const dfccl_boot_info_t *pv = &b->all[g->ring_prev];
     dfccl_status_t st;
 
     b->word = -1;
@@ -369,6 +450,18 @@ static void dfccl_boot_attach(dfccl_group_boot_t b)
         return;
     }
     (void)pv;
+    if (g->ring_rank != NULL) {
+        /* the ring kernels' table of positions */
+        const size_t bytes = (size_t)n * sizeof(*g->ring_rank);
+        st = ctx->be->dev_alloc(ctx, bytes, &g->ring_dev);
+        if (st == DFCCL_OK) {
+            st = ctx->be->memcpy_h2d(ctx, g->ring_dev, g->ring_rank, bytes);
+        }
+        if (st != DFCCL_OK) {
+            dfccl_boot_fail(b, st);
+            return;
+        }
+    }
 #ifdef HAVE_CUDART
     /* Our segments are written by the previous rank, or by our proxy
      * (net): then they must be host memory (shm, registered with the GPU). */
@@ -379,7 +472,7 @@ static void dfccl_boot_attach(dfccl_group_boot_t b)
         dfccl_boot_fail(b, dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclGroupCreate(%s): "
                                        "DFCCL_TRANSPORT=p2p but device %d cannot reach device "
                                        "%d of rank %d; use auto or shm", g->name, ctx->device,
-                                       pv->device, (rank + n - 1) % n));
+                                       pv->device, g->ring_prev));
         return;
     }
 #endif
@@ -442,6 +535,11 @@ static void dfccl_boot_info_check(dfccl_group_boot_t b, const dfccl_boot_info_t 
         g->pids[i] = all[i].pid;
     }
     if (n > 1) {
+        dfccl_status_t st = dfccl_group_ring_order(g, all);
+        if (st != DFCCL_OK) {
+            dfccl_boot_fail(b, st);
+            return;
+        }
         dfccl_group_pick_net(g, all, &b->me);
     }
 }
@@ -511,6 +609,9 @@ dfccl_status_t dfcclGroupBootStart(dfccl_rank_ctx_t ctx, int nranks, int rank,
     g->ctx    = ctx;
     g->nranks = nranks;
     g->rank   = rank;
+    g->ring_pos  = rank;
+    g->ring_next = (rank + 1) % nranks;
+    g->ring_prev = (rank + nranks - 1) % nranks;
     snprintf(g->name, sizeof(g->name), "%s", b->name);
     pthread_mutex_lock(&ctx->lock);
     g->id = ctx->next_group_id++;

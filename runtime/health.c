@@ -199,7 +199,7 @@ static void dfccl_coll_where(struct dfccl_rank_ctx *ctx, int id, uint64_t now,
 {
     const dfccl_coll_t *c         = &ctx->colls[id];
     const dfccl_coll_static_t *st = &c->st;
-    const int n = st->nranks, nch = st->nchannels;
+    const int nch = st->nchannels;
     dfccl_dyn_t dyn[DFCCL_MAX_CHANNELS];
     const dfccl_chan_t *ch;
     int best = -1;
@@ -210,7 +210,7 @@ static void dfccl_coll_where(struct dfccl_rank_ctx *ctx, int id, uint64_t now,
     w->where_peer = -1;
     if (c->deferred) {
         w->where_wait = DFCCL_WAIT_START;
-        w->where_peer = (st->rank + 1) % n; /* its registration is awaited */
+        w->where_peer = c->group->ring_next; /* its registration is awaited */
         return;
     }
     if (nch < 1 || nch > DFCCL_MAX_CHANNELS ||
@@ -258,7 +258,7 @@ static void dfccl_coll_where(struct dfccl_rank_ctx *ctx, int id, uint64_t now,
         }
         if (!ready) {
             w->where_wait = DFCCL_WAIT_RECV;
-            w->where_peer = (st->rank + n - 1) % n;
+            w->where_peer = c->group->ring_prev;
             return;
         }
     }
@@ -267,7 +267,7 @@ static void dfccl_coll_where(struct dfccl_rank_ctx *ctx, int id, uint64_t now,
         if (dfccl_ctx_peek(ctx, &head, &ch->send_ctrl->head, sizeof(head)) &&
             dyn[best].send_seq - head >= st->nslots) {
             w->where_wait = DFCCL_WAIT_SEND;
-            w->where_peer = (st->rank + 1) % n;
+            w->where_peer = c->group->ring_next;
             return;
         }
     }

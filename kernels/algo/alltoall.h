@@ -165,16 +165,17 @@ DFCCL_F_DEVICE int dfccl_mesh_alltoall(dfccl_exec_t *x)
 
 /*
  * The ring: the channel's range [ch->off, ch->off + ch->cnt) of every
- * block, in loops of a chunk. Per loop, step 0 copies our own chunk; then
- * phase s (1..n-1) takes s + 1 steps: send our chunk for rank r + s,
- * s - 1 times receive and send on (chunks of ranks r - 1 .. r - s + 1 on
- * their way), then receive rank r - s's chunk for us. The previous rank
+ * block, in loops of a chunk. Per loop, step 0 copies our own chunk; then,
+ * in ring positions, phase s (1..n-1) takes s + 1 steps: send our chunk for
+ * position r + s, s - 1 times receive and send on (chunks of positions
+ * r - 1 .. r - s + 1 on their way), then receive position r - s's chunk
+ * for us. The previous rank
  * sends s chunks in phase s and we receive s: the connector pairs them in
  * order.
  */
 DFCCL_F_DEVICE int dfccl_ring_alltoall(dfccl_exec_t *x)
 {
-    const int n = x->st->nranks, r = x->st->rank;
+    const int n = x->st->nranks, r = x->st->ring_pos, me = x->st->rank;
     const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
     const uint64_t C = x->st->count, ce = dfccl_chunk_elems(x);
     const uint32_t nloops = (uint32_t)DFCCL_DIV_UP(cnt, ce);
@@ -193,8 +194,8 @@ DFCCL_F_DEVICE int dfccl_ring_alltoall(dfccl_exec_t *x)
 
             if (t == 0) {
                 flags = DFCCL_P_COPY;
-                src   = x->sendbuff + ((uint64_t)r * C + base) * esz;
-                dst   = x->recvbuff + ((uint64_t)r * C + base) * esz;
+                src   = x->sendbuff + ((uint64_t)me * C + base) * esz;
+                dst   = x->recvbuff + ((uint64_t)me * C + base) * esz;
             } else {
                 for (t -= 1; t >= s + 1; s++) {
                     t -= s + 1;
@@ -202,12 +203,16 @@ DFCCL_F_DEVICE int dfccl_ring_alltoall(dfccl_exec_t *x)
                 k = t;
                 if (k == 0) {
                     flags = DFCCL_P_SEND;
-                    src   = x->sendbuff + ((uint64_t)dfccl_mod(r + (int)s, n) * C + base) * esz;
+                    src   = x->sendbuff +
+                            ((uint64_t)dfccl_ring_rank(x, dfccl_mod(r + (int)s, n)) * C + base) *
+                                esz;
                 } else if (k < s) {
                     flags = DFCCL_P_RECV | DFCCL_P_SEND;
                 } else {
                     flags = DFCCL_P_RECV | DFCCL_P_COPY;
-                    dst   = x->recvbuff + ((uint64_t)dfccl_mod(r - (int)s, n) * C + base) * esz;
+                    dst   = x->recvbuff +
+                            ((uint64_t)dfccl_ring_rank(x, dfccl_mod(r - (int)s, n)) * C + base) *
+                                esz;
                 }
             }
             rc = dfccl_prim_chunk(x, flags, src, dst, elems);

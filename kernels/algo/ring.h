@@ -9,8 +9,11 @@
  * sizes from the same static context, so an empty chunk is skipped on both
  * ends of a connector alike.
  *
- * Ring order is the group's rank order: rank r receives from r-1 and sends
- * to r+1 (mod n).
+ * Positions are the group's ring order (dfccl_coll_static_t.ring_pos):
+ * position r receives from r-1 and sends to r+1 (mod n). It is rank order
+ * unless the group's hosts hold ranks that are not consecutive; where
+ * data belongs to a rank (allgather and reduce-scatter blocks, all-to-all
+ * pairs), dfccl_ring_rank names the rank at a position.
  */
 #ifndef DFCCL_KERNELS_ALGO_RING_H_
 #define DFCCL_KERNELS_ALGO_RING_H_
@@ -21,6 +24,12 @@ DFCCL_F_DEVICE int dfccl_mod(int a, int n)
 {
     a %= n;
     return a < 0 ? a + n : a;
+}
+
+/* The rank at ring position p. */
+DFCCL_F_DEVICE int dfccl_ring_rank(const dfccl_exec_t *x, int p)
+{
+    return x->st->ring_ranks != NULL ? x->st->ring_ranks[p] : p;
 }
 
 /* Elements per chunk: a whole number of slices. */
@@ -52,7 +61,7 @@ DFCCL_F_DEVICE uint64_t dfccl_align_elems(const dfccl_exec_t *x, uint64_t e)
  */
 DFCCL_F_DEVICE int dfccl_ring_allreduce(dfccl_exec_t *x)
 {
-    const int n = x->st->nranks, r = x->st->rank;
+    const int n = x->st->nranks, r = x->st->ring_pos;
     const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
     const uint64_t loop_elems = (uint64_t)n * dfccl_chunk_elems(x);
     const uint32_t nloops     = (uint32_t)DFCCL_DIV_UP(cnt, loop_elems);
@@ -115,21 +124,22 @@ DFCCL_F_DEVICE int dfccl_ring_allreduce(dfccl_exec_t *x)
  * every block, in n steps, step s on block q of n.
  *
  * Allgather: each rank contributes `count` elements; rank q's block lands at
- * recvbuff + q * count. Step s moves rank (r - s) mod n's chunk:
+ * recvbuff + q * count. Step s moves the chunk of the rank at position
+ * (r - s) mod n:
  *   step 0         copySend      own input to own block and to the ring
  *   steps 1..n-2   recvCopySend
  *   step n-1       recv
  *
- * Reduce-scatter (`scatter`): rank r receives block r (count elements) of
- * the reduction of every rank's n * count input. Step s reduces block
- * (r - 1 - s) mod n:
+ * Reduce-scatter (`scatter`): rank q receives block q (count elements) of
+ * the reduction of every rank's n * count input. Step s reduces the block
+ * of the rank at position (r - 1 - s) mod n:
  *   step 0         send          own input of that block
  *   steps 1..n-2   recvReduceSend
  *   step n-1       recvReduceCopy (block r, into recvbuff)
  */
 DFCCL_F_DEVICE int dfccl_ring_blocks(dfccl_exec_t *x, int scatter)
 {
-    const int n = x->st->nranks, r = x->st->rank;
+    const int n = x->st->nranks, r = x->st->ring_pos;
     const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
     const uint64_t C = x->st->count, ce = dfccl_chunk_elems(x);
     const uint32_t nloops = (uint32_t)DFCCL_DIV_UP(cnt, ce);
@@ -141,7 +151,7 @@ DFCCL_F_DEVICE int dfccl_ring_blocks(dfccl_exec_t *x, int scatter)
 
         for (; x->dyn.step < (uint32_t)n; x->dyn.step++, x->dyn.slice = 0) {
             int s      = (int)x->dyn.step;
-            uint64_t q = (uint64_t)dfccl_mod(r - s - scatter, n);
+            uint64_t q = (uint64_t)dfccl_ring_rank(x, dfccl_mod(r - s - scatter, n));
             uint32_t flags;
             int rc;
 
@@ -198,15 +208,15 @@ DFCCL_F_DEVICE int dfccl_ring_chain(dfccl_exec_t *x, uint32_t flags, const char 
 }
 
 /*
- * Broadcast from root along the ring root, root+1, ..., root-1. By position
- * p = (r - root) mod n:
+ * Broadcast from root along the ring root, root+1, ..., root-1 (positions).
+ * By position p = (r - root) mod n:
  *   p = 0          copySend      (root: input to output and to the ring)
  *   0 < p < n-1    recvCopySend
  *   p = n-1        recv
  */
 DFCCL_F_DEVICE int dfccl_ring_broadcast(dfccl_exec_t *x)
 {
-    const int n = x->st->nranks, p = dfccl_mod(x->st->rank - x->st->root, x->st->nranks);
+    const int n = x->st->nranks, p = dfccl_mod(x->st->ring_pos - x->st->ring_root, n);
     uint32_t flags;
 
     if (n == 1) {
@@ -222,7 +232,7 @@ DFCCL_F_DEVICE int dfccl_ring_broadcast(dfccl_exec_t *x)
 }
 
 /*
- * Reduce to root along the ring root+1, ..., root. By position
+ * Reduce to root along the ring root+1, ..., root (positions). By position
  * p = (r - root - 1) mod n:
  *   p = 0          send
  *   0 < p < n-1    recvReduceSend
@@ -230,7 +240,7 @@ DFCCL_F_DEVICE int dfccl_ring_broadcast(dfccl_exec_t *x)
  */
 DFCCL_F_DEVICE int dfccl_ring_reduce(dfccl_exec_t *x)
 {
-    const int n = x->st->nranks, p = dfccl_mod(x->st->rank - x->st->root - 1, x->st->nranks);
+    const int n = x->st->nranks, p = dfccl_mod(x->st->ring_pos - x->st->ring_root - 1, n);
     uint32_t flags;
 
     if (n == 1) {

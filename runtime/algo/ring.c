@@ -101,7 +101,7 @@ void dfccl_ring_partition(int kind, size_t count, int nchannels, int ch, uint64_
  */
 uint32_t dfccl_ring_step_prim(const dfccl_coll_static_t *st, uint32_t step)
 {
-    const int n = st->nranks, r = st->rank, s = (int)step;
+    const int n = st->nranks, r = st->ring_pos, s = (int)step;
     const uint32_t rv = DFCCL_WHERE_RECV, sd = DFCCL_WHERE_SEND, rd = DFCCL_WHERE_REDUCE,
                    cp = DFCCL_WHERE_COPY;
     int p;
@@ -118,10 +118,10 @@ uint32_t dfccl_ring_step_prim(const dfccl_coll_static_t *st, uint32_t step)
     case DFCCL_COLL_REDUCESCATTER:
         return s == 0 ? sd : s < n - 1 ? rv | rd | sd : rv | rd | cp;
     case DFCCL_COLL_BROADCAST:
-        p = ((r - st->root) % n + n) % n;
+        p = ((r - st->ring_root) % n + n) % n;
         return p == 0 ? cp | sd : p < n - 1 ? rv | cp | sd : rv | cp;
     case DFCCL_COLL_REDUCE:
-        p = ((r - st->root - 1) % n + n) % n;
+        p = ((r - st->ring_root - 1) % n + n) % n;
         return p == 0 ? sd : p < n - 1 ? rv | rd | sd : rv | rd | cp;
     case DFCCL_COLL_ALLTOALL:
     case DFCCL_COLL_ALLTOALLV:

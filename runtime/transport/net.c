@@ -131,8 +131,9 @@ int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *st
     })
 
 /* Tag: type (2 bits) | group id of the destination (12) | registration
- * index (20) | channel (5) | slot sequence (25). The sequence is rebuilt
- * from the receiver's position: at most nslots (<= 64) are in flight. */
+ * index (20) | channel (6: DFCCL_MAX_CHANNELS) | slot sequence (24). The
+ * sequence is rebuilt from the receiver's position: at most nslots (<= 64)
+ * are in flight. */
 enum { DFCCL_NET_CONNECT = 0, DFCCL_NET_HELLO = 1, DFCCL_NET_DATA = 2, DFCCL_NET_CREDIT = 3 };
 /* Sequences of CONNECT-type messages that carry something else than a
  * connection: a failure record (dfccl_dir_fail_t) of the destination
@@ -147,14 +148,17 @@ enum { DFCCL_NET_CONNECT = 0, DFCCL_NET_HELLO = 1, DFCCL_NET_DATA = 2, DFCCL_NET
 #define DFCCL_NET_GONE_NS 500000000ull
 #define DFCCL_NET_CONNECT_S 120 /* connection wait without DFCCL_TIMEOUT */
 #define DFCCL_NET_DEFAULT_TLS "tcp,sm,self"
-#define DFCCL_NET_SEQ_BITS 25
+#define DFCCL_NET_SEQ_BITS 24
+#define DFCCL_NET_CH_MASK  63
 #define DFCCL_NET_SEQ_MASK ((1ull << DFCCL_NET_SEQ_BITS) - 1)
 #define DFCCL_NET_IDX_MASK ((1ull << 20) - 1)
+_Static_assert(DFCCL_MAX_CHANNELS <= DFCCL_NET_CH_MASK + 1, "a tag names every channel");
 
 static ucp_tag_t dfccl_net_tag(int type, int gid, uint64_t idx, int ch, uint64_t seq)
 {
     return ((ucp_tag_t)type << 62) | ((ucp_tag_t)(gid & 0xfff) << 50) |
-           ((idx & DFCCL_NET_IDX_MASK) << 30) | ((ucp_tag_t)(ch & 31) << 25) |
+           ((idx & DFCCL_NET_IDX_MASK) << 30) |
+           ((ucp_tag_t)(ch & DFCCL_NET_CH_MASK) << DFCCL_NET_SEQ_BITS) |
            (seq & DFCCL_NET_SEQ_MASK);
 }
 
@@ -584,7 +588,7 @@ static int dfccl_net_handle(struct dfccl_net *net, ucp_tag_message_h msg,
     ucp_tag_t tag  = info->sender_tag;
     int type       = (int)(tag >> 62), gid = (int)((tag >> 50) & 0xfff);
     uint64_t idx   = (tag >> 30) & DFCCL_NET_IDX_MASK, seq = tag & DFCCL_NET_SEQ_MASK;
-    int ch         = (int)((tag >> 25) & 31);
+    int ch         = (int)((tag >> DFCCL_NET_SEQ_BITS) & DFCCL_NET_CH_MASK);
     dfccl_net_chan_t *c;
     uint64_t buf[8];
 
@@ -1110,7 +1114,7 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
                                        const char *hosts, size_t hstride)
 {
     struct dfccl_net *net = g->ctx->net;
-    int nx = (g->rank + 1) % g->nranks, pv = (g->rank + g->nranks - 1) % g->nranks;
+    int nx = g->ring_next, pv = g->ring_prev;
     const char *nxhost = hosts + (size_t)nx * hstride;
     static const uint64_t word = 0x6466636e6e6563ull; /* the message: read by UCX only */
     uint64_t t0 = dfccl_time_ns();
@@ -1437,9 +1441,8 @@ int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
                              dfccl_status_t *status_p, char *msg, size_t len)
 {
     struct dfccl_net *net = __atomic_load_n(&g->ctx->net, __ATOMIC_ACQUIRE);
-    const int n = g->nranks;
-    const int edges[2][3] = {{g->next_net, g->net_next_peer, (g->rank + 1) % n},
-                             {g->prev_net, g->net_prev_peer, (g->rank + n - 1) % n}};
+    const int edges[2][3] = {{g->next_net, g->net_next_peer, g->ring_next},
+                             {g->prev_net, g->net_prev_peer, g->ring_prev}};
 
     if (net == NULL) {
         return 0;

@@ -158,7 +158,7 @@ dfccl_status_t dfccl_pool_connect(struct dfccl_group *g, const char *names, size
         }
     }
     pool->ndirs    = g->nranks;
-    pool->peer_dir = pool->dirs[(g->rank + 1) % g->nranks].base; /* NULL: other host */
+    pool->peer_dir = pool->dirs[g->ring_next].base; /* NULL: other host */
     pool->eager    = calloc((size_t)g->nranks, sizeof(*pool->eager));
     if (pool->eager == NULL) {
         return dfccl_error(DFCCL_ERR_NO_MEMORY, "group %s: out of memory", g->name);
@@ -322,7 +322,7 @@ int dfccl_pool_resolve_rank(struct dfccl_group *g, int rank, uint32_t segi, uint
 {
     dfccl_pool_t *pool = &g->pool;
     dfccl_seg_t *seg   = NULL, *grown;
-    dfccl_dir_t *dir   = rank == (g->rank + 1) % g->nranks ? pool->peer_dir
+    dfccl_dir_t *dir   = rank == g->ring_next ? pool->peer_dir
                          : rank != g->rank && rank < pool->ndirs ? pool->dirs[rank].base
                                                                  : NULL;
     dfccl_dir_entry_t *e;
@@ -372,7 +372,7 @@ int dfccl_pool_resolve_rank(struct dfccl_group *g, int rank, uint32_t segi, uint
 int dfccl_pool_resolve(struct dfccl_group *g, uint32_t segi, uint64_t off, void **host_p,
                        void **dev_p)
 {
-    return dfccl_pool_resolve_rank(g, (g->rank + 1) % g->nranks, segi, off, host_p, dev_p);
+    return dfccl_pool_resolve_rank(g, g->ring_next, segi, off, host_p, dev_p);
 }
 
 /* Rank r died: unlink the shm segments it published and nobody attached
@@ -425,7 +425,7 @@ static void dfccl_pool_attach_new(struct dfccl_group *g, int r)
 void dfccl_pool_reap(struct dfccl_group *g)
 {
     dfccl_pool_t *pool = &g->pool;
-    int n = g->nranks, next = (g->rank + 1) % n;
+    int n = g->nranks, next = g->ring_next;
 
     if (n > 1 && pool->dir != NULL) {
         /* the ranks whose segments we write into: the next one, and in

@@ -28,7 +28,7 @@ static const int dtypes[] = {DFCCL_INT8,    DFCCL_UINT8,    DFCCL_INT32,   DFCCL
 static const char *dfccl_coll_name_for_test(int kind)
 {
     static const char *names[] = {"allreduce", "allgather", "reduce-scatter", "reduce",
-                                  "broadcast"};
+                                  "broadcast", "all-to-all"};
     return names[kind];
 }
 

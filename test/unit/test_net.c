@@ -34,10 +34,12 @@
 #include "unit_util.h"
 
 /* Net everywhere, or two "hosts" of two ranks each (set in the rank), or
- * the two hosts in two network namespaces. */
-typedef enum { NET_FORCED, NET_TWO_HOSTS, NET_NETNS } net_mode_t;
+ * the two hosts in two network namespaces, or two hosts that hold every
+ * other rank (a job placed round-robin). */
+typedef enum { NET_FORCED, NET_TWO_HOSTS, NET_NETNS, NET_INTERLEAVED } net_mode_t;
 
-static const char *const net_mode_names[] = {"forced", "two hosts", "two netns"};
+static const char *const net_mode_names[] = {"forced", "two hosts", "two netns",
+                                             "interleaved hosts"};
 
 /* the namespaces and their veth ends: made by netns_setup (test_net_ns) */
 static char netns_name[2][32], netns_dev[2][16];
@@ -58,6 +60,10 @@ static void net_env(int rank, int n, net_mode_t mode)
         return;
     }
     unsetenv("DFCCL_NET");
+    if (mode == NET_INTERLEAVED) {
+        setenv("DFCCL_HOST_ID", rank % 2 == 0 ? "dfccl-test-host-a" : "dfccl-test-host-b", 1);
+        return;
+    }
     /* the first half of the ranks on host a, the rest on host b */
     setenv("DFCCL_HOST_ID", rank < n / 2 ? "dfccl-test-host-a" : "dfccl-test-host-b", 1);
     if (mode == NET_NETNS) {
@@ -91,6 +97,28 @@ typedef struct {
     int        kind;
 } net_matrix_arg_t;
 
+/*
+ * The ring's order: rank order where each host's ranks are consecutive;
+ * with every other rank on the other host, host a's ranks then host b's
+ * (0, 2, ..., 1, 3, ...), so that the ring crosses between them twice,
+ * not at every edge.
+ */
+static int net_check_ring(dfccl_group_t g, int rank, int n, net_mode_t mode)
+{
+    int order[8], want, bad = 0;
+
+    DFCCL_TEST_CHECK(n <= 8 && dfcclGroupRingOrder(g, order) == DFCCL_OK, "ring order");
+    for (int p = 0; p < n; p++) {
+        want = mode != NET_INTERLEAVED ? p : p < (n + 1) / 2 ? 2 * p : 2 * (p - (n + 1) / 2) + 1;
+        if (order[p] != want) {
+            fprintf(stderr, "rank %d (%s): position %d of the ring holds rank %d, not %d\n",
+                    rank, net_mode_names[mode], p, order[p], want);
+            bad = 1;
+        }
+    }
+    return bad;
+}
+
 static int net_matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
     const net_matrix_arg_t *a = varg;
@@ -104,6 +132,7 @@ static int net_matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 
     net_env(rank, n, a->mode);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    failures += net_check_ring(g, rank, n, a->mode);
     for (int ti = 0; ti < (int)(sizeof(types) / sizeof(types[0])); ti++) {
         int t = types[ti];
         for (int op = 0; op < (has_op ? DFCCL_OP_COUNT : 1); op++) {
@@ -113,14 +142,17 @@ static int net_matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
                 (op == DFCCL_MIN && t != DFCCL_FLOAT32)) {
                 continue;
             }
-            if (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER) {
+            if (kind == DFCCL_COLL_ALLGATHER || kind == DFCCL_COLL_REDUCESCATTER ||
+                kind == DFCCL_COLL_ALLTOALL) {
                 counts[3] = big / (uint64_t)n + 1;
             }
             for (int sc = 0; sc < 4; sc++) {
                 if (sc == 3 && op != DFCCL_SUM && t != DFCCL_INT8) {
                     continue;
                 }
-                for (int inplace = 0; inplace < 2; inplace++) {
+                /* all-to-all: out of place only */
+                for (int inplace = 0; inplace < (kind == DFCCL_COLL_ALLTOALL ? 1 : 2);
+                     inplace++) {
                     int algo = 0;
                     failures += run_case(ctx, g, rank, n, kind, t, op, counts[sc], inplace,
                                          &algo);
@@ -144,6 +176,50 @@ static int net_matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     }
     return failures;
 }
+
+/*
+ * More channels than 32 on the forced net: a message's tag names its
+ * channel, and every one of them must reach its own connector. An
+ * allreduce and an allgather on 40 channels, checked, with their channel
+ * count read back.
+ */
+static int net_wide_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    const size_t count = 40 * 1024;
+    dfccl_coll_info_t info;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int failures = 0, id, algo = 0;
+
+    (void)varg;
+    net_env(rank, n, NET_FORCED);
+    setenv("DFCCL_MAX_BLOCKS", "40", 1);
+    setenv("DFCCL_CHANNELS", "40", 1);
+    setenv("DFCCL_CHANNEL_BYTES", "1024", 1);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(count, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
+                     DFCCL_OK, "register");
+    DFCCL_TEST_CHECK(dfcclGetCollInfo(id, ctx, &info) == DFCCL_OK, "coll info");
+    if (info.nchannels != 40) {
+        fprintf(stderr, "rank %d: the allreduce has %d channels, not 40\n", rank,
+                info.nchannels);
+        failures++;
+    }
+    DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+    failures += run_case(ctx, g, rank, n, DFCCL_COLL_ALLREDUCE, DFCCL_FLOAT32, DFCCL_SUM, count,
+                         0, &algo);
+    failures += run_case(ctx, g, rank, n, DFCCL_COLL_ALLGATHER, DFCCL_INT32, DFCCL_SUM,
+                         count / (size_t)n, 0, &algo);
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    if (rank == 0) {
+        printf("net (forced) on 40 channels, %d ranks: %d failures\n", n, failures);
+    }
+    return failures;
+}
+
+START_TEST(test_net_wide) { ck_assert_int_eq(dfccl_test_mp_run(2, 300, net_wide_body, NULL), 0); }
+END_TEST
 
 /* quick mode (DFCCL_TEST_QUICK, used by make distcheck): 2 ranks on the
  * forced net, allreduce only between two hosts; make check runs it all */
@@ -173,6 +249,16 @@ END_TEST
 START_TEST(test_net_matrix_4) { net_matrix(NET_FORCED, 4); }
 END_TEST
 START_TEST(test_net_two_hosts_matrix) { net_matrix(NET_TWO_HOSTS, 4); }
+END_TEST
+START_TEST(test_net_interleaved_matrix)
+{
+    net_matrix(NET_INTERLEAVED, 4);
+    /* all-to-all around a ring that is not in rank order */
+    if (!net_quick()) {
+        net_matrix_arg_t a = {NET_INTERLEAVED, DFCCL_COLL_ALLTOALL};
+        ck_assert_int_eq(dfccl_test_mp_run(4, 300, net_matrix_body, &a), 0);
+    }
+}
 END_TEST
 
 typedef struct {
@@ -218,6 +304,8 @@ START_TEST(test_net_disorder_groups_explicit)
 END_TEST
 
 START_TEST(test_net_two_hosts_disorder) { net_disorder(NET_TWO_HOSTS, 4); }
+END_TEST
+START_TEST(test_net_interleaved_disorder) { net_disorder(NET_INTERLEAVED, 4); }
 END_TEST
 
 static int net_sync_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
@@ -760,6 +848,7 @@ int main(void)
     tcase_add_test(forced, test_net_disorder);
     tcase_add_test(forced, test_net_disorder_groups_explicit);
     tcase_add_test(forced, test_net_synchronize);
+    tcase_add_test(forced, test_net_wide);
     tcase_add_test(fail, test_net_mismatch);
     tcase_add_test(fail, test_net_dead_peer);
     tcase_add_test(fail, test_net_dead_peer_aborted);
@@ -768,6 +857,8 @@ int main(void)
     tcase_add_test(hosts, test_net_two_hosts_matrix);
     tcase_add_test(hosts, test_net_two_hosts_disorder);
     tcase_add_test(hosts, test_net_two_hosts_late_peer);
+    tcase_add_test(hosts, test_net_interleaved_matrix);
+    tcase_add_test(hosts, test_net_interleaved_disorder);
     return dfccl_test_run(s, CK_NORMAL);
 }
 #endif

@@ -314,6 +314,7 @@ static int run_virtual_ranks(const case_t *cs, unsigned seed, uint64_t *preempts
         memset(&st[r], 0, sizeof(st[r]));
         st[r].kind = cs->kind; st[r].dtype = DFCCL_K_INT32; st[r].op = DFCCL_K_SUM;
         st[r].nranks = n; st[r].rank = r; st[r].root = cs->root; st[r].nchannels = 1;
+        st[r].ring_pos = r; st[r].ring_root = cs->root;
         st[r].count = cnt; st[r].slot_bytes = cs->slot_bytes; st[r].nslots = NS;
         st[r].chunk_slices = cs->slices; st[r].elem_size = 4; st[r].proto = cs->proto;
         st[r].algo = cs->algo;

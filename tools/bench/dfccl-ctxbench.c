@@ -42,7 +42,7 @@ static void setup(vrank_t *v, int n, uint64_t count)
     for (int r = 0; r < n; r++) {
         memset(&v[r], 0, sizeof(v[r]));
         v[r].st.kind = DFCCL_COLL_ALLREDUCE; v[r].st.dtype = DFCCL_K_FLOAT32;
-        v[r].st.op = DFCCL_K_SUM; v[r].st.nranks = n; v[r].st.rank = r;
+        v[r].st.op = DFCCL_K_SUM; v[r].st.nranks = n; v[r].st.rank = r; v[r].st.ring_pos = r;
         v[r].st.nchannels = 1; v[r].st.count = count; v[r].st.slot_bytes = SLOT;
         v[r].st.nslots = NSLOTS; v[r].st.chunk_slices = 1; v[r].st.elem_size = 4;
         v[r].region = aligned_alloc(128, rb);
