@@ -253,6 +253,7 @@ struct dfccl_net {
     int               stop;
     pthread_mutex_t   lock;
     pthread_cond_t    cond;     /* a channel was freed */
+    int               cuda_mem; /* this UCX reaches CUDA memory (ucp_context_query) */
     dfccl_net_peer_t **peers; /* each allocated alone: UCX keeps its address */
     int               npeers;
     dfccl_net_chan_t *chans;
@@ -1018,6 +1019,12 @@ dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
     if (st != DFCCL_OK) {
         goto err_free;
     }
+    {
+        ucp_context_attr_t attr;
+        attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+        net->cuda_mem   = ucp_context_query(net->ucp, &attr) == UCS_OK &&
+                        (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    }
     memset(&wprm, 0, sizeof(wprm));
     wprm.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wprm.thread_mode = UCS_THREAD_MODE_SINGLE;
@@ -1099,6 +1106,61 @@ static int dfccl_net_peer_add(struct dfccl_net *net, const void *slot, int rank,
     snprintf(p->host, sizeof(p->host), "%s", host);
     grown[net->npeers] = p;
     return net->npeers++;
+}
+
+/*
+ * The UCX transports of an endpoint's lanes ("posix/memory cma/memory"),
+ * from ucp_ep_print_info's "lane[i]: <rsc>:<tl>/<dev>.<n> ..." lines.
+ */
+static void dfccl_net_ep_lanes(ucp_ep_h ep, char *buf, size_t len)
+{
+    char *text = NULL, *line, *save = NULL;
+    size_t tlen = 0, o = 0;
+    FILE *f = open_memstream(&text, &tlen);
+
+    buf[0] = '\0';
+    if (f == NULL) {
+        return;
+    }
+    ucp_ep_print_info(ep, f);
+    fclose(f);
+    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        char tl[64];
+        const char *at = strstr(line, "lane[");
+        if (at == NULL || (at = strchr(at, ':')) == NULL ||
+            sscanf(at + 1, " %*d:%63s", tl) != 1) {
+            continue;
+        }
+        tl[strcspn(tl, ".")] = '\0';
+        if (strstr(buf, tl) == NULL && o + strlen(tl) + 2 < len) {
+            o += (size_t)snprintf(buf + o, len - o, "%s%s", o > 0 ? " " : "", tl);
+        }
+    }
+    free(text);
+}
+
+/* Say which path the data to our next rank takes (DFCCL_VERBOSE >= 1):
+ * UCX's transports, and where the data is staged. Net lock not held. */
+static void dfccl_net_say_path(struct dfccl_group *g, struct dfccl_net *net, const char *host)
+{
+    char lanes[256];
+
+    pthread_mutex_lock(&net->lock);
+    if (g->net_next_peer >= 0 && net->peers[g->net_next_peer]->ep != NULL) {
+        dfccl_net_ep_lanes(net->peers[g->net_next_peer]->ep, lanes, sizeof(lanes));
+    } else {
+        snprintf(lanes, sizeof(lanes), "none yet");
+    }
+    pthread_mutex_unlock(&net->lock);
+    dfccl_info("net: group %s: rank %d sends to rank %d (host %s) through UCX (%s)%s", g->name,
+               g->rank, g->ring_next, host, lanes[0] != '\0' ? lanes : "transports not reported",
+               g->ctx->backend != DFCCL_BACKEND_CUDA ? ""
+               : net->cuda_mem ? ", staged through pinned host memory: the daemon writes its "
+                                 "slots there and the proxy hands them to UCX (this UCX also "
+                                 "reaches CUDA memory)"
+                               : ", staged through pinned host memory: the daemon writes its "
+                                 "slots there and the proxy hands them to UCX (this UCX does "
+                                 "not reach CUDA memory)");
 }
 
 /*
@@ -1204,6 +1266,9 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
     dfccl_debug("net: group %s connected (next rank %d: %s, previous rank %d: %s) in %.1f ms",
                 g->name, nx, g->next_net ? "net" : "local", pv, g->prev_net ? "net" : "local",
                 (double)(dfccl_time_ns() - t0) / 1e6);
+    if (g->next_net && dfccl_log_level >= 1) {
+        dfccl_net_say_path(g, net, nxhost);
+    }
     return DFCCL_OK;
 }
 
