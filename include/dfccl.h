@@ -236,6 +236,7 @@ typedef struct {
     dfccl_arrivals_t  arrivals;      /* DFCCL_ARRIVALS */
     int               verbose;       /* DFCCL_VERBOSE */
     int               net;           /* DFCCL_NET */
+    int               net_proxies;   /* DFCCL_NET_PROXIES */
     double            warn_s;        /* DFCCL_WARN_S */
     int               sigusr1;       /* DFCCL_SIGUSR1 */
     dfccl_algo_choice_t algo;        /* DFCCL_ALGO [group] */

@@ -436,6 +436,14 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "1: the net (UCX) transport between every pair of ranks, even on one host "
                   "(testing); any rank setting it forces it on the whole group",
                   "0"),
+    DFCCL_TUNABLE(net_proxies, "DFCCL_NET_PROXIES", "net_proxies", DFCCL_TUNABLE_INT,
+                  1, DFCCL_NET_MAX_LANES, 0, 0,
+                  1, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "1 to 8",
+                  "proxy threads of the net (UCX) transport per rank, each with a UCX worker and "
+                  "connections of its own; a collective's channels spread over them (as many as "
+                  "every rank of the group has), so that UCX moves several channels at once",
+                  "1"),
     {.env = "DFCCL_HOST_ID", .type = DFCCL_TUNABLE_ENV,
      .valid = "any string",
      .doc = "host identity (a string; env only) replacing hostname + boot id, so that one "

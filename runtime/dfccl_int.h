@@ -384,7 +384,8 @@ int dfccl_p2p_reachable(struct dfccl_rank_ctx *ctx, int peer_device);
 #endif
 
 /* transport/net.c: the net (UCX) transport and its proxy thread */
-#define DFCCL_NET_ADDR_MAX 1024 /* bootstrap slot of a worker address */
+#define DFCCL_NET_ADDR_MAX 1024 /* bootstrap slot of a rank's worker addresses */
+#define DFCCL_NET_MAX_LANES 8   /* DFCCL_NET_PROXIES at most */
 #define DFCCL_HOST_ID_MAX  128
 struct dfccl_net;
 void dfccl_net_host_id(char *buf, size_t len);
@@ -483,6 +484,12 @@ struct dfccl_group {
                                          * every device on GPUs): same on all ranks */
     int                      net_next_gid, net_prev_gid; /* their group ids (tags) */
     int                      net_next_peer, net_prev_peer;
+    /* the net transport's lanes this group's channels spread over (channel
+     * ch on lane ch % net_lanes, at both ends: the least any rank of the
+     * group offers), and the two peers' indices in each lane */
+    int                      net_lanes;
+    int                      net_lane_next[DFCCL_NET_MAX_LANES];
+    int                      net_lane_prev[DFCCL_NET_MAX_LANES];
     /* Submission bells: this rank counts its dfcclRun* calls on the group
      * in a shared page that the group's other ranks on this host map. A
      * host whose daemon quit, stuck, relaunches it when a peer's count

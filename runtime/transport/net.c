@@ -254,6 +254,13 @@ struct dfccl_net {
     pthread_mutex_t   lock;
     pthread_cond_t    cond;     /* a channel was freed */
     int               cuda_mem; /* this UCX reaches CUDA memory (ucp_context_query) */
+    /* Lanes (DFCCL_NET_PROXIES): UCX workers of one UCX context, each with
+     * a proxy thread, endpoints, channels and pending messages of its own.
+     * lanes[0] is the context's first (ctx->net), which alone carries the
+     * control messages (connections, failure records, goodbyes) and holds
+     * the list; a group's channel ch goes through lane ch % net_lanes. */
+    int               nlanes;
+    struct dfccl_net *lanes[DFCCL_NET_MAX_LANES];
     dfccl_net_peer_t **peers; /* each allocated alone: UCX keeps its address */
     int               npeers;
     dfccl_net_chan_t *chans;
@@ -298,8 +305,12 @@ static void dfccl_net_fail(struct dfccl_net *net, int coll, dfccl_status_t st, c
 uint64_t dfccl_net_arrivals(struct dfccl_rank_ctx *ctx)
 {
     struct dfccl_net *net = __atomic_load_n(&ctx->net, __ATOMIC_ACQUIRE);
+    uint64_t n            = 0;
 
-    return net != NULL ? __atomic_load_n(&net->arrivals, __ATOMIC_ACQUIRE) : 0;
+    for (int k = 0; net != NULL && k < net->nlanes; k++) {
+        n += __atomic_load_n(&net->lanes[k]->arrivals, __ATOMIC_ACQUIRE);
+    }
+    return n;
 }
 
 int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *status_p,
@@ -307,13 +318,16 @@ int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *st
 {
     struct dfccl_net *net = ctx->net;
 
-    if (net == NULL || !__atomic_load_n(&net->failed, __ATOMIC_ACQUIRE)) {
-        return 0;
+    for (int k = 0; net != NULL && k < net->nlanes; k++) {
+        const struct dfccl_net *l = net->lanes[k];
+        if (__atomic_load_n(&l->failed, __ATOMIC_ACQUIRE)) {
+            *coll_p   = l->fail_coll;
+            *status_p = l->fail_status;
+            snprintf(msg, len, "%s", l->fail_msg);
+            return 1;
+        }
     }
-    *coll_p   = net->fail_coll;
-    *status_p = net->fail_status;
-    snprintf(msg, len, "%s", net->fail_msg);
-    return 1;
+    return 0;
 }
 
 static void dfccl_net_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
@@ -967,12 +981,79 @@ static void *dfccl_net_proxy_main(void *arg)
     return NULL;
 }
 
+/* A lane's worker, its address and its proxy thread, on net->ucp. */
+static dfccl_status_t dfccl_net_lane_open(struct dfccl_net *net)
+{
+    ucp_worker_params_t wprm;
+    dfccl_status_t st;
+
+    pthread_mutex_init(&net->lock, NULL);
+    pthread_cond_init(&net->cond, NULL);
+    memset(&wprm, 0, sizeof(wprm));
+    wprm.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wprm.thread_mode = UCS_THREAD_MODE_SINGLE;
+    st = DFCCL_UCX(ucp_worker_create(net->ucp, &wprm, &net->worker), "");
+    if (st != DFCCL_OK) {
+        goto err_lock;
+    }
+    st = DFCCL_UCX(ucp_worker_get_address(net->worker, &net->addr, &net->addr_len), "");
+    if (st != DFCCL_OK) {
+        goto err_worker;
+    }
+    if (net->addr_len + 2 * sizeof(uint64_t) > DFCCL_NET_ADDR_MAX) {
+        st = dfccl_error(DFCCL_ERR_TRANSPORT, "net transport (UCX): the worker address is %zu "
+                         "bytes, more than the %d the bootstrap exchanges; restrict UCX_TLS "
+                         "(e.g. UCX_TLS=tcp,self,sm)", net->addr_len,
+                         DFCCL_NET_ADDR_MAX - 2 * (int)sizeof(uint64_t));
+        goto err_addr;
+    }
+    if (pthread_create(&net->proxy, NULL, dfccl_net_proxy_main, net) != 0) {
+        st = dfccl_error(DFCCL_ERR_SYSTEM, "net transport: cannot start the proxy thread: %m");
+        goto err_addr;
+    }
+    net->proxy_started = 1;
+    return DFCCL_OK;
+
+err_addr:
+    ucp_worker_release_address(net->worker, net->addr);
+err_worker:
+    ucp_worker_destroy(net->worker);
+err_lock:
+    pthread_mutex_destroy(&net->lock);
+    pthread_cond_destroy(&net->cond);
+    return st;
+}
+
+/* A lane that has no endpoint yet: its proxy stopped, its worker gone. */
+static void dfccl_net_lane_drop(struct dfccl_net *net)
+{
+    pthread_mutex_lock(&net->lock);
+    net->stop = 1;
+    pthread_mutex_unlock(&net->lock);
+    pthread_join(net->proxy, NULL);
+    ucp_worker_release_address(net->worker, net->addr);
+    ucp_worker_destroy(net->worker);
+    pthread_mutex_destroy(&net->lock);
+    pthread_cond_destroy(&net->cond);
+    free(net);
+}
+
+/* The bytes of the bootstrap slot that the first n lanes' addresses take. */
+static size_t dfccl_net_slot_bytes(const struct dfccl_net *net, int n)
+{
+    size_t b = sizeof(uint64_t);
+
+    for (int k = 0; k < n; k++) {
+        b += sizeof(uint64_t) + net->lanes[k]->addr_len;
+    }
+    return b;
+}
+
 dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
 {
     struct dfccl_net *net;
     ucp_config_t *config;
     ucp_params_t prm;
-    ucp_worker_params_t wprm;
     dfccl_status_t st;
 
     if (ctx->net != NULL) {
@@ -982,8 +1063,6 @@ dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
     if (net == NULL) {
         return dfccl_error(DFCCL_ERR_NO_MEMORY, "net transport: out of host memory");
     }
-    pthread_mutex_init(&net->lock, NULL);
-    pthread_cond_init(&net->cond, NULL);
     /* UCX_* environment variables apply through ucp_config_read. Without
      * UCX_TLS, the transports are TCP, shared memory and loopback, which
      * work on any machine, rather than every transport UCX finds (on a GPU
@@ -1025,71 +1104,125 @@ dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
         net->cuda_mem   = ucp_context_query(net->ucp, &attr) == UCS_OK &&
                         (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
     }
-    memset(&wprm, 0, sizeof(wprm));
-    wprm.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wprm.thread_mode = UCS_THREAD_MODE_SINGLE;
-    st = DFCCL_UCX(ucp_worker_create(net->ucp, &wprm, &net->worker), "");
+    st = dfccl_net_lane_open(net);
     if (st != DFCCL_OK) {
         goto err_cleanup;
     }
-    st = DFCCL_UCX(ucp_worker_get_address(net->worker, &net->addr, &net->addr_len), "");
-    if (st != DFCCL_OK) {
-        goto err_worker;
+    net->lanes[0] = net;
+    net->nlanes   = 1;
+    /* more lanes, as many as the setting asks and the bootstrap slot
+     * holds; one that cannot be made leaves the others */
+    while (net->nlanes < ctx->cfg.net_proxies) {
+        struct dfccl_net *l = calloc(1, sizeof(*l));
+        if (l == NULL) {
+            break;
+        }
+        l->ucp      = net->ucp;
+        l->cuda_mem = net->cuda_mem;
+        if (dfccl_net_lane_open(l) != DFCCL_OK) {
+            free(l);
+            break;
+        }
+        net->lanes[net->nlanes] = l;
+        if (dfccl_net_slot_bytes(net, net->nlanes + 1) > DFCCL_NET_ADDR_MAX) {
+            net->lanes[net->nlanes] = NULL;
+            dfccl_net_lane_drop(l);
+            break;
+        }
+        net->nlanes++;
     }
-    if (net->addr_len + sizeof(uint64_t) > DFCCL_NET_ADDR_MAX) {
-        st = dfccl_error(DFCCL_ERR_TRANSPORT, "net transport (UCX): the worker address is %zu "
-                         "bytes, more than the %d the bootstrap exchanges; restrict UCX_TLS "
-                         "(e.g. UCX_TLS=tcp,self,sm)", net->addr_len,
-                         DFCCL_NET_ADDR_MAX - (int)sizeof(uint64_t));
-        goto err_addr;
+    if (net->nlanes < ctx->cfg.net_proxies) {
+        dfccl_info("net transport: %d of the %d proxies DFCCL_NET_PROXIES asks for (worker "
+                   "addresses of %zu bytes; the bootstrap holds %d bytes of them a rank)",
+                   net->nlanes, ctx->cfg.net_proxies, net->addr_len, DFCCL_NET_ADDR_MAX);
     }
-    if (pthread_create(&net->proxy, NULL, dfccl_net_proxy_main, net) != 0) {
-        st = dfccl_error(DFCCL_ERR_SYSTEM, "net transport: cannot start the proxy thread: %m");
-        goto err_addr;
-    }
-    net->proxy_started = 1;
     __atomic_store_n(&ctx->net, net, __ATOMIC_RELEASE);
-    dfccl_info("net transport: UCX worker address %zu bytes, proxy started", net->addr_len);
+    dfccl_info("net transport: UCX worker address %zu bytes, %d proxy thread(s) started",
+               net->addr_len, net->nlanes);
     return DFCCL_OK;
 
-err_addr:
-    ucp_worker_release_address(net->worker, net->addr);
-err_worker:
-    ucp_worker_destroy(net->worker);
 err_cleanup:
     ucp_cleanup(net->ucp);
 err_free:
-    pthread_mutex_destroy(&net->lock);
-    pthread_cond_destroy(&net->cond);
     free(net);
     return st;
 }
 
-/* Our worker address in a DFCCL_NET_ADDR_MAX slot: length, then bytes. */
+/*
+ * Our lanes' worker addresses in a DFCCL_NET_ADDR_MAX slot: the number of
+ * lanes, then each address's length and bytes.
+ */
 dfccl_status_t dfccl_net_address(struct dfccl_rank_ctx *ctx, void *buf, size_t len)
 {
-    uint64_t n = ctx->net->addr_len;
+    const struct dfccl_net *net = ctx->net;
+    uint64_t n                  = (uint64_t)net->nlanes;
+    char *o                     = buf;
 
     memset(buf, 0, len);
-    memcpy(buf, &n, sizeof(n));
-    memcpy((char *)buf + sizeof(n), ctx->net->addr, n);
+    memcpy(o, &n, sizeof(n));
+    o += sizeof(n);
+    for (int k = 0; k < net->nlanes; k++) {
+        uint64_t al = net->lanes[k]->addr_len;
+        memcpy(o, &al, sizeof(al));
+        memcpy(o + sizeof(al), net->lanes[k]->addr, al);
+        o += sizeof(al) + al;
+    }
     return DFCCL_OK;
 }
 
-static int dfccl_net_peer_add(struct dfccl_net *net, const void *slot, int rank,
+/* Lane k's address in a rank's slot: its length (0 where the slot has no
+ * lane k, or makes no sense), and *addr_p. */
+static uint64_t dfccl_net_slot_lane(const void *slot, int k, const uint8_t **addr_p)
+{
+    const uint8_t *p = slot, *end = p + DFCCL_NET_ADDR_MAX;
+    uint64_t n, al = 0;
+
+    memcpy(&n, p, sizeof(n));
+    p += sizeof(n);
+    if (n > DFCCL_NET_MAX_LANES || (uint64_t)k >= n) {
+        return 0;
+    }
+    for (int i = 0; i <= k; i++) {
+        if (end - p < (ptrdiff_t)sizeof(al)) {
+            return 0;
+        }
+        memcpy(&al, p, sizeof(al));
+        p += sizeof(al);
+        if (al == 0 || al > (uint64_t)(end - p)) {
+            return 0;
+        }
+        *addr_p = p;
+        p += al;
+    }
+    return al;
+}
+
+/* The lanes in a rank's slot (0: an empty slot). */
+static int dfccl_net_slot_lanes(const void *slot)
+{
+    const uint8_t *a;
+    int k = 0;
+
+    while (k < DFCCL_NET_MAX_LANES && dfccl_net_slot_lane(slot, k, &a) != 0) {
+        k++;
+    }
+    return k;
+}
+
+static int dfccl_net_peer_add(struct dfccl_net *net, const void *slot, int lane, int rank,
                               const char *host)
 {
-    uint64_t n;
+    const uint8_t *a = NULL;
+    uint64_t n       = dfccl_net_slot_lane(slot, lane, &a);
     dfccl_net_peer_t **grown, *p;
 
-    memcpy(&n, slot, sizeof(n));
-    if (n == 0 || n + sizeof(n) > DFCCL_NET_ADDR_MAX) {
-        return dfccl_error(DFCCL_ERR_BOOTSTRAP, "net transport: rank %d on host %s sent a "
-                           "worker address of %llu bytes; is it running the net transport?",
-                           rank, host, (unsigned long long)n);
+    if (n == 0) {
+        return dfccl_error(DFCCL_ERR_BOOTSTRAP, "net transport: rank %d on host %s sent no "
+                           "worker address for proxy %d; is it running the net transport?",
+                           rank, host, lane);
     }
     for (int i = 0; i < net->npeers; i++) {
-        if (net->peers[i]->len == n && memcmp(net->peers[i]->addr, (const char *)slot + 8, n) == 0) {
+        if (net->peers[i]->len == n && memcmp(net->peers[i]->addr, a, n) == 0) {
             return i;
         }
     }
@@ -1100,7 +1233,7 @@ static int dfccl_net_peer_add(struct dfccl_net *net, const void *slot, int rank,
         return dfccl_error(DFCCL_ERR_NO_MEMORY, "net transport: out of host memory");
     }
     net->peers = grown;
-    memcpy(p->addr, (const char *)slot + 8, n);
+    memcpy(p->addr, a, n);
     p->len  = n;
     p->rank = rank;
     snprintf(p->host, sizeof(p->host), "%s", host);
@@ -1152,8 +1285,9 @@ static void dfccl_net_say_path(struct dfccl_group *g, struct dfccl_net *net, con
         snprintf(lanes, sizeof(lanes), "none yet");
     }
     pthread_mutex_unlock(&net->lock);
-    dfccl_info("net: group %s: rank %d sends to rank %d (host %s) through UCX (%s)%s", g->name,
-               g->rank, g->ring_next, host, lanes[0] != '\0' ? lanes : "transports not reported",
+    dfccl_info("net: group %s: rank %d sends to rank %d (host %s) through UCX (%s) on %d "
+               "proxy thread(s)%s", g->name, g->rank, g->ring_next, host,
+               lanes[0] != '\0' ? lanes : "transports not reported", g->net_lanes,
                g->ctx->backend != DFCCL_BACKEND_CUDA ? ""
                : net->cuda_mem ? ", staged through pinned host memory: the daemon writes its "
                                  "slots there and the proxy hands them to UCX (this UCX also "
@@ -1185,23 +1319,49 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
     int rc, sent = 1, got = 0;
 
     wait_s = g->ctx->cfg.timeout_s > 0 ? g->ctx->cfg.timeout_s : DFCCL_NET_CONNECT_S;
-    pthread_mutex_lock(&net->lock);
-    /* goodbyes to an earlier group of this id are not this one's */
-    dfccl_net_left_drop(net, g->id & 0xfff);
-    g->net_next_peer = -1;
-    g->net_prev_peer = -1;
-    rc = g->next_net ? dfccl_net_peer_add(net, (const char *)addrs + (size_t)nx * stride, nx,
-                                          nxhost) : 0;
-    if (rc >= 0 && g->next_net) {
-        g->net_next_peer = rc;
-    }
-    if (rc >= 0 && g->prev_net) {
-        rc = dfccl_net_peer_add(net, (const char *)addrs + (size_t)pv * stride, pv,
-                                hosts + (size_t)pv * hstride);
-        if (rc >= 0) {
-            g->net_prev_peer = rc;
+    /* the lanes every rank of the group has (ranks whose edges are all
+     * local sent an empty slot) */
+    g->net_lanes = net->nlanes;
+    for (int r = 0; r < g->nranks; r++) {
+        int k = dfccl_net_slot_lanes((const char *)addrs + (size_t)r * stride);
+        if (k > 0 && k < g->net_lanes) {
+            g->net_lanes = k;
         }
     }
+    /* the two neighbours in every lane: lane 0's, which carries the
+     * connection, last, with its lock kept */
+    rc = 0;
+    for (int k = g->net_lanes - 1; k >= 0; k--) {
+        struct dfccl_net *l = net->lanes[k];
+        pthread_mutex_lock(&l->lock);
+        if (k == 0) {
+            /* goodbyes to an earlier group of this id are not this one's */
+            dfccl_net_left_drop(net, g->id & 0xfff);
+        }
+        g->net_lane_next[k] = -1;
+        g->net_lane_prev[k] = -1;
+        if (rc >= 0 && g->next_net) {
+            rc = dfccl_net_peer_add(l, (const char *)addrs + (size_t)nx * stride, k, nx, nxhost);
+            if (rc >= 0) {
+                g->net_lane_next[k] = rc;
+                if (k > 0) {
+                    (void)dfccl_net_ep(l, rc); /* its wireup starts now */
+                }
+            }
+        }
+        if (rc >= 0 && g->prev_net) {
+            rc = dfccl_net_peer_add(l, (const char *)addrs + (size_t)pv * stride, k, pv,
+                                    hosts + (size_t)pv * hstride);
+            if (rc >= 0) {
+                g->net_lane_prev[k] = rc;
+            }
+        }
+        if (k > 0) {
+            pthread_mutex_unlock(&l->lock);
+        }
+    }
+    g->net_next_peer = g->net_lane_next[0];
+    g->net_prev_peer = g->net_lane_prev[0];
     if (rc >= 0 && g->next_net) {
         ucp_ep_h ep = dfccl_net_ep(net, g->net_next_peer);
         ucp_request_param_t prm;
@@ -1276,7 +1436,8 @@ dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, in
                                   void *host_ctrl, const dfccl_coll_static_t *st,
                                   const uint64_t sig[8])
 {
-    struct dfccl_net *net = g->ctx->net;
+    const int lane        = g->net_lanes > 1 ? ch % g->net_lanes : 0;
+    struct dfccl_net *net = g->ctx->net->lanes[lane];
     dfccl_net_chan_t *c   = calloc(1, sizeof(*c));
 
     if (c == NULL) {
@@ -1288,7 +1449,7 @@ dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, in
     c->idx        = sig[6];
     c->in_gid     = g->id;
     c->out_gid    = send ? g->net_next_gid : g->net_prev_gid;
-    c->peer       = send ? g->net_next_peer : g->net_prev_peer;
+    c->peer       = send ? g->net_lane_next[lane] : g->net_lane_prev[lane];
     c->ctrl       = host_ctrl;
     c->data       = (char *)host_ctrl + sizeof(dfccl_conn_ctrl_t);
     c->nslots     = st->nslots;
@@ -1314,16 +1475,12 @@ dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, in
  * DFCCL_ERR_ABORTED (its memory must stay too). Abandoned channels from
  * an earlier registration under the same id are not this one's.
  */
-dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
-                                     uint64_t deadline_ns)
+static dfccl_status_t dfccl_net_lane_remove(struct dfccl_rank_ctx *ctx, struct dfccl_net *net,
+                                            int coll_id, uint64_t deadline_ns)
 {
-    struct dfccl_net *net = ctx->net;
-    uint64_t start        = dfccl_time_ns(), warned = 0;
-    dfccl_status_t st     = DFCCL_OK;
+    uint64_t start    = dfccl_time_ns(), warned = 0;
+    dfccl_status_t st = DFCCL_OK;
 
-    if (net == NULL) {
-        return DFCCL_OK;
-    }
     pthread_mutex_lock(&net->lock);
     for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
         if (c->coll_id == coll_id && !c->abandoned) {
@@ -1380,6 +1537,22 @@ dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
         pthread_cond_timedwait(&net->cond, &net->lock, &ts);
     }
     pthread_mutex_unlock(&net->lock);
+    return st;
+}
+
+dfccl_status_t dfccl_net_coll_remove(struct dfccl_rank_ctx *ctx, int coll_id,
+                                     uint64_t deadline_ns)
+{
+    struct dfccl_net *net = ctx->net;
+    dfccl_status_t st     = DFCCL_OK;
+
+    for (int k = 0; net != NULL && k < net->nlanes; k++) {
+        dfccl_status_t lst = dfccl_net_lane_remove(ctx, net->lanes[k], coll_id, deadline_ns);
+        /* the first failure; a timeout (the memory must stay) over all */
+        if (st == DFCCL_OK || lst == DFCCL_ERR_TIMEOUT) {
+            st = lst;
+        }
+    }
     return st;
 }
 
@@ -1560,33 +1733,13 @@ int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
     return 0;
 }
 
-/* Flush every channel, stop the proxy, close endpoints, free UCX. */
-void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
+/* Close a lane whose proxy has stopped: this thread drives its worker
+ * now. Lane 0 (the control lane) first sends what it still has for the
+ * peers and says goodbye. */
+static void dfccl_net_lane_close(struct dfccl_net *net, int control)
 {
-    struct dfccl_net *net = ctx->net;
     uint64_t t0;
 
-    if (net == NULL) {
-        return;
-    }
-    for (int id = 0; id < ctx->cfg.max_colls; id++) {
-        int has = 0;
-        pthread_mutex_lock(&net->lock);
-        for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
-            has |= c->coll_id == id && !c->abandoned;
-        }
-        pthread_mutex_unlock(&net->lock);
-        if (has) {
-            dfccl_net_coll_remove(ctx, id, dfccl_net_deadline(ctx));
-        }
-    }
-    pthread_mutex_lock(&net->lock);
-    net->stop = 1;
-    pthread_mutex_unlock(&net->lock);
-    if (net->proxy_started) {
-        pthread_join(net->proxy, NULL);
-    }
-    /* the proxy is gone: this thread drives the worker now */
     /* failure records and goodbyes: those the proxy has not posted yet
      * (the group may have gone just before) are posted now, and those in
      * flight go out (a peer may wait on them), for a bounded time */
@@ -1622,7 +1775,7 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
     /* The last message to each peer: nothing of ours follows it, so a
      * peer that sees our connection close after it knows at once that it
      * has all we sent (the close flushes it; UCX frees the request). */
-    for (int i = 0; i < net->npeers; i++) {
+    for (int i = 0; i < net->npeers && control; i++) {
         ucp_request_param_t prm;
         ucs_status_ptr_t r;
         if (net->peers[i]->ep == NULL || net->peers[i]->failed) {
@@ -1699,11 +1852,52 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
     }
     ucp_worker_release_address(net->worker, net->addr);
     ucp_worker_destroy(net->worker);
-    ucp_cleanup(net->ucp);
     pthread_mutex_destroy(&net->lock);
     pthread_cond_destroy(&net->cond);
+}
+
+/* Flush every channel, stop the proxies, close endpoints, free UCX. */
+void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
+{
+    struct dfccl_net *net = ctx->net;
+    ucp_context_h ucp;
+
+    if (net == NULL) {
+        return;
+    }
+    for (int id = 0; id < ctx->cfg.max_colls; id++) {
+        int has = 0;
+        for (int k = 0; k < net->nlanes; k++) {
+            struct dfccl_net *l = net->lanes[k];
+            pthread_mutex_lock(&l->lock);
+            for (dfccl_net_chan_t *c = l->chans; c != NULL; c = c->next) {
+                has |= c->coll_id == id && !c->abandoned;
+            }
+            pthread_mutex_unlock(&l->lock);
+        }
+        if (has) {
+            dfccl_net_coll_remove(ctx, id, dfccl_net_deadline(ctx));
+        }
+    }
+    for (int k = 0; k < net->nlanes; k++) {
+        struct dfccl_net *l = net->lanes[k];
+        pthread_mutex_lock(&l->lock);
+        l->stop = 1;
+        pthread_mutex_unlock(&l->lock);
+        if (l->proxy_started) {
+            pthread_join(l->proxy, NULL);
+        }
+    }
+    /* the data lanes, then the control lane, whose goodbye comes last */
+    for (int k = net->nlanes - 1; k >= 1; k--) {
+        dfccl_net_lane_close(net->lanes[k], 0);
+        free(net->lanes[k]);
+    }
+    dfccl_net_lane_close(net, 1);
+    ucp = net->ucp;
     free(net);
     ctx->net = NULL;
+    ucp_cleanup(ucp);
 }
 
 #endif /* HAVE_UCX */

@@ -181,18 +181,22 @@ static int net_matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
  * More channels than 32 on the forced net: a message's tag names its
  * channel, and every one of them must reach its own connector. An
  * allreduce and an allgather on 40 channels, checked, with their channel
- * count read back.
+ * count read back. With proxies (varg: DFCCL_NET_PROXIES of even and of
+ * odd ranks), the channels spread over as many lanes as every rank has.
  */
 static int net_wide_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
+    const int *proxies = varg;
     const size_t count = 40 * 1024;
     dfccl_coll_info_t info;
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     int failures = 0, id, algo = 0;
+    char np[16];
 
-    (void)varg;
     net_env(rank, n, NET_FORCED);
+    snprintf(np, sizeof(np), "%d", proxies != NULL ? proxies[rank % 2] : 1);
+    setenv("DFCCL_NET_PROXIES", np, 1);
     setenv("DFCCL_MAX_BLOCKS", "40", 1);
     setenv("DFCCL_CHANNELS", "40", 1);
     setenv("DFCCL_CHANNEL_BYTES", "1024", 1);
@@ -213,12 +217,22 @@ static int net_wide_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
     DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
     if (rank == 0) {
-        printf("net (forced) on 40 channels, %d ranks: %d failures\n", n, failures);
+        printf("net (forced) on 40 channels, %d ranks, proxies %s: %d failures\n", n,
+               proxies != NULL ? np : "1", failures);
     }
     return failures;
 }
 
 START_TEST(test_net_wide) { ck_assert_int_eq(dfccl_test_mp_run(2, 300, net_wide_body, NULL), 0); }
+END_TEST
+
+/* proxies: 3 on even ranks and 2 on odd ones (the group takes 2), then 4 */
+START_TEST(test_net_proxies)
+{
+    int mixed[2] = {3, 2}, four[2] = {4, 4};
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, net_wide_body, mixed), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(2, 300, net_wide_body, four), 0);
+}
 END_TEST
 
 /* quick mode (DFCCL_TEST_QUICK, used by make distcheck): 2 ranks on the
@@ -849,6 +863,7 @@ int main(void)
     tcase_add_test(forced, test_net_disorder_groups_explicit);
     tcase_add_test(forced, test_net_synchronize);
     tcase_add_test(forced, test_net_wide);
+    tcase_add_test(forced, test_net_proxies);
     tcase_add_test(fail, test_net_mismatch);
     tcase_add_test(fail, test_net_dead_peer);
     tcase_add_test(fail, test_net_dead_peer_aborted);
