@@ -154,6 +154,21 @@ enum { DFCCL_NET_CONNECT = 0, DFCCL_NET_HELLO = 1, DFCCL_NET_DATA = 2, DFCCL_NET
 #define DFCCL_NET_IDX_MASK ((1ull << 20) - 1)
 _Static_assert(DFCCL_MAX_CHANNELS <= DFCCL_NET_CH_MASK + 1, "a tag names every channel");
 
+/* A worker address as the 8 bytes of a goodbye (FNV-1a): short enough for
+ * UCX to carry inline, where a whole address may go through a buffer of
+ * the receiver's that the sender has to map, after the receiver may have
+ * gone. */
+static uint64_t dfccl_net_addr_hash(const void *addr, size_t len)
+{
+    const uint8_t *b = addr;
+    uint64_t h       = 0xcbf29ce484222325ull;
+
+    for (size_t i = 0; i < len; i++) {
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
 static ucp_tag_t dfccl_net_tag(int type, int gid, uint64_t idx, int ch, uint64_t seq)
 {
     return ((ucp_tag_t)type << 62) | ((ucp_tag_t)(gid & 0xfff) << 50) |
@@ -629,15 +644,14 @@ static int dfccl_net_handle(struct dfccl_net *net, ucp_tag_message_h msg,
         return dfccl_net_take_left(net, gid, msg, info);
     }
     if (type == DFCCL_NET_CONNECT && seq == DFCCL_NET_BYE_SEQ) {
-        uint8_t addr[DFCCL_NET_ADDR_MAX];
-        if (info->length > sizeof(addr)) {
+        uint64_t h = 0;
+        if (info->length != sizeof(h)) {
             dfccl_net_drop(net, msg, info);
             return 1;
         }
-        DFCCL_CHECK(dfccl_net_recv_now(net, addr, info->length, msg));
+        DFCCL_CHECK(dfccl_net_recv_now(net, &h, sizeof(h), msg));
         for (int i = 0; i < net->npeers; i++) {
-            if (net->peers[i]->len == info->length &&
-                memcmp(net->peers[i]->addr, addr, info->length) == 0) {
+            if (dfccl_net_addr_hash(net->peers[i]->addr, net->peers[i]->len) == h) {
                 net->peers[i]->bye = 1;
             }
         }
@@ -831,15 +845,15 @@ static int dfccl_net_flushed(dfccl_net_chan_t *c)
     return c->creq == NULL && c->posted == c->tail;
 }
 
-/* Post a failure record or a goodbye once (its peer still there): 1 if
- * it was posted now. */
+/* Post a failure record or a goodbye once (its peer still there, and not
+ * going: it said goodbye): 1 if it was posted now. */
 static int dfccl_net_post_rec(struct dfccl_net *net, dfccl_net_frec_t *q)
 {
     ucp_request_param_t prm;
     ucs_status_ptr_t r;
     ucp_ep_h ep;
 
-    if (q->posted || net->peers[q->peer]->failed) {
+    if (q->posted || net->peers[q->peer]->failed || net->peers[q->peer]->bye) {
         return 0;
     }
     ep = dfccl_net_ep(net, q->peer);
@@ -1738,7 +1752,7 @@ int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
  * peers and says goodbye. */
 static void dfccl_net_lane_close(struct dfccl_net *net, int control)
 {
-    uint64_t t0;
+    uint64_t t0, bye;
 
     /* failure records and goodbyes: those the proxy has not posted yet
      * (the group may have gone just before) are posted now, and those in
@@ -1775,14 +1789,16 @@ static void dfccl_net_lane_close(struct dfccl_net *net, int control)
     /* The last message to each peer: nothing of ours follows it, so a
      * peer that sees our connection close after it knows at once that it
      * has all we sent (the close flushes it; UCX frees the request). */
+    bye = dfccl_net_addr_hash(net->addr, net->addr_len);
     for (int i = 0; i < net->npeers && control; i++) {
         ucp_request_param_t prm;
         ucs_status_ptr_t r;
-        if (net->peers[i]->ep == NULL || net->peers[i]->failed) {
+        /* a peer that said goodbye is going: nothing of ours matters to it */
+        if (net->peers[i]->ep == NULL || net->peers[i]->failed || net->peers[i]->bye) {
             continue;
         }
         dfccl_net_host_param(&prm);
-        r = ucp_tag_send_nbx(net->peers[i]->ep, net->addr, net->addr_len,
+        r = ucp_tag_send_nbx(net->peers[i]->ep, &bye, sizeof(bye),
                              dfccl_net_tag(DFCCL_NET_CONNECT, 0, 0, 0, DFCCL_NET_BYE_SEQ), &prm);
         if (r != NULL && !UCS_PTR_IS_ERR(r)) {
             ucp_request_free(r);
