@@ -52,7 +52,6 @@
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -63,6 +62,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_args.h"
 #include "bench_model.h"
 #include "bench_plot.h"
 #include "dfccl.h"
@@ -220,54 +220,24 @@ static int bench_pick(const char *s, const char *const *names, int n, const char
 /* An integer option in [lo, hi], or a usage error naming the option. */
 static int bench_int(const char *s, const char *opt, long lo, long hi)
 {
-    char *end;
-    long v;
+    long v = 0;
 
-    errno = 0;
-    v     = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+    if (bench_args_int(s, lo, hi, &v) != 0) {
         bench_usage_error("%s takes an integer from %ld to %ld, not '%s'", opt, lo, hi, s);
     }
     return (int)v;
 }
 
-/* A size: a number of bytes, optionally with a K, M or G suffix (KiB, MiB,
- * GiB), or a usage error naming the option. */
+/* A size (bench_args_size), or a usage error naming the option. */
 static size_t bench_parse_size(const char *s, const char *opt)
 {
-    char *end;
-    double v;
+    size_t v = 0;
 
-    errno = 0;
-    v     = strtod(s, &end);
-    if (errno == 0 && end != s && *end != '\0' && end[1] == '\0') {
-        switch (toupper((unsigned char)*end)) {
-        case 'K': v *= 1024.0; end++; break;
-        case 'M': v *= 1024.0 * 1024.0; end++; break;
-        case 'G': v *= 1024.0 * 1024.0 * 1024.0; end++; break;
-        default: break;
-        }
-    }
-    if (errno != 0 || end == s || *end != '\0' || !(v >= 1) || v > 1024.0 * 1024 * 1024 * 1024) {
+    if (bench_args_size(s, &v) != 0) {
         bench_usage_error("%s takes a size in bytes from 1 up to 1T, with an optional K, M or G "
                           "suffix (8, 64K, 1M, 1G), not '%s'", opt, s);
     }
-    return (size_t)v;
-}
-
-/* A size as the user wrote it: 1K, 3M, 12345. */
-static const char *bench_size_text(size_t v, char *buf, size_t len)
-{
-    if (v >= (1ul << 30) && v % (1ul << 30) == 0) {
-        snprintf(buf, len, "%zuG", v >> 30);
-    } else if (v >= (1ul << 20) && v % (1ul << 20) == 0) {
-        snprintf(buf, len, "%zuM", v >> 20);
-    } else if (v >= (1ul << 10) && v % (1ul << 10) == 0) {
-        snprintf(buf, len, "%zuK", v >> 10);
-    } else {
-        snprintf(buf, len, "%zu", v);
-    }
-    return buf;
+    return v;
 }
 
 /* ---- bootstrap ---------------------------------------------------------- */
@@ -1181,7 +1151,7 @@ static int bench_registered(bench_t *b, bench_opts_t *o)
         char hi[32];
         bench_usage_error("--registered -c %s: -e/--maxbytes (%s) is less than an element for "
                           "each of the %d ranks", coll_names[o->coll],
-                          bench_size_text(o->max_bytes, hi, sizeof(hi)), b->nranks);
+                          bench_args_size_text(o->max_bytes, hi, sizeof(hi)), b->nranks);
     }
     bench_barrier();
     used0 = bench_device_used(b);
@@ -1387,15 +1357,12 @@ int main(int argc, char **argv)
             o.max_bytes = bench_parse_size(optarg, "-e/--maxbytes");
             max_set     = 1;
             break;
-        case 'f': {
-            char *end;
-            o.factor = strtod(optarg, &end);
-            if (end == optarg || *end != '\0' || !(o.factor > 1.0) || o.factor > 1024) {
+        case 'f':
+            if (bench_args_factor(optarg, &o.factor) != 0) {
                 bench_usage_error("-f/--stepfactor takes a number above 1 (up to 1024), not "
                                   "'%s'", optarg);
             }
             break;
-        }
         case 'w': o.warmup = bench_int(optarg, "-w/--warmup", 0, 1000000); break;
         case 'n': o.iters = bench_int(optarg, "-n/--iters", 1, 10000000); break;
         case 'r': o.root = bench_int(optarg, "-r/--root", 0, b.nranks - 1); break;
@@ -1456,8 +1423,8 @@ int main(int argc, char **argv)
     if (max_set && o.min_bytes > o.max_bytes) {
         char lo[32], hi[32];
         bench_usage_error("-b/--minbytes (%s) is larger than -e/--maxbytes (%s): no size "
-                          "to run", bench_size_text(o.min_bytes, lo, sizeof(lo)),
-                          bench_size_text(o.max_bytes, hi, sizeof(hi)));
+                          "to run", bench_args_size_text(o.min_bytes, lo, sizeof(lo)),
+                          bench_args_size_text(o.max_bytes, hi, sizeof(hi)));
     }
     if ((o.disorder > 0 && (o.nccl || o.cold_us > 0 || o.late_us > 0 || o.plot != NULL)) ||
         (o.registered > 0 && (o.disorder > 0 || o.nccl || o.plot != NULL)) ||
@@ -1508,8 +1475,8 @@ int main(int argc, char **argv)
             char lo[32], hi[32];
             bench_usage_error("-b/--minbytes (%s) is larger than the default -e/--maxbytes "
                               "(%s on this backend): no size to run",
-                              bench_size_text(o.min_bytes, lo, sizeof(lo)),
-                              bench_size_text(o.max_bytes, hi, sizeof(hi)));
+                              bench_args_size_text(o.min_bytes, lo, sizeof(lo)),
+                              bench_args_size_text(o.max_bytes, hi, sizeof(hi)));
         }
     }
     if (dfcclGroupCreate(b.ctx, b.nranks, b.rank, bench_allgather, NULL, "bench", &b.group) !=
