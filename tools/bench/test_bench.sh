@@ -5,7 +5,8 @@
 # received element, alltoallv's blocks uneven), the disorder rounds and
 # the registration report, and bad command lines that must fail with one
 # message naming the option; --model's table; --algos' table of every
-# algorithm per size; scripts/demo.sh --help.
+# algorithm per size; scripts/demo.sh --help; dfccl-ucx-bw's table and
+# its refusals, where it was built (MPI and UCX).
 # Two MPI ranks when the bench was built with MPI, one process otherwise.
 set -u
 bench=${DFCCL_BENCH:-$(dirname "$0")/dfccl-bench}
@@ -148,6 +149,58 @@ DFCCL_TUNER=model
 export DFCCL_TUNER
 algos "reducescatter --algos, model tuner" -c reducescatter -b 64 -e 64K -f 32 -w 1 -n 3
 unset DFCCL_TUNER
+
+# dfccl-ucx-bw, the ceiling of the net transport: UCP tagged messages
+# between the two ranks on host memory, with UCX_TLS unset (the net
+# transport's default, which the header must name). It must exit 0 with a
+# row per size, each with a bandwidth, a latency up to 64 KiB ('-' above)
+# and no wrong byte in the checked round. A bad -m is refused with status 2;
+# -m cuda either runs or is refused with status 3 and its reason (no CUDA
+# runtime, no GPU, or a UCX context without CUDA memory).
+ucxbw=${DFCCL_UCX_BW:-$(dirname "$bench")/dfccl-ucx-bw}
+# verdict STATUS WHAT...: PASS where STATUS is 0, else FAIL with the output's end
+verdict() {
+    st=$1
+    shift
+    if [ "$st" -eq 0 ]; then
+        echo "PASS: $*"
+    else
+        echo "FAIL: $*"
+        sed 's/^/    /' "$out" | tail -30
+        failed=1
+    fi
+}
+if [ ! -x "$ucxbw" ]; then
+    echo "SKIP: dfccl-ucx-bw (not built: it needs MPI and UCX)"
+elif ! command -v mpirun >/dev/null 2>&1; then
+    echo "SKIP: dfccl-ucx-bw (no mpirun)"
+else
+    ucxrun="env -u UCX_TLS mpirun --oversubscribe -np 2 $ucxbw"
+    # shellcheck disable=SC2086
+    timeout -k 5 "$limit" $ucxrun -b 8 -e 256K -f 8 -w 4 -n 3 >"$out" 2>&1
+    rc=$?
+    bad=$(awk -v num='^[0-9]+[.][0-9]+$' '$1 ~ /^[0-9]+$/ {
+            rows++
+            lat = ($1 <= 65536) ? ($3 ~ num) : ($3 == "-")
+            if ($2 !~ num || !lat || $4 != 0) bad++ }
+          END { print (rows == 6 ? 0 : 100) + bad }' "$out")
+    [ $rc -eq 0 ] && [ "$bad" -eq 0 ] && grep -q '^# UCX .*; UCX_TLS=tcp,sm,self (unset' "$out"
+    verdict $? "dfccl-ucx-bw: exit $rc, $bad row(s) wrong (100 more: not 6 rows)," \
+               "$(grep -c 'lane\[' "$out") endpoint lane(s)"
+    # shellcheck disable=SC2086
+    timeout -k 5 "$limit" $ucxrun -m gpu >"$out" 2>&1
+    rc=$?
+    lines=$(grep -c '^dfccl-ucx-bw: -m/--memory takes host or cuda' "$out")
+    [ $rc -eq 2 ] && [ "$lines" -eq 1 ]
+    verdict $? "dfccl-ucx-bw -m gpu refused: exit $rc (2), $lines line(s) naming -m (1)"
+    # shellcheck disable=SC2086
+    timeout -k 5 "$limit" $ucxrun -m cuda -b 8 -e 8 -w 1 -n 1 >"$out" 2>&1
+    rc=$?
+    { [ $rc -eq 3 ] && grep -q '^dfccl-ucx-bw: -m cuda: rank [01]: ' "$out"; } ||
+        { [ $rc -eq 0 ] && awk '$1 == 8 && $4 == 0 { ok = 1 } END { exit !ok }' "$out"; }
+    verdict $? "dfccl-ucx-bw -m cuda: exit $rc (3: refused with its reason, 0: a checked row)" \
+               "$(grep -m1 '^dfccl-ucx-bw: -m cuda' "$out")"
+fi
 
 # A mistake in the command line (issue 55, item 12): refused (exit status
 # 2) with one line (from rank 0 only) that names the option and the valid
