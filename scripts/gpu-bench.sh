@@ -6,7 +6,8 @@
 #
 # usage: scripts/gpu-bench.sh -b BUILDDIR [-n "2 4"] [-o OUTDIR] [-c "allreduce ..."]
 #
-#   -b BUILDDIR   a dfccl build directory configured with CUDA, NCCL and MPI
+#   -b BUILDDIR   a dfccl build directory configured with CUDA, NCCL, MPI and
+#                 UCX (the net transport and tools/bench/dfccl-ucx-bw)
 #   -n "N ..."    rank counts (default "2 4")
 #   -o OUTDIR     tables (.txt) and plots (.svg) go here (default $OUT or .)
 #   -c "C ..."    collectives (default: all seven)
@@ -16,12 +17,18 @@
 # bandwidth), both with --compare nccl, --plot and --stats (each size's
 # median, p99 and slowest call next to the mean: a mean of a few calls
 # moves with one slow call). Then, for allreduce: the cold latency
-# (--cold 3000, with --stats) and, on 2 ranks, the net transport forced
-# (DFCCL_NET=1) next to P2P; 8 allreduces per round in one order against a
-# random order per rank (--disorder 8); the device memory of 1,000
-# registered allreduces and the daemon's SMs, active and idle (--registered
-# 1000, sizes 8 B to 1 MiB, then 1 MiB to 64 MiB). Exits non-zero if a run
-# fails or reports wrong elements. NVLink multicast stays off.
+# (--cold 3000, with --stats); on 2 ranks, the network transports forced on
+# both sides in one job, dfccl's net (DFCCL_NET=1, UCX) against NCCL's
+# (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), 8 B to 64 KiB (200 timed calls)
+# and 256 KiB to 1 GiB (10), and UCX's own ceiling between the two processes
+# (dfccl-ucx-bw, 16 MiB to 1 GiB: host memory on the transports dfccl's net
+# uses, UCX_TLS or else tcp,sm,self, then GPU memory with cuda_copy added to
+# them, skipped with its reason where this UCX cannot take CUDA memory); 8
+# allreduces per round in one order against a random order per rank
+# (--disorder 8); the device memory of 1,000 registered allreduces and the
+# daemon's SMs, active and idle (--registered 1000, sizes 8 B to 1 MiB, then
+# 1 MiB to 64 MiB). Exits non-zero if a run fails or reports wrong elements
+# (or bytes). NVLink multicast stays off.
 set -u
 
 build=
@@ -39,6 +46,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 bench="$build/tools/bench/dfccl-bench"
+ucxbw="$build/tools/bench/dfccl-ucx-bw"
 if [ -z "$build" ] || [ ! -x "$bench" ]; then
     echo "gpu-bench: -b BUILDDIR with tools/bench/dfccl-bench is required (see --help)" >&2
     exit 2
@@ -47,8 +55,8 @@ mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 rc=0
 
-# run NAME ARGS...: one dfccl-bench run, its table in $out/NAME.txt
-# (wcol: the column of dfccl's #wrong)
+# run NAME ARGS...: one dfccl-bench (or dfccl-ucx-bw) run, its table in
+# $out/NAME.txt (wcol: the column of dfccl's #wrong; dfccl-ucx-bw's is 4)
 wcol=8
 run() {
     local name=$1 st
@@ -57,12 +65,41 @@ run() {
     timeout 600 "$@" 2>&1 | tee -a "$out/$name.txt"
     st=${PIPESTATUS[0]}
     # column 8 is dfccl's #wrong, column 12 NCCL's
-    if [ "$st" != 0 ] || awk -v w=$wcol '$1 ~ /^[0-9]+$/ && NF >= 8 && ($w != 0 ||
+    if [ "$st" != 0 ] || awk -v w=$wcol '$1 ~ /^[0-9]+$/ && NF >= w && ($w != 0 ||
                                (w == 8 && NF >= 12 && $12 != 0)) {bad=1}
                                END {exit !bad}' "$out/$name.txt"; then
         echo "### $name FAILED (exit $st, or wrong elements)" | tee -a "$out/$name.txt"
         rc=1
     fi
+}
+
+# UCX's ceiling between the two processes of a 2-rank job (dfccl-ucx-bw):
+# host memory on the transports dfccl's net uses (UCX_TLS, or else its
+# default tcp,sm,self, which dfccl-ucx-bw takes too), then GPU memory,
+# staged by cuda_copy, where this UCX takes it (status 3: it cannot, said
+# and skipped)
+net_ceiling() {
+    local cuda st tls=${UCX_TLS:-tcp,sm,self}
+    if [ ! -x "$ucxbw" ]; then
+        echo "### ucx-bw: skipped, $ucxbw was not built (it needs MPI and UCX)"
+        return
+    fi
+    wcol=4
+    run "ucx-bw-host" "${mr[@]}" "$ucxbw" -m host -b 16M -e 1G -f 4 -w 8 -n 5
+    cuda=("${mr[@]}" -x UCX_TLS="$tls,cuda_copy" "$ucxbw" -m cuda)
+    timeout 120 "${cuda[@]}" -b 8 -e 8 -w 1 -n 1 >"$out/ucx-bw-cuda-probe.txt" 2>&1
+    st=$?
+    if [ "$st" = 0 ]; then
+        run "ucx-bw-cuda" "${cuda[@]}" -b 16M -e 1G -f 4 -w 8 -n 5
+    elif [ "$st" = 3 ]; then
+        echo "### ucx-bw-cuda: skipped: $(grep -m1 '^dfccl-ucx-bw:' \
+              "$out/ucx-bw-cuda-probe.txt")" | tee "$out/ucx-bw-cuda.txt"
+    else
+        echo "### ucx-bw-cuda FAILED (its probe exited $st: $out/ucx-bw-cuda-probe.txt)" |
+            tee "$out/ucx-bw-cuda.txt"
+        rc=1
+    fi
+    wcol=8
 }
 
 for n in $ranks; do
@@ -76,8 +113,13 @@ for n in $ranks; do
     run "allreduce-cold-${n}gpu" "${mr[@]}" "$bench" -c allreduce -b 8 -e 64K -f 8 -w 5 \
         -n 50 --cold 3000 --compare nccl --stats
     if [ "$n" = 2 ]; then
-        run "allreduce-net-2gpu" "${mr[@]}" -x DFCCL_NET=1 "$bench" -c allreduce -b 256K \
-            -e 1G -f 4 -w 3 -n 10
+        # every byte through a network transport: dfccl's UCX proxies, NCCL's net
+        net=("${mr[@]}" -x DFCCL_NET=1 -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1)
+        run "allreduce-net-small-2gpu" "${net[@]}" "$bench" -c allreduce -b 8 -e 64K -f 8 \
+            -w 20 -n 200 --compare nccl --stats
+        run "allreduce-net-2gpu" "${net[@]}" "$bench" -c allreduce -b 256K -e 1G -f 4 -w 3 \
+            -n 10 --compare nccl --stats --plot "$out/allreduce-net-2gpu.svg"
+        net_ceiling
     fi
     wcol=7
     run "allreduce-disorder-${n}gpu" "${mr[@]}" "$bench" -c allreduce --disorder 8 -b 1K \
