@@ -217,6 +217,9 @@ static int dfccl_setup_late(mca_coll_dfccl_module_t *m)
                             from);
         }
     }
+    if (missing == 0) {
+        return 0; /* every exchange has arrived: the setup is not waiting on a rank */
+    }
     if (!late) {
         /* slow is not failed: say who is missing, then wait twice as long */
         mca_coll_dfccl_warn("communicator %s: rank %d of %d has waited %.0f s for rank%s %s "

@@ -394,9 +394,10 @@ dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx);
 /* our worker address in a DFCCL_NET_ADDR_MAX bootstrap slot */
 dfccl_status_t dfccl_net_address(struct dfccl_rank_ctx *ctx, void *buf, size_t len);
 /* record the next/previous ranks' workers (slots `stride` apart, host ids
- * `hstride` apart, in rank order) */
+ * `hstride` apart, in rank order) and connect; with `wait`, until the
+ * previous rank's connection has arrived */
 dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs, size_t stride,
-                                       const char *hosts, size_t hstride);
+                                       const char *hosts, size_t hstride, int wait);
 /* a channel of a registered collective: send = our staging region to the
  * next rank, else our receive connector fed by the previous rank */
 dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, int send,

@@ -268,6 +268,11 @@ struct dfccl_group_boot {
     dfccl_boot_info_t  *all;   /* exchange 1's result */
     uint8_t            *addr;  /* our net address slot (exchange 2) */
     int32_t             word;  /* exchange 3 */
+    /* every rank of the group is in this setup at once (dfcclGroupCreate,
+     * whose allgathers block): the net connection may be awaited; not
+     * where a caller drives the steps between other work, and a rank may
+     * be in another group's setup (the MPI component) */
+    int                 together;
 };
 
 /* Remember this rank's first failure (its message is the thread's last). */
@@ -424,7 +429,7 @@ static void dfccl_boot_net_connect(dfccl_group_boot_t b, const uint8_t *addrs)
     for (int i = 0; i < g->nranks; i++) {
         memcpy(hosts + (size_t)i * hl, b->all[i].host, hl);
     }
-    st = dfccl_net_group_connect(g, addrs, DFCCL_NET_ADDR_MAX, hosts, hl);
+    st = dfccl_net_group_connect(g, addrs, DFCCL_NET_ADDR_MAX, hosts, hl, b->together);
     free(hosts);
     if (st != DFCCL_OK) {
         dfccl_boot_fail(b, st);
@@ -822,6 +827,7 @@ dfccl_status_t dfcclGroupCreate(dfccl_rank_ctx_t ctx, int nranks, int rank,
     if (st != DFCCL_OK) {
         return st;
     }
+    b->together = 1;
     do {
         const void *send;
         size_t bytes;

@@ -73,7 +73,7 @@ dfccl_status_t dfccl_net_address(struct dfccl_rank_ctx *ctx, void *buf, size_t l
 }
 
 dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs, size_t stride,
-                                       const char *hosts, size_t hstride)
+                                       const char *hosts, size_t hstride, int wait)
 {
     return DFCCL_ERR_UNSUPPORTED;
 }
@@ -1321,7 +1321,7 @@ static void dfccl_net_say_path(struct dfccl_group *g, struct dfccl_net *net, con
  * name instead of timing out a collective.
  */
 dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs, size_t stride,
-                                       const char *hosts, size_t hstride)
+                                       const char *hosts, size_t hstride, int wait)
 {
     struct dfccl_net *net = g->ctx->net;
     int nx = g->ring_next, pv = g->ring_prev;
@@ -1397,12 +1397,19 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
             sent = 0;
         }
     }
+    if (!wait && req != NULL) {
+        ucp_request_free(req); /* UCX releases it when it is done */
+        req  = NULL;
+        sent = 1;
+    }
     pthread_mutex_unlock(&net->lock);
     if (rc < 0) {
         return (dfccl_status_t)rc;
     }
-    /* the proxy progresses the worker */
-    for (;;) {
+    /* the proxy progresses the worker; without `wait` the connection is
+     * made in the background, and a peer that cannot be reached is found
+     * by the group's first collective (DFCCL_TIMEOUT) */
+    for (; wait;) {
         struct timespec ts = {0, 50000};
         int late;
         pthread_mutex_lock(&net->lock);

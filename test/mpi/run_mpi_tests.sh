@@ -129,6 +129,12 @@ for np in $nps; do
     run "device sync between collectives in opposite orders" $np 1 $host "$bin/test_devsync"
     run "disorder: 8 communicators, random order per rank" $np 1 $host "$bin/test_disorder" \
         ${DFCCL_TEST_DISORDER_COUNT:-}
+    # the same over the net transport (UCX): every communicator's setup
+    # connects over the net, in a different order on every rank
+    if [ "${DFCCL_TEST_NET:-0}" = 1 ]; then
+        run "disorder over the net transport (coll_dfccl_net 1)" $np 1 $host \
+            --mca coll_dfccl_net 1 "$bin/test_disorder" ${DFCCL_TEST_DISORDER_COUNT:-}
+    fi
     run "every other collective x form x in-place x type, neighbors, mixed" $np 1 $host \
         "$bin/test_allcolls"
     run "a second thread that never selects a device" $np 1 $host "$bin/test_thread_nodevice"
