@@ -177,7 +177,7 @@ static ucp_tag_t dfccl_net_tag(int type, int gid, uint64_t idx, int ch, uint64_t
            (seq & DFCCL_NET_SEQ_MASK);
 }
 
-typedef struct {
+typedef struct dfccl_net_peer {
     uint8_t  addr[DFCCL_NET_ADDR_MAX];
     size_t   len;
     ucp_ep_h ep;
@@ -192,6 +192,9 @@ typedef struct {
     int          bye;  /* its context's last message came: nothing follows */
     int          gone; /* the closing is final: every message it sent before
                         * has been taken (read by the health check) */
+    /* in a lane after the first: the same process in lane 0, where its
+     * goodbye comes */
+    struct dfccl_net_peer *ctl;
 } dfccl_net_peer_t;
 
 typedef struct dfccl_net_chan {
@@ -1376,6 +1379,19 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
     }
     g->net_next_peer = g->net_lane_next[0];
     g->net_prev_peer = g->net_lane_prev[0];
+    for (int k = 1; rc >= 0 && k < g->net_lanes; k++) {
+        /* the lanes' peers that are the same processes; their other lanes
+         * are set up by now, and their proxies only read it */
+        struct dfccl_net *l = net->lanes[k];
+        pthread_mutex_lock(&l->lock);
+        if (g->net_lane_next[k] >= 0 && g->net_lane_next[0] >= 0) {
+            l->peers[g->net_lane_next[k]]->ctl = net->peers[g->net_lane_next[0]];
+        }
+        if (g->net_lane_prev[k] >= 0 && g->net_lane_prev[0] >= 0) {
+            l->peers[g->net_lane_prev[k]]->ctl = net->peers[g->net_lane_prev[0]];
+        }
+        pthread_mutex_unlock(&l->lock);
+    }
     if (rc >= 0 && g->next_net) {
         ucp_ep_h ep = dfccl_net_ep(net, g->net_next_peer);
         ucp_request_param_t prm;
@@ -1754,6 +1770,14 @@ int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
     return 0;
 }
 
+/* A peer that has gone or said goodbye (in lane 0, for the same process). */
+static int dfccl_net_peer_going(const dfccl_net_peer_t *p)
+{
+    const dfccl_net_peer_t *c = p->ctl != NULL ? p->ctl : p;
+
+    return p->failed || c->failed || c->bye;
+}
+
 /* Close a lane whose proxy has stopped: this thread drives its worker
  * now. Lane 0 (the control lane) first sends what it still has for the
  * peers and says goodbye. */
@@ -1820,8 +1844,8 @@ static void dfccl_net_lane_close(struct dfccl_net *net, int control)
         memset(&prm, 0, sizeof(prm));
         prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
         /* flush what is in flight (the peer may still wait for it), but do
-         * not wait on a peer that has gone */
-        prm.flags = net->peers[i]->failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+         * not wait on a peer that has gone, or is going (it said goodbye) */
+        prm.flags = dfccl_net_peer_going(net->peers[i]) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
         r         = ucp_ep_close_nbx(net->peers[i]->ep, &prm);
         t0        = dfccl_time_ns();
         while (r != NULL && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS &&
