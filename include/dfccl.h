@@ -171,6 +171,17 @@ typedef enum {
     DFCCL_PROFILE_OFF
 } dfccl_profile_mode_t;
 
+/*
+ * DFCCL_STRAGGLER: OFF: only registrations with DFCCL_COLL_STRAGGLER are
+ * straggler-tolerant; ALLREDUCE: dfcclRegister (and
+ * dfcclRegisterAllReduce) gives the flag to every allreduce where the
+ * group can take it (docs/stragglers.md).
+ */
+typedef enum {
+    DFCCL_STRAGGLER_OFF = 0,
+    DFCCL_STRAGGLER_ALLREDUCE
+} dfccl_straggler_mode_t;
+
 /* The classes of links a group's ranks talk over, each with its own alpha
  * and beta: NVLink (CUDA IPC), shared memory (the host backend, GPUs
  * without p2p) and the network (UCX). */
@@ -245,6 +256,8 @@ typedef struct {
     uint32_t          model_slice_ns; /* DFCCL_MODEL_SLICE_NS [group] */
     uint32_t          model_block_mbps; /* DFCCL_MODEL_BLOCK_MBPS [group] */
     dfccl_profile_mode_t profile;    /* DFCCL_PROFILE [group] */
+    dfccl_straggler_mode_t straggler; /* DFCCL_STRAGGLER [group] */
+    uint32_t          straggler_wait_us; /* DFCCL_STRAGGLER_WAIT_US */
 } dfccl_config_t;
 
 typedef struct dfccl_rank_ctx *dfccl_rank_ctx_t;
@@ -324,7 +337,8 @@ typedef struct {
     uint32_t          flags;    /* DFCCL_COLL_*, or 0 (same on every rank) */
     /* DFCCL_COLL_STRAGGLER: how long, in microseconds, the ranks that have
      * started a run wait for the others before they start without them;
-     * 0: AdapCC's ski-rental rule (the model's time of the two phases) */
+     * 0: the configuration's DFCCL_STRAGGLER_WAIT_US, whose default, 0, is
+     * AdapCC's ski-rental rule (the model's time of the two phases) */
     uint32_t          straggler_wait_us;
 } dfccl_coll_desc_t;
 
@@ -341,6 +355,9 @@ typedef struct {
  * ranks), registered the same way on every rank. It takes a second
  * registration of the same size (phase 1's connectors) and two buffers of
  * the collective's size (the op's identity, and a relay's output).
+ * DFCCL_STRAGGLER=allreduce gives the flag to every allreduce registered
+ * without it, where the group and the op can take it (elsewhere they
+ * register as ordinary allreduces, without an error).
  */
 #define DFCCL_COLL_STRAGGLER 0x1u
 

@@ -25,7 +25,7 @@
 /* The settings that must be the same on every rank for registrations to
  * match, named in mismatch errors. */
 static const char dfccl_coll_layout_vars[] =
-    "DFCCL_ALGO, DFCCL_TUNER, DFCCL_TUNER_MARGIN, DFCCL_MODEL_SLICE_NS, DFCCL_MODEL_BLOCK_MBPS, "
+    "DFCCL_ALGO, DFCCL_STRAGGLER, DFCCL_TUNER, DFCCL_TUNER_MARGIN, DFCCL_MODEL_SLICE_NS, DFCCL_MODEL_BLOCK_MBPS, "
     "DFCCL_MSCCL_XML_FILES, DFCCL_CHANNELS, DFCCL_MAX_BLOCKS, DFCCL_WIDE_BYTES, "
     "DFCCL_WIDE_CHANNELS, DFCCL_MESH_WIDE_BYTES, DFCCL_TREE_WIDE_BYTES, DFCCL_PAIR_BYTES, "
     "DFCCL_PAIR_RING_BYTES, DFCCL_PAIR_ONESHOT_BYTES, DFCCL_CONN_BUDGET, DFCCL_SLOT_BYTES, "
@@ -829,8 +829,10 @@ err:
 dfccl_status_t dfcclRegisterAllReduce(size_t count, dfccl_datatype_t type, dfccl_op_t op,
                                       dfccl_group_t group, int priority, int *coll_id_p)
 {
-    return dfccl_coll_register(group, DFCCL_COLL_ALLREDUCE, count, type, op, 0, priority,
-                               NULL, DFCCL_ALGO_AUTO, coll_id_p);
+    const dfccl_coll_desc_t d = {DFCCL_KIND_ALLREDUCE, count, type, op, 0, priority,
+                                 DFCCL_ALGO_AUTO, 0, 0};
+
+    return dfcclRegister(&d, group, coll_id_p); /* DFCCL_STRAGGLER applies */
 }
 
 dfccl_status_t dfcclRegisterAllGather(size_t sendcount, dfccl_datatype_t type,
@@ -1016,6 +1018,8 @@ err_user:
 dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
                              int *coll_id_p)
 {
+    dfccl_coll_desc_t d;
+
     if (desc == NULL) {
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegister: desc is NULL");
     }
@@ -1037,8 +1041,9 @@ dfccl_status_t dfcclRegister(const dfccl_coll_desc_t *desc, dfccl_group_t group,
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclRegister: flags 0x%x are not "
                            "DFCCL_COLL_* flags", desc->flags & ~DFCCL_COLL_STRAGGLER);
     }
-    if (desc->flags & DFCCL_COLL_STRAGGLER) {
-        return dfccl_coll_register_strag(desc, group, coll_id_p);
+    d = *desc;
+    if (dfccl_strag_want(&d, group)) {
+        return dfccl_coll_register_strag(&d, group, coll_id_p);
     }
     return dfccl_coll_register(group, (int)desc->kind, desc->count, desc->type,
                                dfccl_has_op((int)desc->kind) ? desc->op : 0,

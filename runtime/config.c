@@ -23,6 +23,7 @@ static const char *const dfccl_cfg_algos[]      = {"auto", "ring", "oneshot", "t
                                                    "mesh", "msccl", "tree", "ctree", NULL};
 static const char *const dfccl_cfg_tuners[]     = {"static", "model", NULL};
 static const char *const dfccl_cfg_profiles[]   = {"auto", "create", "off", NULL};
+static const char *const dfccl_cfg_stragglers[] = {"off", "allreduce", NULL};
 
 /*
  * One row: field, environment variable, MCA name, type; the valid values
@@ -422,6 +423,26 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "1: SIGUSR1 makes every context print the same report for each collective in "
                   "flight (`dfcclDumpState`); the handler only sets a flag that the poller reads",
                   "0"),
+    DFCCL_TUNABLE(straggler, "DFCCL_STRAGGLER", "straggler", DFCCL_TUNABLE_ENUM,
+                  0, 1, 0, 0,
+                  DFCCL_STRAGGLER_OFF, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP,
+                  dfccl_cfg_stragglers,
+                  "off or allreduce",
+                  "`allreduce`: every allreduce is registered straggler-tolerant "
+                  "(`DFCCL_COLL_STRAGGLER`, docs/stragglers.md) where it can be (every rank on "
+                  "one host, at most 31 ranks), an ordinary one elsewhere; `off`: only those "
+                  "registered with the flag; same on every rank",
+                  "off"),
+    DFCCL_TUNABLE(straggler_wait_us, "DFCCL_STRAGGLER_WAIT_US", "straggler_wait_us",
+                  DFCCL_TUNABLE_U32,
+                  0, UINT32_MAX, 0, 0,
+                  0, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "0 (the ski-rental rule) to 2^32 - 1",
+                  "how long the ranks that have started a run of a straggler-tolerant allreduce "
+                  "wait for the others, in microseconds, where its registration gives no wait "
+                  "(`straggler_wait_us` 0); 0: twice a run's time, from the model and then from "
+                  "measured runs (AdapCC's ski-rental rule)",
+                  "0"),
     DFCCL_TUNABLE(verbose, "DFCCL_VERBOSE", NULL, DFCCL_TUNABLE_INT,
                   -1, 2, 0, 0,
                   0, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
@@ -456,7 +477,8 @@ _Static_assert(sizeof(dfccl_backend_t) == sizeof(int) && sizeof(dfccl_progress_t
                    sizeof(dfccl_transport_t) == sizeof(int) &&
                    sizeof(dfccl_proto_t) == sizeof(int) && sizeof(dfccl_arrivals_t) == sizeof(int) &&
                    sizeof(dfccl_tuner_t) == sizeof(int) &&
-                   sizeof(dfccl_profile_mode_t) == sizeof(int),
+                   sizeof(dfccl_profile_mode_t) == sizeof(int) &&
+                   sizeof(dfccl_straggler_mode_t) == sizeof(int),
                "the configuration's enums are read and written as int");
 
 #define DFCCL_CFG_NFIELDS (sizeof(dfccl_cfg_fields) / sizeof(dfccl_cfg_fields[0]))

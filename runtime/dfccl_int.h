@@ -838,6 +838,11 @@ struct dfccl_algo;
  * group's directories. Why not: NULL if g can run straggler-tolerant
  * collectives, else the reason in words. */
 const char *dfccl_strag_unfit(const struct dfccl_group *g);
+/* Whether registration *d on g takes the straggler-tolerant path: its
+ * DFCCL_COLL_STRAGGLER, or DFCCL_STRAGGLER=allreduce for an allreduce that
+ * g and its op can take (which sets the flag in *d); a wait of 0 becomes
+ * DFCCL_STRAGGLER_WAIT_US. */
+int dfccl_strag_want(dfccl_coll_desc_t *d, const struct dfccl_group *g);
 /* count elements of op's identity (sum, prod, min, max; avg: 0) in buf */
 void dfccl_strag_identity(int op, int dtype, size_t count, void *buf);
 /* The ski-rental wait in microseconds: the model's time of phase 1 and

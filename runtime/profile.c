@@ -49,6 +49,15 @@ static double dfccl_profile_now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* Register the ring collective *d on g as it is, whatever DFCCL_STRAGGLER
+ * says: the profile times plain runs. */
+static dfccl_status_t dfccl_profile_register(dfccl_group_t g, const dfccl_coll_desc_t *d,
+                                             int *id_p)
+{
+    return dfccl_coll_register(g, (int)d->kind, d->count, (int)d->type, (int)d->op, 0, 0, NULL,
+                               DFCCL_ALGO_RING, id_p);
+}
+
 /* One call of registered collective `id` (an allreduce or an allgather in
  * place on `buf`) and its wait: its microseconds in *us_p. */
 static dfccl_status_t dfccl_profile_call(dfccl_group_t g, int kind, int id, void *buf,
@@ -82,7 +91,7 @@ static dfccl_status_t dfccl_profile_best(dfccl_group_t g, int kind, size_t count
     double best = INFINITY;
     int id;
 
-    DFCCL_CHECK(dfcclRegister(&d, g, &id));
+    DFCCL_CHECK(dfccl_profile_register(g, &d, &id));
     st = DFCCL_OK;
     for (int i = 0; i < DFCCL_PROFILE_WARMUP + DFCCL_PROFILE_CALLS && st == DFCCL_OK; i++) {
         double us;
@@ -111,9 +120,9 @@ static dfccl_status_t dfccl_profile_split(dfccl_group_t g, void *buf, size_t big
     dfccl_status_t st, dst;
     int idk, id1;
 
-    DFCCL_CHECK(dfcclRegister(&d, g, &idk));
+    DFCCL_CHECK(dfccl_profile_register(g, &d, &idk));
     d.count = n1;
-    st      = dfcclRegister(&d, g, &id1);
+    st      = dfccl_profile_register(g, &d, &id1);
     if (st != DFCCL_OK) {
         dfcclDeregister(idk, g->ctx);
         return st;
@@ -154,7 +163,7 @@ static dfccl_status_t dfccl_profile_agree(dfccl_group_t g, void *buf, double v[3
     int id;
 
     DFCCL_CHECK(ctx->be->memcpy_h2d(ctx, buf, v, 3 * sizeof(double)));
-    DFCCL_CHECK(dfcclRegister(&d, g, &id));
+    DFCCL_CHECK(dfccl_profile_register(g, &d, &id));
     st  = dfccl_profile_call(g, DFCCL_KIND_ALLREDUCE, id, buf, 0, &us);
     dst = dfcclDeregister(id, ctx);
     if (st == DFCCL_OK) {

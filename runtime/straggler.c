@@ -43,6 +43,22 @@ const char *dfccl_strag_unfit(const struct dfccl_group *g)
     return NULL;
 }
 
+int dfccl_strag_want(dfccl_coll_desc_t *d, const struct dfccl_group *g)
+{
+    const dfccl_config_t *cfg = g != NULL ? &g->ctx->cfg : NULL;
+
+    if (cfg != NULL && !(d->flags & DFCCL_COLL_STRAGGLER) &&
+        cfg->straggler == DFCCL_STRAGGLER_ALLREDUCE && d->kind == DFCCL_KIND_ALLREDUCE &&
+        (unsigned)d->op < DFCCL_OP_COUNT && d->count > 0 && g->nranks > 1 &&
+        dfccl_strag_unfit(g) == NULL) {
+        d->flags |= DFCCL_COLL_STRAGGLER;
+    }
+    if (cfg != NULL && (d->flags & DFCCL_COLL_STRAGGLER) && d->straggler_wait_us == 0) {
+        d->straggler_wait_us = cfg->straggler_wait_us;
+    }
+    return (d->flags & DFCCL_COLL_STRAGGLER) != 0;
+}
+
 /* One element of op's identity in dtype, at p. */
 static void dfccl_strag_identity_one(int op, int dtype, void *p)
 {

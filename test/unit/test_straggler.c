@@ -9,7 +9,9 @@
  *   - every op (sum, prod, min, max, avg) and a few types;
  *   - in disorder with other collectives, two tolerant ones in flight at
  *     once, in a different order on every rank;
- *   - bad input: each refused with one error that says why.
+ *   - bad input: each refused with one error that says why;
+ *   - DFCCL_STRAGGLER=allreduce: plain allreduce registrations come out
+ *     tolerant (and split when a rank is late), others stay ordinary.
  *
  * No timing is asserted: the bench measures (docs/stragglers.md).
  */
@@ -350,6 +352,122 @@ START_TEST(test_straggler_disorder)
 }
 END_TEST
 
+/* A group of one rank needs no exchange: its allgather is a copy. */
+static int strag_self_allgather(const void *send, void *recv, size_t bytes, void *arg)
+{
+    (void)arg;
+    memcpy(recv, send, bytes);
+    return 0;
+}
+
+/*
+ * DFCCL_STRAGGLER=allreduce with DFCCL_STRAGGLER_WAIT_US=2000: plain
+ * allreduce registrations (the shorthand and dfcclRegister without the
+ * flag) come out straggler-tolerant with the configured wait, and with the
+ * last rank 10 ms late some of their runs take two phases; a wait given
+ * by the registration wins; an allgather, an allreduce of 0 elements and
+ * an allreduce on a group of one rank stay ordinary, without an error.
+ */
+static int env_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    const size_t count = 4096, bytes = count * sizeof(float);
+    const int runs     = strag_quick() ? 8 : 16;
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g, self;
+    dfccl_coll_desc_t d;
+    dfccl_coll_info_t info;
+    dfccl_stats_t s;
+    unsigned long long pre, splits;
+    float *sbuf, *h;
+    int id, id2, ag, zero, solo;
+
+    (void)arg;
+    dfccl_test_setenv("DFCCL_STRAGGLER", "allreduce");
+    dfccl_test_setenv("DFCCL_STRAGGLER_WAIT_US", "2000");
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(count, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
+                         DFCCL_OK,
+                     "register: %s", dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(dfcclGetCollInfo(id, ctx, &info) == DFCCL_OK && info.straggler == 1 &&
+                         info.straggler_wait_us == 2000,
+                     "plain allreduce with DFCCL_STRAGGLER=allreduce: straggler %d, wait %u us",
+                     info.straggler, info.straggler_wait_us);
+    memset(&d, 0, sizeof(d));
+    d.kind              = DFCCL_KIND_ALLREDUCE;
+    d.count             = count;
+    d.type              = DFCCL_FLOAT64;
+    d.op                = DFCCL_MAX;
+    d.straggler_wait_us = 500;
+    DFCCL_TEST_CHECK(dfcclRegister(&d, g, &id2) == DFCCL_OK, "register: %s",
+                     dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(dfcclGetCollInfo(id2, ctx, &info) == DFCCL_OK && info.straggler == 1 &&
+                         info.straggler_wait_us == 500,
+                     "dfcclRegister without the flag: straggler %d, wait %u us", info.straggler,
+                     info.straggler_wait_us);
+    DFCCL_TEST_CHECK(dfcclRegisterAllGather(8, DFCCL_FLOAT32, g, 0, &ag) == DFCCL_OK &&
+                         dfcclGetCollInfo(ag, ctx, &info) == DFCCL_OK && info.straggler == 0,
+                     "allgather: %s, straggler %d", dfcclGetLastErrorMessage(), info.straggler);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(0, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &zero) ==
+                             DFCCL_OK &&
+                         dfcclGetCollInfo(zero, ctx, &info) == DFCCL_OK && info.straggler == 0,
+                     "allreduce of 0: %s, straggler %d", dfcclGetLastErrorMessage(),
+                     info.straggler);
+    DFCCL_TEST_CHECK(dfcclGroupCreate(ctx, 1, 0, strag_self_allgather, NULL, "self", &self) ==
+                         DFCCL_OK,
+                     "group of one: %s", dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(count, DFCCL_FLOAT32, DFCCL_SUM, self, 0, &solo) ==
+                             DFCCL_OK &&
+                         dfcclGetCollInfo(solo, ctx, &info) == DFCCL_OK && info.straggler == 0,
+                     "allreduce on one rank: %s, straggler %d", dfcclGetLastErrorMessage(),
+                     info.straggler);
+
+    sbuf = dfccl_test_malloc(ctx, bytes);
+    h    = malloc(bytes);
+    DFCCL_TEST_CHECK(sbuf != NULL && h != NULL, "out of memory");
+    for (int k = 0; k < runs; k++) {
+        dfccl_status_t st;
+
+        for (size_t i = 0; i < count; i++) {
+            h[i] = strag_in(k, rank, i);
+        }
+        dfccl_test_put(ctx, sbuf, h, bytes);
+        dfccl_test_barrier(oob);
+        if (rank == n - 1) {
+            usleep(10000);
+        }
+        st = unit_run_wait(dfcclRunAllReduce(sbuf, sbuf, id, NULL, NULL, ctx), id, 30000, ctx);
+        DFCCL_TEST_CHECK(st == DFCCL_OK, "run %d: %s", k, dfcclGetLastErrorMessage());
+        dfccl_test_get(ctx, h, sbuf, bytes);
+        for (size_t i = 0; i < count; i++) {
+            DFCCL_TEST_CHECK(h[i] == strag_sum(k, n, i), "rank %d run %d: element %zu is %g, "
+                             "not %g", rank, k, i, (double)h[i], (double)strag_sum(k, n, i));
+        }
+    }
+    DFCCL_TEST_CHECK(dfcclGetStats(ctx, &s) == DFCCL_OK, "stats");
+    splits = dfccl_test_sum_u64(oob, s.straggler_splits);
+    if (rank == 0) {
+        printf("straggler by DFCCL_STRAGGLER: %d ranks, %d runs, %llu split (rank-runs)\n", n,
+               runs, splits);
+    }
+    DFCCL_TEST_CHECK(splits > 0, "no run took two phases with a rank 10 ms late");
+    DFCCL_TEST_CHECK(dfcclDeregister(solo, ctx) == DFCCL_OK && dfcclGroupDestroy(self) ==
+                         DFCCL_OK,
+                     "group of one: %s", dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK && dfcclDeregister(id2, ctx) ==
+                         DFCCL_OK && dfcclDeregister(ag, ctx) == DFCCL_OK &&
+                         dfcclDeregister(zero, ctx) == DFCCL_OK,
+                     "deregister: %s", dfcclGetLastErrorMessage());
+    free(h);
+    dfccl_test_free(ctx, sbuf);
+    return unit_rank_end_counted(oob, ctx, g, &pre);
+}
+
+START_TEST(test_straggler_env)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, env_body, NULL), 0);
+}
+END_TEST
+
 static int bad_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 {
     dfccl_rank_ctx_t ctx;
@@ -406,5 +524,6 @@ int main(void)
     tcase_add_test(tc, test_straggler_ops);
     tcase_add_test(tc, test_straggler_disorder);
     tcase_add_test(tc, test_straggler_badinput);
+    tcase_add_test(tc, test_straggler_env);
     return dfccl_test_run(s, CK_NORMAL);
 }
