@@ -258,6 +258,7 @@ typedef struct {
     dfccl_profile_mode_t profile;    /* DFCCL_PROFILE [group] */
     dfccl_straggler_mode_t straggler; /* DFCCL_STRAGGLER [group] */
     uint32_t          straggler_wait_us; /* DFCCL_STRAGGLER_WAIT_US */
+    int               fault_policy;  /* DFCCL_FAULT_POLICY [group] (dfccl_fault_policy_t) */
 } dfccl_config_t;
 
 typedef struct dfccl_rank_ctx *dfccl_rank_ctx_t;
@@ -499,7 +500,10 @@ typedef enum {
  * group sets the same one, before it runs any of the group's collectives.
  * EXCLUDE needs every rank on this host (the dead-process check) and at
  * most 63 ranks: on groups with net (UCX) edges it fails with
- * DFCCL_ERR_UNSUPPORTED and the policy stays ABORT.
+ * DFCCL_ERR_UNSUPPORTED and the policy stays ABORT. A group starts with
+ * the policy of DFCCL_FAULT_POLICY (default abort); where that is exclude
+ * and the group cannot exclude, it keeps ABORT and says so in an info
+ * line (DFCCL_VERBOSE=1), without an error.
  */
 DFCCL_API dfccl_status_t dfcclGroupSetFaultPolicy(dfccl_group_t group,
                                                   dfccl_fault_policy_t policy);

@@ -24,6 +24,7 @@ static const char *const dfccl_cfg_algos[]      = {"auto", "ring", "oneshot", "t
 static const char *const dfccl_cfg_tuners[]     = {"static", "model", NULL};
 static const char *const dfccl_cfg_profiles[]   = {"auto", "create", "off", NULL};
 static const char *const dfccl_cfg_stragglers[] = {"off", "allreduce", NULL};
+static const char *const dfccl_cfg_faults[]     = {"abort", "exclude", NULL};
 
 /*
  * One row: field, environment variable, MCA name, type; the valid values
@@ -443,6 +444,16 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "(`straggler_wait_us` 0); 0: twice a run's time, from the model and then from "
                   "measured runs (AdapCC's ski-rental rule)",
                   "0"),
+    DFCCL_TUNABLE(fault_policy, "DFCCL_FAULT_POLICY", "fault_policy", DFCCL_TUNABLE_ENUM,
+                  0, 1, 0, 0,
+                  DFCCL_FAULT_ABORT, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, dfccl_cfg_faults,
+                  "abort or exclude",
+                  "what a new group does when one of its ranks dies: `abort` the rank context, "
+                  "or `exclude` the dead rank and go on with the survivors (docs/reliability.md; "
+                  "a group that cannot, one with net edges or over 63 ranks, keeps `abort` with "
+                  "an info line); `dfcclGroupSetFaultPolicy` overrides it per group; same on "
+                  "every rank",
+                  "abort"),
     DFCCL_TUNABLE(verbose, "DFCCL_VERBOSE", NULL, DFCCL_TUNABLE_INT,
                   -1, 2, 0, 0,
                   0, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,

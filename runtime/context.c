@@ -270,6 +270,7 @@ dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_t *ctx_p)
     ctx->kick          = dfccl_ctx_kick;
     ctx->fault_progress = dfccl_fault_progress;
     ctx->group_profile = dfccl_profile_group;
+    ctx->group_born    = dfccl_fault_group_born;
 
     st = dfccl_ctx_pick_backend(ctx);
     if (st != DFCCL_OK) {

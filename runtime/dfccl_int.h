@@ -736,6 +736,9 @@ struct dfccl_rank_ctx {
     uint64_t  ncancels; /* args.cancels' value: runs given up, not all dropped yet */
     void    (*fault_progress)(struct dfccl_rank_ctx *ctx);
     uint8_t  *fault_held;
+    /* A group just set up (group.c calls it, no lock held): its policy
+     * from DFCCL_FAULT_POLICY (fault.c). */
+    void    (*group_born)(struct dfccl_group *g);
 };
 
 /* group.c */
@@ -816,6 +819,9 @@ dfccl_status_t dfccl_sigusr1_install(struct dfccl_rank_ctx *ctx);
 
 /* fault.c: the progress of the exclusions under way (ctx->fault_progress) */
 void dfccl_fault_progress(struct dfccl_rank_ctx *ctx);
+/* fault.c: a new group takes DFCCL_FAULT_POLICY where it can, else keeps
+ * DFCCL_FAULT_ABORT with an info line (ctx->group_born) */
+void dfccl_fault_group_born(struct dfccl_group *g);
 
 /* coll.c */
 /* >= 0: the id the calling thread's next registration takes (it must be

@@ -39,40 +39,83 @@ _Static_assert(DFCCL_DIR_XBYTES >= DFCCL_NET_ADDR_MAX, "a bootstrap exchange fit
 
 #define DFCCL_FAULT_MARK (1ull << 63)
 
+/* Why g cannot exclude failed ranks, in words; NULL if it can. */
+static const char *dfccl_fault_unfit(const struct dfccl_group *g)
+{
+    for (int r = 0; r < g->nranks; r++) {
+        if (!g->same_host[r]) {
+            return "a rank on another host";
+        }
+    }
+    if (g->net || g->pool.dir == NULL) {
+        return g->nranks > 1 ? "net (UCX) edges" : "one rank";
+    }
+    return g->nranks > 63 ? "more than 63 ranks" : NULL;
+}
+
+/* Set g's policy (valid); EXCLUDE where g cannot take it: the reason. */
+static const char *dfccl_fault_set(struct dfccl_group *g, dfccl_fault_policy_t policy,
+                                   dfccl_status_t *st_p)
+{
+    struct dfccl_rank_ctx *ctx = g->ctx;
+    const char *why            = NULL;
+
+    *st_p = DFCCL_OK;
+    pthread_mutex_lock(&ctx->lock);
+    if (policy == DFCCL_FAULT_EXCLUDE) {
+        why = dfccl_fault_unfit(g);
+        if (why == NULL && ctx->fault_held == NULL) {
+            ctx->fault_held = calloc((size_t)ctx->cfg.max_colls, 1);
+            if (ctx->fault_held == NULL) {
+                why   = "out of host memory";
+                *st_p = DFCCL_ERR_NO_MEMORY;
+            }
+        } else if (why != NULL) {
+            *st_p = DFCCL_ERR_UNSUPPORTED;
+        }
+    }
+    if (why == NULL) {
+        g->fault_policy = policy;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return why;
+}
+
 dfccl_status_t dfcclGroupSetFaultPolicy(dfccl_group_t g, dfccl_fault_policy_t policy)
 {
-    struct dfccl_rank_ctx *ctx;
+    dfccl_status_t st;
+    const char *why;
 
     if (g == NULL || (policy != DFCCL_FAULT_ABORT && policy != DFCCL_FAULT_EXCLUDE)) {
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupSetFaultPolicy: group must not be "
                            "NULL and policy DFCCL_FAULT_ABORT or DFCCL_FAULT_EXCLUDE");
     }
-    ctx = g->ctx;
-    pthread_mutex_lock(&ctx->lock);
-    if (policy == DFCCL_FAULT_EXCLUDE) {
-        int far = 0;
-        for (int r = 0; r < g->nranks; r++) {
-            far |= !g->same_host[r];
-        }
-        if (g->net || far || g->nranks > 63 || g->pool.dir == NULL) {
-            pthread_mutex_unlock(&ctx->lock);
-            return dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclGroupSetFaultPolicy(%s): fault "
-                               "exclusion needs every rank of the group on this host (no net "
-                               "edge) and at most 63 ranks; the group keeps the default, "
-                               "DFCCL_FAULT_ABORT", g->name);
-        }
-        if (ctx->fault_held == NULL) {
-            ctx->fault_held = calloc((size_t)ctx->cfg.max_colls, 1);
-            if (ctx->fault_held == NULL) {
-                pthread_mutex_unlock(&ctx->lock);
-                return dfccl_error(DFCCL_ERR_NO_MEMORY, "dfcclGroupSetFaultPolicy: out of "
-                                   "host memory");
-            }
-        }
+    why = dfccl_fault_set(g, policy, &st);
+    if (st == DFCCL_ERR_NO_MEMORY) {
+        return dfccl_error(st, "dfcclGroupSetFaultPolicy: out of host memory");
     }
-    g->fault_policy = policy;
-    pthread_mutex_unlock(&ctx->lock);
+    if (why != NULL) {
+        return dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclGroupSetFaultPolicy(%s): fault "
+                           "exclusion needs every rank of the group on this host (no net "
+                           "edge) and at most 63 ranks, and this group has %s; the group "
+                           "keeps the default, DFCCL_FAULT_ABORT", g->name, why);
+    }
     return DFCCL_OK;
+}
+
+void dfccl_fault_group_born(struct dfccl_group *g)
+{
+    dfccl_status_t st;
+    const char *why;
+
+    if (g->ctx->cfg.fault_policy != DFCCL_FAULT_EXCLUDE || g->nranks < 2) {
+        return;
+    }
+    why = dfccl_fault_set(g, DFCCL_FAULT_EXCLUDE, &st);
+    if (why != NULL) {
+        dfccl_info("group %s: DFCCL_FAULT_POLICY=exclude does not apply to it (it has %s): "
+                   "it aborts when a rank dies", g->name, why);
+    }
 }
 
 dfccl_status_t dfcclGroupExcluded(dfccl_group_t g, int *ranks, int *nexcluded_p)

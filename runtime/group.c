@@ -756,6 +756,9 @@ static dfccl_status_t dfccl_boot_finish(dfccl_group_boot_t b, const int32_t *wor
     g->next         = g->ctx->groups;
     g->ctx->groups  = g;
     pthread_mutex_unlock(&g->ctx->lock);
+    if (g->ctx->group_born != NULL) {
+        g->ctx->group_born(g);
+    }
     b->g     = NULL;
     *group_p = g;
     return DFCCL_OK;

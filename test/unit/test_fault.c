@@ -16,7 +16,10 @@
  *  - the same, and then rank 3 exits too: the survivors' group excludes it
  *    in its turn;
  *  - a group without the opt-in still fails, naming the dead rank;
- *  - the policy is refused on groups with net edges.
+ *  - the policy is refused on groups with net edges;
+ *  - DFCCL_FAULT_POLICY=exclude without the calls: the survivors go on as
+ *    in the first; on a group with net edges it leaves the group aborting,
+ *    without an error.
  */
 #include <check.h>
 #include <signal.h>
@@ -37,7 +40,8 @@
 #define DEAD_RANK 2
 #define SECOND_AT 7 /* test_exclude_twice: rank 3 exits before this iteration */
 
-enum { DIE_BEFORE = 0, DIE_MID, DIE_TWICE };
+/* DIE_ENV: DIE_BEFORE with DFCCL_FAULT_POLICY=exclude instead of the calls */
+enum { DIE_BEFORE = 0, DIE_MID, DIE_TWICE, DIE_ENV };
 
 /* What rank r gives in iteration `it`, element i. */
 static float ar_value(int r, int it, size_t i)
@@ -84,14 +88,19 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     dfccl_coll_info_t info;
     const int mode = *(const int *)arg, mid = mode == DIE_MID;
 
+    if (mode == DIE_ENV) {
+        dfccl_test_setenv("DFCCL_FAULT_POLICY", "exclude");
+    }
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &ga);
     DFCCL_TEST_CHECK(dfcclGroupCreate(ctx, n, rank, dfccl_test_oob_allgather, oob, "second",
                                       &gb) == DFCCL_OK, "second group: %s",
                      dfcclGetLastErrorMessage());
-    DFCCL_TEST_CHECK(dfcclGroupSetFaultPolicy(ga, DFCCL_FAULT_EXCLUDE) == DFCCL_OK, "policy: %s",
-                     dfcclGetLastErrorMessage());
-    DFCCL_TEST_CHECK(dfcclGroupSetFaultPolicy(gb, DFCCL_FAULT_EXCLUDE) == DFCCL_OK, "policy: %s",
-                     dfcclGetLastErrorMessage());
+    if (mode != DIE_ENV) {
+        DFCCL_TEST_CHECK(dfcclGroupSetFaultPolicy(ga, DFCCL_FAULT_EXCLUDE) == DFCCL_OK,
+                         "policy: %s", dfcclGetLastErrorMessage());
+        DFCCL_TEST_CHECK(dfcclGroupSetFaultPolicy(gb, DFCCL_FAULT_EXCLUDE) == DFCCL_OK,
+                         "policy: %s", dfcclGetLastErrorMessage());
+    }
     DFCCL_TEST_CHECK(dfcclRegisterAllReduce(AR_COUNT, DFCCL_FLOAT32, DFCCL_SUM, ga, 0, &ar) ==
                      DFCCL_OK, "register allreduce");
     DFCCL_TEST_CHECK(dfcclRegisterAllGather(AG_COUNT, DFCCL_INT32, ga, 0, &ag) == DFCCL_OK,
@@ -240,6 +249,16 @@ START_TEST(test_exclude_twice)
 }
 END_TEST
 
+/* DFCCL_FAULT_POLICY=exclude, no dfcclGroupSetFaultPolicy: the survivors
+ * go on as in test_exclude. */
+START_TEST(test_exclude_env)
+{
+    static int mode = DIE_ENV;
+
+    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 120, exclude_body, &mode, DEAD_RANK), 0);
+}
+END_TEST
+
 /* Without the opt-in: the error names the dead rank, as before. */
 static int default_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 {
@@ -295,6 +314,45 @@ START_TEST(test_net_refused)
 }
 END_TEST
 
+/* Net edges with DFCCL_FAULT_POLICY=exclude: the group is set up without an
+ * error (it keeps aborting), runs, and the explicit call is still refused. */
+static int net_env_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    float *d, h[64];
+    int id;
+
+    (void)arg;
+    dfccl_test_setenv("DFCCL_NET", "1");
+    dfccl_test_setenv("DFCCL_FAULT_POLICY", "exclude");
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(64, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
+                     DFCCL_OK, "register: %s", dfcclGetLastErrorMessage());
+    d = dfccl_test_malloc(ctx, sizeof(h));
+    for (int i = 0; i < 64; i++) {
+        h[i] = (float)(rank + i);
+    }
+    dfccl_test_put(ctx, d, h, sizeof(h));
+    DFCCL_TEST_CHECK(unit_run_wait(dfcclRunAllReduce(d, d, id, NULL, NULL, ctx), id, 30000,
+                                   ctx) == DFCCL_OK,
+                     "run: %s", dfcclGetLastErrorMessage());
+    dfccl_test_get(ctx, h, d, sizeof(h));
+    for (int i = 0; i < 64; i++) {
+        DFCCL_TEST_CHECK(h[i] == (float)(2 * i + 1), "element %d is %g", i, (double)h[i]);
+    }
+    EXPECT(dfcclGroupSetFaultPolicy(g, DFCCL_FAULT_EXCLUDE), DFCCL_ERR_UNSUPPORTED, "net");
+    DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "destroy");
+    return unit_rank_end(ctx, d);
+}
+
+START_TEST(test_net_env)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 60, net_env_body, NULL), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s  = suite_create("fault");
@@ -305,5 +363,7 @@ int main(void)
     tcase_add_test(tc, test_exclude_twice);
     tcase_add_test(tc, test_default_aborts);
     tcase_add_test(tc, test_net_refused);
+    tcase_add_test(tc, test_exclude_env);
+    tcase_add_test(tc, test_net_env);
     return dfccl_test_run(s, CK_VERBOSE);
 }
