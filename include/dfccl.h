@@ -256,6 +256,7 @@ typedef struct {
     uint32_t          model_slice_ns; /* DFCCL_MODEL_SLICE_NS [group] */
     uint32_t          model_block_mbps; /* DFCCL_MODEL_BLOCK_MBPS [group] */
     dfccl_profile_mode_t profile;    /* DFCCL_PROFILE [group] */
+    uint32_t          profile_every; /* DFCCL_PROFILE_EVERY [group] */
     dfccl_straggler_mode_t straggler; /* DFCCL_STRAGGLER [group] */
     uint32_t          straggler_wait_us; /* DFCCL_STRAGGLER_WAIT_US */
     int               fault_policy;  /* DFCCL_FAULT_POLICY [group] (dfccl_fault_policy_t) */
@@ -536,10 +537,35 @@ DFCCL_API dfccl_status_t dfcclGroupDestroy(dfccl_group_t group);
  * ranks may be setting up other groups meanwhile, and DFCCL_PROFILE=off
  * start from the backend's nominal values until this is called.
  * Collective: every rank of the group calls it, with no collective of the
- * group running. Either output may be NULL.
+ * group running. Either output may be NULL. With DFCCL_PROFILE_EVERY, the
+ * refreshes due on this rank run to their end first (their values are
+ * then dropped: this call's replace them at once), so every rank must have
+ * completed the same collectives of the group by then.
  */
 DFCCL_API dfccl_status_t dfcclGroupProfile(dfccl_group_t group, double *alpha_us,
                                            double *beta_gbps);
+/*
+ * Where a group's link model stands (DFCCL_PROFILE_EVERY: a refresh every
+ * N collectives, docs/tuning.md). Local.
+ */
+typedef struct {
+    /* how many times measured values have taken effect in the group's model
+     * (dfcclGroupModel, dfcclGroupLinkModel, the tuner): the profile at
+     * creation or on request, and each refresh, at the registration from
+     * which it applies; 0: the nominal values. The same on every rank at
+     * the same place of the group's sequence of registrations. */
+    uint64_t generation;
+    uint64_t refreshes;   /* refreshes this rank has completed */
+    uint64_t pending;     /* of those, the ones whose values take effect at a
+                           * later registration on the group */
+    uint64_t collectives; /* the group's collectives completed on this rank,
+                           * as DFCCL_PROFILE_EVERY counts them (0 without it) */
+} dfccl_profile_info_t;
+
+/* [out] info_p. */
+DFCCL_API dfccl_status_t dfcclGroupProfileInfo(dfccl_group_t group,
+                                               dfccl_profile_info_t *info_p);
+
 /* The group's current alpha and beta (dfcclGroupProfile's, or the nominal
  * ones) of its slowest link class, the one its ring waits for; 0 and 0 for
  * a group of one rank, which has no links. Local. */

@@ -25,8 +25,9 @@
 /* The settings that must be the same on every rank for registrations to
  * match, named in mismatch errors. */
 static const char dfccl_coll_layout_vars[] =
-    "DFCCL_ALGO, DFCCL_STRAGGLER, DFCCL_TUNER, DFCCL_TUNER_MARGIN, DFCCL_MODEL_SLICE_NS, DFCCL_MODEL_BLOCK_MBPS, "
-    "DFCCL_MSCCL_XML_FILES, DFCCL_CHANNELS, DFCCL_MAX_BLOCKS, DFCCL_WIDE_BYTES, "
+    "DFCCL_ALGO, DFCCL_STRAGGLER, DFCCL_PROFILE_EVERY, DFCCL_TUNER, DFCCL_TUNER_MARGIN, "
+    "DFCCL_MODEL_SLICE_NS, DFCCL_MODEL_BLOCK_MBPS, DFCCL_MSCCL_XML_FILES, DFCCL_CHANNELS, "
+    "DFCCL_MAX_BLOCKS, DFCCL_WIDE_BYTES, "
     "DFCCL_WIDE_CHANNELS, DFCCL_MESH_WIDE_BYTES, DFCCL_TREE_WIDE_BYTES, DFCCL_PAIR_BYTES, "
     "DFCCL_PAIR_RING_BYTES, DFCCL_PAIR_ONESHOT_BYTES, DFCCL_CONN_BUDGET, DFCCL_SLOT_BYTES, "
     "DFCCL_SLOTS, DFCCL_LL_SLOTS, DFCCL_STEP_SLICES, DFCCL_PROTO, DFCCL_LL_BYTES, "
@@ -560,6 +561,9 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     int id, nch, onch = 1;
 
     DFCCL_CHECK(dfccl_coll_check_args(g, kind, count, dtype, op, root, coll_id_p));
+    if (g->ctx->group_register != NULL) {
+        DFCCL_CHECK(g->ctx->group_register(g)); /* DFCCL_PROFILE_EVERY's refresh */
+    }
     if (kind == DFCCL_COLL_ALLTOALLV) {
         if (v[0] == NULL && v[1] == NULL && v[2] == NULL && v[3] == NULL) {
             v = NULL; /* every count 0 until a run gives its own */

@@ -132,6 +132,18 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "`auto`: `create` where `DFCCL_TUNER` is `model`, else `off`; "
                   "`dfcclGroupProfile` measures again on request either way; same on every rank",
                   "auto"),
+    DFCCL_TUNABLE(profile_every, "DFCCL_PROFILE_EVERY", "profile_every", DFCCL_TUNABLE_U32,
+                  0, UINT32_MAX, 0, 0,
+                  0, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "0 (never) to 2^32 - 1",
+                  "measure a group's links again (as `DFCCL_PROFILE`) each time this many more "
+                  "of its collectives have completed on a rank, with the lowest priority; the "
+                  "values agreed by every rank take effect at the same registration on every "
+                  "rank, for later registrations only (docs/tuning.md); it keeps a few "
+                  "collectives registered on each group (2 MiB of data on the host, 64 MiB on "
+                  "GPUs, and their connectors); not on groups that exclude failed ranks; same on "
+                  "every rank",
+                  "0"),
     DFCCL_TUNABLE(ll_max_bytes, "DFCCL_LL_BYTES", "ll_bytes", DFCCL_TUNABLE_SIZE,
                   256, DFCCL_LL_MAX_BYTES, 1, 0,
                   0, 16 << 10, 16 << 10, NULL,

@@ -271,6 +271,9 @@ dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_t *ctx_p)
     ctx->fault_progress = dfccl_fault_progress;
     ctx->group_profile = dfccl_profile_group;
     ctx->group_born    = dfccl_fault_group_born;
+    ctx->group_done     = dfccl_refresh_done;
+    ctx->group_register = dfccl_refresh_register;
+    ctx->group_retire   = dfccl_refresh_retire;
 
     st = dfccl_ctx_pick_backend(ctx);
     if (st != DFCCL_OK) {
@@ -358,6 +361,7 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclDestroy: ctx is NULL");
     }
     dfccl_coll_strag_settle(ctx);
+    dfccl_refresh_settle(ctx);
     pthread_mutex_lock(&ctx->lock);
     if ((ctx->inflight > 0 || ctx->npending > 0) && !ctx->aborted) {
         uint64_t n = ctx->inflight;
@@ -405,6 +409,7 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
         ctx->be->host_free(ctx, ctx->orphans[i]);
     }
     free(ctx->orphans);
+    dfccl_refresh_release(ctx);
     while (ctx->groups != NULL) {
         struct dfccl_group *g = ctx->groups;
         ctx->groups           = g->next;

@@ -463,6 +463,11 @@ struct dfccl_group {
     uint32_t                 links;
     int                      link;
     double                   alpha_us, beta_gbps;
+    /* how many times measured values took effect in the model
+     * (dfccl_profile_info_t.generation), and the refreshes of
+     * DFCCL_PROFILE_EVERY (profile.c; NULL: none) */
+    uint64_t                 model_gen;
+    struct dfccl_refresh    *refresh;
     int                     *pids;   /* every member's process id */
     int                     *same_host; /* per rank: 1 if on our host (pids, shm) */
     /* The ring: the hosts in the order of their lowest rank, each host's
@@ -739,6 +744,14 @@ struct dfccl_rank_ctx {
     /* A group just set up (group.c calls it, no lock held): its policy
      * from DFCCL_FAULT_POLICY (fault.c). */
     void    (*group_born)(struct dfccl_group *g);
+    /* DFCCL_PROFILE_EVERY (profile.c): a collective of g completed, its
+     * callback run (queue.c calls it before the collective may run or go
+     * again, no lock held); a registration on g is about to choose its
+     * layout (coll.c; an error fails the registration); g is to be
+     * destroyed (group.c, before anything else). */
+    void           (*group_done)(struct dfccl_group *g, int id, dfccl_status_t status);
+    dfccl_status_t (*group_register)(struct dfccl_group *g);
+    dfccl_status_t (*group_retire)(struct dfccl_group *g);
 };
 
 /* group.c */
@@ -777,6 +790,15 @@ int dfccl_group_ring_pos(const struct dfccl_group *g, int rank);
  * context's group_profile). Collective: every rank of g, none of g's
  * collectives running. */
 dfccl_status_t dfccl_profile_group(struct dfccl_group *g);
+/* profile.c, DFCCL_PROFILE_EVERY: the hooks of the context (group_done,
+ * group_register, group_retire); and for dfcclDestroy, every group's
+ * refreshes run to their end (before it checks for collectives in flight)
+ * and then their memory released (after the daemon exited). */
+void dfccl_refresh_done(struct dfccl_group *g, int id, dfccl_status_t status);
+dfccl_status_t dfccl_refresh_register(struct dfccl_group *g);
+dfccl_status_t dfccl_refresh_retire(struct dfccl_group *g);
+void dfccl_refresh_settle(struct dfccl_rank_ctx *ctx);
+void dfccl_refresh_release(struct dfccl_rank_ctx *ctx);
 
 /* log.c: what messages call things */
 /* "collective 3 (allreduce of 1000 float32) on group world (rank 1 of 4)" */

@@ -496,6 +496,11 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
     ng->next = ngn;
     g->fault_policy = DFCCL_FAULT_EXCLUDE;
     g->fault_state  = DFCCL_GFAULT_NONE; /* runs from here on go to the survivors */
+    /* the refreshes' collectives are registered again under their ids
+     * (none runs on an excluding group); the model is the new group's */
+    g->refresh      = ng->refresh;
+    ng->refresh     = NULL;
+    g->model_gen    = ng->model_gen + 1;
     g->orig_nranks  = ng->orig_nranks != 0 ? ng->orig_nranks : n;
     g->orig_rank    = orig;
     orig            = NULL;

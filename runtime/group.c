@@ -881,6 +881,9 @@ dfccl_status_t dfcclGroupDestroy(dfccl_group_t g)
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupDestroy: group is NULL");
     }
     ctx = g->ctx;
+    if (ctx->group_retire != NULL) {
+        DFCCL_CHECK(ctx->group_retire(g)); /* DFCCL_PROFILE_EVERY's collectives */
+    }
     pthread_mutex_lock(&ctx->lock);
     if (g->ncolls > 0) {
         int n = g->ncolls;

@@ -375,6 +375,9 @@ void dfccl_ctx_complete(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t statu
     if (cb != NULL) {
         cb(id, status, arg);
     }
+    if (ctx->group_done != NULL) {
+        ctx->group_done(c->group, id, status); /* c completes still: g stays */
+    }
 
     pthread_mutex_lock(&ctx->lock);
     if (c->state == DFCCL_COLL_COMPLETING && c->runs == runs) {

@@ -16,7 +16,12 @@
  *     out here again, whatever the group's measured links;
  *   - the user's choice over the tuner: DFCCL_ALGO and dfcclRegister's;
  *   - collectives chosen by the model give the right results;
- *   - dfcclPredict's and dfcclGroupLinkModel's bad arguments.
+ *   - dfcclPredict's and dfcclGroupLinkModel's bad arguments;
+ *   - DFCCL_PROFILE_EVERY: refreshes run while collectives run in a
+ *     different order on every rank, take effect at the same registration
+ *     everywhere (generation and values the same on every rank after each
+ *     registration), the collectives give the right results, and the group
+ *     and context are destroyed with the refreshes' collectives on them.
  *
  * Nothing here times anything: the tuner's targets are read from
  * dfccl-bench --algos.
@@ -29,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "reuse_cases.h"
 
@@ -427,6 +433,207 @@ START_TEST(test_tuner_results)
 }
 END_TEST
 
+/* The model after a registration, the same on every rank: its generation
+ * and the values of the group's link (shm on the host backend). */
+static int refresh_same(dfccl_test_oob_t *oob, int n, dfccl_group_t g, const char *when,
+                        dfccl_profile_info_t *info_p)
+{
+    double a = 0, b = 0, c = 0;
+
+    DFCCL_TEST_CHECK(dfcclGroupProfileInfo(g, info_p) == DFCCL_OK && dfcclGroupModel(g, &a, &b) ==
+                         DFCCL_OK,
+                     "%s: %s", when, dfcclGetLastErrorMessage());
+    for (int l = 0; l < DFCCL_LINK_COUNT; l++) {
+        if (dfcclGroupLinkModel(g, (dfccl_link_t)l, NULL, NULL, &c) == DFCCL_OK) {
+            break;
+        }
+    }
+    DFCCL_TEST_CHECK(tuner_same(oob, n, info_p->generation) &&
+                         tuner_same(oob, n, tuner_bits(a)) && tuner_same(oob, n, tuner_bits(b)) &&
+                         tuner_same(oob, n, tuner_bits(c)),
+                     "%s: generation %llu, alpha %g us, beta %g GB/s, collective %g us differ "
+                     "from another rank's", when, (unsigned long long)info_p->generation, a, b,
+                     c);
+    return 0;
+}
+
+/*
+ * DFCCL_PROFILE_EVERY=4 with DFCCL_TUNER=model: an allreduce and an
+ * allgather run in a random order on every rank, iteration after
+ * iteration, and every third iteration a new allreduce is registered (its
+ * plan from the model in force) and run. Then every rank waits (polling,
+ * with a deadline) until it has run every refresh due, registers once more,
+ * and finds all of them in effect; dfcclGroupProfile on top adds one.
+ */
+#define RF_ITERS 12
+#define RF_COUNT 4096
+static int refresh_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    static const size_t sizes[] = {3, 1000, 70000, 300001};
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    dfccl_profile_info_t info, start;
+    unsigned seed = 777u + 31u * (unsigned)rank;
+    float *ar, *hf;
+    int32_t *ag, *hi;
+    int ids[2], extra[RF_ITERS / 3 + 1], nextra = 0, last;
+    double t0;
+
+    (void)varg;
+    setenv("DFCCL_TUNER", "model", 1);
+    setenv("DFCCL_PROFILE_EVERY", "4", 1);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    if (refresh_same(oob, n, g, "after creation", &start) != 0) {
+        return 1;
+    }
+    DFCCL_TEST_CHECK(start.generation == 1 && start.refreshes == 0,
+                     "after creation: generation %llu, refreshes %llu",
+                     (unsigned long long)start.generation,
+                     (unsigned long long)start.refreshes);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(RF_COUNT, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &ids[0]) ==
+                         DFCCL_OK &&
+                         dfcclRegisterAllGather(RF_COUNT, DFCCL_INT32, g, 0, &ids[1]) ==
+                             DFCCL_OK,
+                     "register: %s", dfcclGetLastErrorMessage());
+    ar = dfccl_test_malloc(ctx, 300001 * sizeof(float));
+    ag = dfccl_test_malloc(ctx, (size_t)n * RF_COUNT * sizeof(int32_t));
+    hf = malloc(300001 * sizeof(float));
+    hi = malloc((size_t)n * RF_COUNT * sizeof(int32_t));
+    DFCCL_TEST_CHECK(hf != NULL && hi != NULL, "out of memory");
+    for (int it = 0; it < RF_ITERS; it++) {
+        const int first = (int)(rand_r(&seed) % 2);
+
+        for (size_t i = 0; i < RF_COUNT; i++) {
+            hf[i] = (float)(rank + it + (int)(i % 5));
+            hi[(size_t)rank * RF_COUNT + i] = rank * 100000 + it * 100 + (int)(i % 7);
+        }
+        dfccl_test_put(ctx, ar, hf, RF_COUNT * sizeof(float));
+        dfccl_test_put(ctx, ag + (size_t)rank * RF_COUNT, hi + (size_t)rank * RF_COUNT,
+                       RF_COUNT * sizeof(int32_t));
+        for (int k = 0; k < 2; k++) {
+            const int c = k == 0 ? first : 1 - first;
+            DFCCL_TEST_CHECK((c == 0 ? dfcclRunAllReduce(ar, ar, ids[0], NULL, NULL, ctx)
+                                     : dfcclRunAllGather(ag + (size_t)rank * RF_COUNT, ag,
+                                                         ids[1], NULL, NULL, ctx)) == DFCCL_OK,
+                             "iteration %d: run %d: %s", it, c, dfcclGetLastErrorMessage());
+        }
+        for (int c = 0; c < 2; c++) {
+            dfccl_status_t st = dfcclWait(ids[c], dfccl_test_wait_ms(30000), ctx);
+            DFCCL_TEST_CHECK(st == DFCCL_OK, "iteration %d: wait %d: %s", it, c,
+                             dfcclGetLastErrorMessage());
+        }
+        dfccl_test_get(ctx, hf, ar, RF_COUNT * sizeof(float));
+        dfccl_test_get(ctx, hi, ag, (size_t)n * RF_COUNT * sizeof(int32_t));
+        for (size_t i = 0; i < RF_COUNT; i++) {
+            const float want = (float)(n * (n - 1) / 2 + n * (it + (int)(i % 5)));
+            DFCCL_TEST_CHECK(hf[i] == want, "iteration %d: allreduce element %zu is %g, not %g",
+                             it, i, (double)hf[i], (double)want);
+            for (int r = 0; r < n; r++) {
+                DFCCL_TEST_CHECK(hi[(size_t)r * RF_COUNT + i] ==
+                                     r * 100000 + it * 100 + (int)(i % 7),
+                                 "iteration %d: allgather block %d element %zu is %d", it, r,
+                                 i, hi[(size_t)r * RF_COUNT + i]);
+            }
+        }
+        if (it % 3 == 2) {
+            /* a registration while refreshes come and go: planned with the
+             * same model on every rank (else it would not pair) */
+            const size_t count = sizes[nextra % 4];
+            char when[64];
+
+            DFCCL_TEST_CHECK(dfcclRegisterAllReduce(count, DFCCL_FLOAT32, DFCCL_SUM, g, 0,
+                                                    &extra[nextra]) == DFCCL_OK,
+                             "register %zu: %s", count, dfcclGetLastErrorMessage());
+            snprintf(when, sizeof(when), "iteration %d", it);
+            if (refresh_same(oob, n, g, when, &info) != 0) {
+                return 1;
+            }
+            for (size_t i = 0; i < count; i++) {
+                hf[i] = (float)(rank + 1);
+            }
+            dfccl_test_put(ctx, ar, hf, count * sizeof(float));
+            DFCCL_TEST_CHECK(unit_run_wait(dfcclRunAllReduce(ar, ar, extra[nextra], NULL, NULL,
+                                                             ctx),
+                                           extra[nextra], 30000, ctx) == DFCCL_OK,
+                             "run %zu: %s", count, dfcclGetLastErrorMessage());
+            dfccl_test_get(ctx, hf, ar, count * sizeof(float));
+            for (size_t i = 0; i < count; i++) {
+                DFCCL_TEST_CHECK(hf[i] == (float)(n * (n + 1) / 2), "registered at iteration "
+                                 "%d: element %zu is %g", it, i, (double)hf[i]);
+            }
+            nextra++;
+        }
+    }
+    /* every rank has completed the same collectives: the refreshes due
+     * are the same everywhere and need no call of ours to run */
+    t0 = unit_now_s();
+    for (;;) {
+        DFCCL_TEST_CHECK(dfcclGroupProfileInfo(g, &info) == DFCCL_OK, "info");
+        if (info.refreshes >= 1 && info.refreshes == info.collectives / 4) {
+            break;
+        }
+        DFCCL_TEST_CHECK(unit_now_s() - t0 < dfccl_test_wait_ms(60000) / 1e3,
+                         "rank %d: %llu refresh(es) of %llu due after %llu collectives", rank,
+                         (unsigned long long)info.refreshes,
+                         (unsigned long long)(info.collectives / 4),
+                         (unsigned long long)info.collectives);
+        dfcclProgress(ctx, NULL); /* DFCCL_PROGRESS=explicit: the refreshes' callbacks */
+        usleep(1000);
+    }
+    DFCCL_TEST_CHECK(info.collectives == 2 * RF_ITERS + (unsigned long long)nextra,
+                     "%llu collectives counted, %d run", (unsigned long long)info.collectives,
+                     2 * RF_ITERS + nextra);
+    dfccl_test_barrier(oob);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(5, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &last) ==
+                         DFCCL_OK,
+                     "register: %s", dfcclGetLastErrorMessage());
+    if (refresh_same(oob, n, g, "at the end", &info) != 0) {
+        return 1;
+    }
+    DFCCL_TEST_CHECK(info.pending == 0 && info.generation == start.generation + info.refreshes,
+                     "at the end: generation %llu after %llu refreshes, %llu pending",
+                     (unsigned long long)info.generation, (unsigned long long)info.refreshes,
+                     (unsigned long long)info.pending);
+    if (rank == 0) {
+        printf("refresh: %d ranks, %llu collectives, %llu refreshes, generation %llu\n", n,
+               (unsigned long long)info.collectives, (unsigned long long)info.refreshes,
+               (unsigned long long)info.generation);
+    }
+    DFCCL_TEST_CHECK(dfcclGroupProfile(g, NULL, NULL) == DFCCL_OK, "profile: %s",
+                     dfcclGetLastErrorMessage());
+    if (refresh_same(oob, n, g, "after dfcclGroupProfile", &start) != 0) {
+        return 1;
+    }
+    DFCCL_TEST_CHECK(start.generation == info.generation + 1 && start.pending == 0,
+                     "after dfcclGroupProfile: generation %llu", 
+                     (unsigned long long)start.generation);
+    DFCCL_TEST_CHECK(dfcclDeregister(last, ctx) == DFCCL_OK && dfcclDeregister(ids[0], ctx) ==
+                         DFCCL_OK && dfcclDeregister(ids[1], ctx) == DFCCL_OK,
+                     "deregister: %s", dfcclGetLastErrorMessage());
+    for (int i = 0; i < nextra; i++) {
+        DFCCL_TEST_CHECK(dfcclDeregister(extra[i], ctx) == DFCCL_OK, "deregister: %s",
+                         dfcclGetLastErrorMessage());
+    }
+    /* rank 0 destroys its group, the others leave theirs to dfcclDestroy */
+    if (rank == 0) {
+        DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy: %s",
+                         dfcclGetLastErrorMessage());
+    }
+    free(hf);
+    free(hi);
+    dfccl_test_free(ctx, ag);
+    return unit_rank_end(ctx, ar);
+}
+
+START_TEST(test_tuner_refresh)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(2, 300, refresh_body, NULL), 0);
+    if (!tuner_quick()) {
+        ck_assert_int_eq(dfccl_test_mp_run(3, 300, refresh_body, NULL), 0);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s  = suite_create("tuner");
@@ -437,5 +644,6 @@ int main(void)
     tcase_add_test(tc, test_tuner_static);
     tcase_add_test(tc, test_tuner_asked);
     tcase_add_test(tc, test_tuner_results);
+    tcase_add_test(tc, test_tuner_refresh);
     return dfccl_test_run(s, CK_NORMAL);
 }
