@@ -516,6 +516,11 @@ void dfccl_refresh_done(struct dfccl_group *g, int id, dfccl_status_t status)
     dfccl_rank_ctx_t ctx = g->ctx;
     int start = 0;
 
+    /* set before any collective of the group could run, cleared after the
+     * last: without refreshes, a completion takes no lock here */
+    if (__atomic_load_n(&g->refresh, __ATOMIC_ACQUIRE) == NULL) {
+        return;
+    }
     pthread_mutex_lock(&ctx->lock);
     if (g->refresh != NULL && status == DFCCL_OK && !g->refresh->held &&
         !ctx->colls[id].strag_internal && !dfccl_rf_owns(g->refresh, id)) {
@@ -621,7 +626,7 @@ static dfccl_status_t dfccl_rf_create(struct dfccl_group *g)
                            ctx->cfg.profile_every, why);
     }
     pthread_mutex_lock(&ctx->lock);
-    g->refresh = rf;
+    __atomic_store_n(&g->refresh, rf, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&ctx->lock);
     return DFCCL_OK;
 }
@@ -660,7 +665,7 @@ static void dfccl_rf_free(struct dfccl_group *g)
     g->ctx->be->dev_free(g->ctx, rf->word);
     free(rf->pend);
     free(rf);
-    g->refresh = NULL;
+    __atomic_store_n(&g->refresh, NULL, __ATOMIC_RELEASE);
 }
 
 dfccl_status_t dfccl_refresh_retire(struct dfccl_group *g)
