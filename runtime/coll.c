@@ -833,8 +833,12 @@ err:
 dfccl_status_t dfcclRegisterAllReduce(size_t count, dfccl_datatype_t type, dfccl_op_t op,
                                       dfccl_group_t group, int priority, int *coll_id_p)
 {
-    const dfccl_coll_desc_t d = {DFCCL_KIND_ALLREDUCE, count, type, op, 0, priority,
-                                 DFCCL_ALGO_AUTO, 0, 0};
+    const dfccl_coll_desc_t d = {.kind     = DFCCL_KIND_ALLREDUCE,
+                                 .count    = count,
+                                 .type     = type,
+                                 .op       = op,
+                                 .priority = priority,
+                                 .algo     = DFCCL_ALGO_AUTO};
 
     return dfcclRegister(&d, group, coll_id_p); /* DFCCL_STRAGGLER applies */
 }

@@ -489,10 +489,10 @@ struct dfccl_group {
                                          * connectors (same host, no net, p2p to
                                          * every device on GPUs): same on all ranks */
     int                      net_next_gid, net_prev_gid; /* their group ids (tags) */
-    int                      net_next_peer, net_prev_peer;
     /* the net transport's lanes this group's channels spread over (channel
      * ch on lane ch % net_lanes, at both ends: the least any rank of the
-     * group offers), and the two peers' indices in each lane */
+     * group offers), and the two neighbours' peer indices in each lane (-1:
+     * not connected); lane 0's carry the group's control messages */
     int                      net_lanes;
     int                      net_lane_next[DFCCL_NET_MAX_LANES];
     int                      net_lane_prev[DFCCL_NET_MAX_LANES];

@@ -597,8 +597,11 @@ dfccl_status_t dfcclGroupBootStart(dfccl_rank_ctx_t ctx, int nranks, int rank,
     if (g != NULL) {
         g->pids          = calloc((size_t)nranks, sizeof(int));
         g->same_host     = calloc((size_t)nranks, sizeof(int));
-        g->net_next_peer = -1; /* not connected (dfccl_net_group_connect) */
-        g->net_prev_peer = -1;
+        /* not connected (dfccl_net_group_connect) */
+        for (int k = 0; k < DFCCL_NET_MAX_LANES; k++) {
+            g->net_lane_next[k] = -1;
+            g->net_lane_prev[k] = -1;
+        }
     }
     if (g == NULL || g->pids == NULL || g->same_host == NULL) {
         if (g != NULL) {

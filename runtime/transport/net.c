@@ -1293,25 +1293,23 @@ static void dfccl_net_ep_lanes(ucp_ep_h ep, char *buf, size_t len)
  * UCX's transports, and where the data is staged. Net lock not held. */
 static void dfccl_net_say_path(struct dfccl_group *g, struct dfccl_net *net, const char *host)
 {
-    char lanes[256];
+    char lanes[256], staged[192] = "";
 
     pthread_mutex_lock(&net->lock);
-    if (g->net_next_peer >= 0 && net->peers[g->net_next_peer]->ep != NULL) {
-        dfccl_net_ep_lanes(net->peers[g->net_next_peer]->ep, lanes, sizeof(lanes));
+    if (g->net_lane_next[0] >= 0 && net->peers[g->net_lane_next[0]]->ep != NULL) {
+        dfccl_net_ep_lanes(net->peers[g->net_lane_next[0]]->ep, lanes, sizeof(lanes));
     } else {
         snprintf(lanes, sizeof(lanes), "none yet");
     }
     pthread_mutex_unlock(&net->lock);
+    if (g->ctx->backend == DFCCL_BACKEND_CUDA) {
+        snprintf(staged, sizeof(staged), ", staged through pinned host memory: the daemon writes "
+                 "its slots there and the proxy hands them to UCX (this UCX %s CUDA memory)",
+                 net->cuda_mem ? "also reaches" : "does not reach");
+    }
     dfccl_info("net: group %s: rank %d sends to rank %d (host %s) through UCX (%s) on %d "
                "proxy thread(s)%s", g->name, g->rank, g->ring_next, host,
-               lanes[0] != '\0' ? lanes : "transports not reported", g->net_lanes,
-               g->ctx->backend != DFCCL_BACKEND_CUDA ? ""
-               : net->cuda_mem ? ", staged through pinned host memory: the daemon writes its "
-                                 "slots there and the proxy hands them to UCX (this UCX also "
-                                 "reaches CUDA memory)"
-                               : ", staged through pinned host memory: the daemon writes its "
-                                 "slots there and the proxy hands them to UCX (this UCX does "
-                                 "not reach CUDA memory)");
+               lanes[0] != '\0' ? lanes : "transports not reported", g->net_lanes, staged);
 }
 
 /*
@@ -1377,8 +1375,6 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
             pthread_mutex_unlock(&l->lock);
         }
     }
-    g->net_next_peer = g->net_lane_next[0];
-    g->net_prev_peer = g->net_lane_prev[0];
     for (int k = 1; rc >= 0 && k < g->net_lanes; k++) {
         /* the lanes' peers that are the same processes; their other lanes
          * are set up by now, and their proxies only read it */
@@ -1393,7 +1389,7 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
         pthread_mutex_unlock(&l->lock);
     }
     if (rc >= 0 && g->next_net) {
-        ucp_ep_h ep = dfccl_net_ep(net, g->net_next_peer);
+        ucp_ep_h ep = dfccl_net_ep(net, g->net_lane_next[0]);
         ucp_request_param_t prm;
         ucs_status_ptr_t r = UCS_STATUS_PTR(UCS_ERR_UNREACHABLE);
 
@@ -1611,8 +1607,8 @@ static void dfccl_net_queue_edges(struct dfccl_group *g, uint64_t seq, const dfc
                                   const void *buf, size_t len)
 {
     struct dfccl_net *net = g->ctx->net;
-    const int edges[2][3] = {{g->next_net, g->net_next_peer, g->net_next_gid},
-                             {g->prev_net, g->net_prev_peer, g->net_prev_gid}};
+    const int edges[2][3] = {{g->next_net, g->net_lane_next[0], g->net_next_gid},
+                             {g->prev_net, g->net_lane_prev[0], g->net_prev_gid}};
 
     pthread_mutex_lock(&net->lock);
     for (int e = 0; e < 2; e++) {
@@ -1716,8 +1712,8 @@ int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
                              dfccl_status_t *status_p, char *msg, size_t len)
 {
     struct dfccl_net *net = __atomic_load_n(&g->ctx->net, __ATOMIC_ACQUIRE);
-    const int edges[2][3] = {{g->next_net, g->net_next_peer, g->ring_next},
-                             {g->prev_net, g->net_prev_peer, g->ring_prev}};
+    const int edges[2][3] = {{g->next_net, g->net_lane_next[0], g->ring_next},
+                             {g->prev_net, g->net_lane_prev[0], g->ring_prev}};
 
     if (net == NULL) {
         return 0;
