@@ -177,6 +177,19 @@ typedef enum {
  * dfcclRegisterAllReduce) gives the flag to every allreduce where the
  * group can take it (docs/stragglers.md).
  */
+/*
+ * Where the net (UCX) transport keeps the slots it moves (DFCCL_NET_MEM):
+ * AUTO: in memory registered with UCX once, on the GPU where this UCX
+ * reaches CUDA memory, else staged through pinned host memory; HOST:
+ * always staged; DEVICE: on the GPU, and a rank whose UCX cannot reach
+ * CUDA memory fails to start the transport.
+ */
+typedef enum {
+    DFCCL_NET_MEM_AUTO = 0,
+    DFCCL_NET_MEM_HOST,
+    DFCCL_NET_MEM_DEVICE
+} dfccl_net_mem_t;
+
 typedef enum {
     DFCCL_STRAGGLER_OFF = 0,
     DFCCL_STRAGGLER_ALLREDUCE
@@ -260,6 +273,7 @@ typedef struct {
     dfccl_straggler_mode_t straggler; /* DFCCL_STRAGGLER [group] */
     uint32_t          straggler_wait_us; /* DFCCL_STRAGGLER_WAIT_US */
     int               fault_policy;  /* DFCCL_FAULT_POLICY [group] (dfccl_fault_policy_t) */
+    dfccl_net_mem_t   net_mem;       /* DFCCL_NET_MEM */
 } dfccl_config_t;
 
 typedef struct dfccl_rank_ctx *dfccl_rank_ctx_t;

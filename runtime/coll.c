@@ -714,9 +714,13 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
             c->bytes += region;
             c->region = region;
             if (g->prev_net) {
-                rc = dfccl_net_chan_add(g, id, ch, 0, host, &st, c->sig);
+                char *data;
+                rc = dfccl_net_chan_add(g, id, ch, 0, host, &st, c->sig, &data);
                 if (rc != DFCCL_OK) {
                     goto err;
+                }
+                if (data != NULL) {
+                    c->chans[ch].recv_data = data; /* the net's registered slots */
                 }
             }
         }
@@ -726,9 +730,13 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
              * rank's and the proxy ships. It is this rank's own mapped host
              * memory, outside the group's pool: the pool may be device
              * memory (p2p from the previous rank), which the proxy cannot
-             * read, and the pool's layout stays the same on every rank. */
+             * read, and the pool's layout stays the same on every rank.
+             * Where the net keeps the slots in registered memory of its own
+             * (DFCCL_NET_MEM), the region here is the ctrl words only. */
+            const size_t sbytes = dfccl_net_mem_own(ctx) ? sizeof(dfccl_conn_ctrl_t) : region;
             void *dev;
-            rc = ctx->be->host_alloc(ctx, region, &c->stage[ch]);
+            char *data;
+            rc = ctx->be->host_alloc(ctx, sbytes, &c->stage[ch]);
             if (rc == DFCCL_OK) {
                 dev = ctx->be->host_dev_ptr(ctx, c->stage[ch]);
                 rc  = dev != NULL ? dfccl_coll_write_sig(ctx, c->stage[ch], dev, c->sig)
@@ -741,9 +749,12 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
             c->bytes += region;
             c->chans[ch].send_ctrl = dev;
             c->chans[ch].send_data = (char *)dev + sizeof(dfccl_conn_ctrl_t);
-            rc = dfccl_net_chan_add(g, id, ch, 1, c->stage[ch], &st, c->sig);
+            rc = dfccl_net_chan_add(g, id, ch, 1, c->stage[ch], &st, c->sig, &data);
             if (rc != DFCCL_OK) {
                 goto err;
+            }
+            if (data != NULL) {
+                c->chans[ch].send_data = data;
             }
         }
     }

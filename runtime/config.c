@@ -25,6 +25,7 @@ static const char *const dfccl_cfg_tuners[]     = {"static", "model", NULL};
 static const char *const dfccl_cfg_profiles[]   = {"auto", "create", "off", NULL};
 static const char *const dfccl_cfg_stragglers[] = {"off", "allreduce", NULL};
 static const char *const dfccl_cfg_faults[]     = {"abort", "exclude", NULL};
+static const char *const dfccl_cfg_net_mems[]   = {"auto", "host", "device", NULL};
 
 /*
  * One row: field, environment variable, MCA name, type; the valid values
@@ -488,6 +489,16 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "connections of its own; a collective's channels spread over them (as many as "
                   "every rank of the group has), so that UCX moves several channels at once",
                   "1"),
+    DFCCL_TUNABLE(net_mem, "DFCCL_NET_MEM", "net_mem", DFCCL_TUNABLE_ENUM,
+                  0, 2, 0, 0,
+                  DFCCL_NET_MEM_AUTO, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, dfccl_cfg_net_mems,
+                  "auto, host or device",
+                  "where the net (UCX) transport keeps the slots it moves: `auto`, in memory "
+                  "registered with UCX once, on the GPU where this UCX reaches CUDA memory "
+                  "(cuda_copy, cuda_ipc, GPUDirect RDMA) and staged through pinned host memory "
+                  "where it does not; `host`, always staged; `device`, on the GPU or the "
+                  "transport fails to start (docs/multihost.md)",
+                  "auto"),
     {.env = "DFCCL_HOST_ID", .type = DFCCL_TUNABLE_ENV,
      .valid = "any string",
      .doc = "host identity (a string; env only) replacing hostname + boot id, so that one "
@@ -501,7 +512,8 @@ _Static_assert(sizeof(dfccl_backend_t) == sizeof(int) && sizeof(dfccl_progress_t
                    sizeof(dfccl_proto_t) == sizeof(int) && sizeof(dfccl_arrivals_t) == sizeof(int) &&
                    sizeof(dfccl_tuner_t) == sizeof(int) &&
                    sizeof(dfccl_profile_mode_t) == sizeof(int) &&
-                   sizeof(dfccl_straggler_mode_t) == sizeof(int),
+                   sizeof(dfccl_straggler_mode_t) == sizeof(int) &&
+                   sizeof(dfccl_net_mem_t) == sizeof(int),
                "the configuration's enums are read and written as int");
 
 #define DFCCL_CFG_NFIELDS (sizeof(dfccl_cfg_fields) / sizeof(dfccl_cfg_fields[0]))

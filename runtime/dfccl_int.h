@@ -133,6 +133,9 @@ typedef struct {
     dfccl_status_t (*host_register)(struct dfccl_rank_ctx *ctx, void *ptr, size_t bytes,
                                     void **dev_p);
     void (*host_unregister)(struct dfccl_rank_ctx *ctx, void *ptr);
+    /* make the context's device current on the calling thread (a helper
+     * thread whose libraries touch device memory); NULL: nothing to do */
+    dfccl_status_t (*bind_thread)(struct dfccl_rank_ctx *ctx);
 } dfccl_backend_ops_t;
 
 extern const dfccl_backend_ops_t dfccl_backend_host;
@@ -398,11 +401,17 @@ dfccl_status_t dfccl_net_address(struct dfccl_rank_ctx *ctx, void *buf, size_t l
  * previous rank's connection has arrived */
 dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs, size_t stride,
                                        const char *hosts, size_t hstride, int wait);
+/* nonzero when the transport keeps its channels' slots in registered
+ * memory of its own (DFCCL_NET_MEM): a channel's host region is then only
+ * its ctrl words, and dfccl_net_chan_add says where its slots are */
+int dfccl_net_mem_own(const struct dfccl_rank_ctx *ctx);
 /* a channel of a registered collective: send = our staging region to the
- * next rank, else our receive connector fed by the previous rank */
+ * next rank, else our receive connector fed by the previous rank. host_ctrl
+ * holds the ctrl words, and the slots after them unless the transport keeps
+ * them: then *data_p is their address for the daemon (else NULL). */
 dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, int send,
                                   void *host_ctrl, const dfccl_coll_static_t *st,
-                                  const uint64_t sig[8]);
+                                  const uint64_t sig[8], char **data_p);
 /* flush and forget the channels of a collective (before freeing them) */
 /* When a flush gives up: DFCCL_TIMEOUT from now, or 0 (never) if unset. */
 uint64_t dfccl_net_deadline(const struct dfccl_rank_ctx *ctx);

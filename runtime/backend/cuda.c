@@ -49,6 +49,11 @@ void dfccl_cuda_device_leave(const struct dfccl_rank_ctx *ctx, int prev)
     }
 }
 
+static dfccl_status_t dfccl_cuda_bind_thread(struct dfccl_rank_ctx *ctx)
+{
+    return DFCCL_CUDA(cudaSetDevice(ctx->device));
+}
+
 int dfccl_cuda_device_count(void)
 {
 #ifdef HAVE_CUDA
@@ -448,4 +453,5 @@ const dfccl_backend_ops_t dfccl_backend_cuda = {
     .buffer_ok       = dfccl_cuda_buffer_ok,
     .host_register   = dfccl_cuda_host_register,
     .host_unregister = dfccl_cuda_host_unregister,
+    .bind_thread     = dfccl_cuda_bind_thread,
 };

@@ -17,9 +17,15 @@
  * receiver has not registered yet is probed out of UCX's queue (it stays
  * held by UCX, unreceived) and kept pending until the registration appears.
  *
+ * The slots themselves (not the ctrl words, which the proxy polls) may be
+ * in registered regions of the transport's own instead (DFCCL_NET_MEM): on
+ * the GPU where UCX reaches CUDA memory, so that UCX moves them from and to
+ * the GPU directly (dfccl_net_region_t).
+ *
  * Every UCX call is made on the proxy thread except context/worker creation
- * and destruction (the worker runs in UCS_THREAD_MODE_SINGLE); application
- * threads only add and remove channel records under the net lock.
+ * and destruction (the worker runs in UCS_THREAD_MODE_SINGLE) and the
+ * mapping of regions (a context call); application threads only add and
+ * remove channel records under the net lock.
  */
 #include "../dfccl_int.h"
 
@@ -78,9 +84,14 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
     return DFCCL_ERR_UNSUPPORTED;
 }
 
+int dfccl_net_mem_own(const struct dfccl_rank_ctx *ctx)
+{
+    return 0;
+}
+
 dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, int send,
                                   void *host_ctrl, const dfccl_coll_static_t *st,
-                                  const uint64_t sig[8])
+                                  const uint64_t sig[8], char **data_p)
 {
     return DFCCL_ERR_UNSUPPORTED;
 }
@@ -115,6 +126,7 @@ int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *st
 #else /* HAVE_UCX */
 
 #include <ucp/api/ucp.h>
+#include <uct/api/uct.h>
 
 /* A UCX call failed: log the call text and UCX's reason once, return a
  * status. */
@@ -197,6 +209,25 @@ typedef struct dfccl_net_peer {
     struct dfccl_net_peer *ctl;
 } dfccl_net_peer_t;
 
+/*
+ * Slots in memory registered with UCX once (DFCCL_NET_MEM): the backend's
+ * device memory, mapped with ucp_mem_map and handed to UCX with its type
+ * and handle, so that a CUDA-enabled UCX moves it with cuda_ipc, cuda_copy
+ * or GPUDirect RDMA, and the daemon writes and reads its slots in the
+ * GPU's own memory. A region belongs to one channel at a time; when the
+ * channel goes (UCX holds none of its requests any more) the region goes
+ * back to the context's list for the next channel of its size. Regions
+ * are freed only when the transport stops, after the proxies: no device
+ * free runs beside the daemon, and a region UCX may still touch never goes.
+ */
+typedef struct dfccl_net_region {
+    void                    *ptr;
+    size_t                   bytes;
+    ucp_mem_h                memh;
+    int                      busy;
+    struct dfccl_net_region *next;
+} dfccl_net_region_t;
+
 typedef struct dfccl_net_chan {
     int                send;    /* 1: our staging (to next); 0: our receive connector */
     int                coll_id;
@@ -207,6 +238,7 @@ typedef struct dfccl_net_chan {
     int                peer;
     dfccl_conn_ctrl_t *ctrl;    /* host address */
     char              *data;
+    dfccl_net_region_t *region; /* where data is, if registered (else host memory) */
     uint32_t           nslots;
     uint32_t           slot_bytes;
     uint64_t           sig[8];
@@ -272,6 +304,13 @@ struct dfccl_net {
     pthread_mutex_t   lock;
     pthread_cond_t    cond;     /* a channel was freed */
     int               cuda_mem; /* this UCX reaches CUDA memory (ucp_context_query) */
+    struct dfccl_rank_ctx *ctx;
+    /* the slots are in registered regions of mem_type (lane 0 keeps the
+     * regions, under region_lock) */
+    int               own_mem;
+    ucs_memory_type_t mem_type;
+    pthread_mutex_t   region_lock;
+    dfccl_net_region_t *regions;
     /* Lanes (DFCCL_NET_PROXIES): UCX workers of one UCX context, each with
      * a proxy thread, endpoints, channels and pending messages of its own.
      * lanes[0] is the context's first (ctx->net), which alone carries the
@@ -456,25 +495,37 @@ static void dfccl_net_chan_free(dfccl_net_chan_t *c)
             ucp_request_free(*reqs[i]);
         }
     }
+    if (c->region != NULL) {
+        /* UCX is done with it, or no longer progresses (the transport stops) */
+        __atomic_store_n(&c->region->busy, 0, __ATOMIC_RELEASE);
+    }
     free(c);
 }
 
 /*
- * Every buffer the proxy hands to UCX is host memory (staging, connectors
- * in shm, its own variables). Saying so spares UCX the detection of the
+ * Every buffer the proxy hands to UCX says what memory it is: host memory
+ * (staging, connectors in shm, its own variables), or a registered region
+ * with its type and handle. Saying so spares UCX the detection of the
  * memory type, which with a CUDA-enabled UCX is a CUDA driver call on the
- * proxy thread, made while the daemon kernel runs on the same device.
+ * proxy thread, made while the daemon kernel runs on the same device, and
+ * the handle spares it a registration cache lookup per message.
  */
-static void dfccl_net_host_param(ucp_request_param_t *prm)
+static void dfccl_net_mem_param(ucp_request_param_t *prm, const dfccl_net_region_t *r,
+                                ucs_memory_type_t type)
 {
     memset(prm, 0, sizeof(*prm));
     prm->op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-    prm->memory_type  = UCS_MEMORY_TYPE_HOST;
+    prm->memory_type  = r != NULL ? type : UCS_MEMORY_TYPE_HOST;
+    if (r != NULL) {
+        prm->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        prm->memh = r->memh;
+    }
 }
 
 /* Post a tagged send; *req_p is NULL when it completed at once. */
 static dfccl_status_t dfccl_net_send(struct dfccl_net *net, dfccl_net_chan_t *c, const void *buf,
-                                     size_t len, ucp_tag_t tag, void **req_p)
+                                     size_t len, const dfccl_net_region_t *reg, ucp_tag_t tag,
+                                     void **req_p)
 {
     ucp_request_param_t prm;
     ucs_status_ptr_t r;
@@ -484,7 +535,7 @@ static dfccl_status_t dfccl_net_send(struct dfccl_net *net, dfccl_net_chan_t *c,
     if (ep == NULL || net->peers[c->peer]->failed) {
         return DFCCL_ERR_TRANSPORT;
     }
-    dfccl_net_host_param(&prm);
+    dfccl_net_mem_param(&prm, reg, net->mem_type);
     r = ucp_tag_send_nbx(ep, buf, len, tag, &prm);
     if (UCS_PTR_IS_ERR(r)) {
         dfccl_net_fail(net, c->coll_id, DFCCL_ERR_TRANSPORT, "net transport (UCX): "
@@ -498,12 +549,13 @@ static dfccl_status_t dfccl_net_send(struct dfccl_net *net, dfccl_net_chan_t *c,
 }
 
 static dfccl_status_t dfccl_net_recv(struct dfccl_net *net, void *buf, size_t len,
-                                     ucp_tag_message_h msg, void **req_p)
+                                     const dfccl_net_region_t *reg, ucp_tag_message_h msg,
+                                     void **req_p)
 {
     ucp_request_param_t prm;
     ucs_status_ptr_t r;
 
-    dfccl_net_host_param(&prm);
+    dfccl_net_mem_param(&prm, reg, net->mem_type);
     r = ucp_tag_msg_recv_nbx(net->worker, buf, len, msg, &prm);
     if (UCS_PTR_IS_ERR(r)) {
         dfccl_net_fail(net, -1, DFCCL_ERR_TRANSPORT, "net transport (UCX): "
@@ -521,7 +573,7 @@ static dfccl_status_t dfccl_net_recv_now(struct dfccl_net *net, void *buf, size_
     void *req = NULL;
     int rc;
 
-    DFCCL_CHECK(dfccl_net_recv(net, buf, len, msg, &req));
+    DFCCL_CHECK(dfccl_net_recv(net, buf, len, NULL, msg, &req));
     while ((rc = dfccl_net_req_test(&req)) == 0) {
         ucp_worker_progress(net->worker);
     }
@@ -717,7 +769,8 @@ static int dfccl_net_handle(struct dfccl_net *net, ucp_tag_message_h msg,
     }
     {
         uint32_t s = (uint32_t)(seq % c->nslots);
-        DFCCL_CHECK(dfccl_net_recv(net, c->data + (size_t)s * c->slot_bytes, info->length, msg,
+        DFCCL_CHECK(dfccl_net_recv(net, c->data + (size_t)s * c->slot_bytes, info->length,
+                                   c->region, msg,
                                    &c->rreq[s]));
         /* seq + 1 once complete; 0 while the receive is posted */
         c->rgot[s] = c->rreq[s] == NULL ? seq + 1 : 0;
@@ -735,7 +788,7 @@ static int dfccl_net_drive_send(struct dfccl_net *net, dfccl_net_chan_t *c)
     uint64_t tail, head;
 
     if (c->hello == 0) {
-        if (dfccl_net_send(net, c, c->sig, sizeof(c->sig),
+        if (dfccl_net_send(net, c, c->sig, sizeof(c->sig), NULL,
                            dfccl_net_tag(DFCCL_NET_HELLO, c->out_gid, c->idx, c->ch, 0),
                            &c->hello_req) != DFCCL_OK) {
             return 0;
@@ -764,7 +817,7 @@ static int dfccl_net_drive_send(struct dfccl_net *net, dfccl_net_chan_t *c)
     }
     while (c->sent < tail) {
         uint32_t s = (uint32_t)(c->sent % c->nslots);
-        if (dfccl_net_send(net, c, c->data + (size_t)s * c->slot_bytes, c->slot_bytes,
+        if (dfccl_net_send(net, c, c->data + (size_t)s * c->slot_bytes, c->slot_bytes, c->region,
                            dfccl_net_tag(DFCCL_NET_DATA, c->out_gid, c->idx, c->ch, c->sent),
                            &c->sreq[s]) != DFCCL_OK) {
             return moved;
@@ -829,7 +882,7 @@ static int dfccl_net_drive_recv(struct dfccl_net *net, dfccl_net_chan_t *c)
     head = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
     if (head > c->credited) {
         c->credit_out = head;
-        if (dfccl_net_send(net, c, &c->credit_out, sizeof(c->credit_out),
+        if (dfccl_net_send(net, c, &c->credit_out, sizeof(c->credit_out), NULL,
                            dfccl_net_tag(DFCCL_NET_CREDIT, c->out_gid, c->idx, c->ch, 0),
                            &c->creq) == DFCCL_OK) {
             c->credited = head;
@@ -860,7 +913,7 @@ static int dfccl_net_post_rec(struct dfccl_net *net, dfccl_net_frec_t *q)
         return 0;
     }
     ep = dfccl_net_ep(net, q->peer);
-    dfccl_net_host_param(&prm);
+    dfccl_net_mem_param(&prm, NULL, UCS_MEMORY_TYPE_HOST);
     r = ep == NULL ? UCS_STATUS_PTR(UCS_ERR_UNREACHABLE)
         : q->buf != NULL ? ucp_tag_send_nbx(ep, q->buf, q->len, q->tag, &prm)
                          : ucp_tag_send_nbx(ep, &q->rec, sizeof(q->rec), q->tag, &prm);
@@ -947,7 +1000,7 @@ static int dfccl_net_progress(struct dfccl_net *net)
              * requests are looked at, until UCX has none of them */
             if (!dfccl_net_chan_busy(c)) {
                 *pp = c->next;
-                free(c);
+                dfccl_net_chan_free(c);
                 continue;
             }
             pp = &c->next;
@@ -974,6 +1027,13 @@ static void *dfccl_net_proxy_main(void *arg)
 {
     struct dfccl_net *net = arg;
     unsigned idle         = 0;
+
+    /* UCX's CUDA transports work in the calling thread's CUDA context */
+    if (net->own_mem && net->mem_type == UCS_MEMORY_TYPE_CUDA &&
+        net->ctx->be->bind_thread != NULL && net->ctx->be->bind_thread(net->ctx) != DFCCL_OK) {
+        dfccl_net_fail(net, -1, DFCCL_ERR_TRANSPORT, "net transport: the proxy thread cannot "
+                       "use device %d, where its slots are", net->ctx->device);
+    }
 
     for (;;) {
         int moved, any;
@@ -1066,8 +1126,30 @@ static size_t dfccl_net_slot_bytes(const struct dfccl_net *net, int n)
     return b;
 }
 
+/* Whether this UCX has a component of this name (its modules loaded). */
+static int dfccl_net_has_component(const char *name)
+{
+    uct_component_h *comps;
+    unsigned n;
+    int found = 0;
+
+    if (uct_query_components(&comps, &n) != UCS_OK) {
+        return 0;
+    }
+    for (unsigned i = 0; i < n && !found; i++) {
+        uct_component_attr_t attr;
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        found = uct_component_query(comps[i], &attr) == UCS_OK && strcmp(attr.name, name) == 0;
+    }
+    uct_release_component_list(comps);
+    return found;
+}
+
 dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
 {
+    /* slots on the GPU where UCX reaches them (DFCCL_NET_MEM) */
+    const int want_dev = ctx->backend == DFCCL_BACKEND_CUDA &&
+                         ctx->cfg.net_mem != DFCCL_NET_MEM_HOST;
     struct dfccl_net *net;
     ucp_config_t *config;
     ucp_params_t prm;
@@ -1082,34 +1164,40 @@ dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
     }
     /* UCX_* environment variables apply through ucp_config_read. Without
      * UCX_TLS, the transports are TCP, shared memory and loopback, which
-     * work on any machine, rather than every transport UCX finds (on a GPU
-     * host that includes its CUDA transports, which dfccl never needs: the
-     * proxy moves host memory only). Set UCX_TLS to use others (e.g.
-     * UCX_TLS=rc,sm,self between InfiniBand hosts). */
+     * work on any machine, rather than every transport UCX finds, and UCX's
+     * CUDA transports where the slots are on the GPU. Set UCX_TLS to use
+     * others (e.g. UCX_TLS=rc,sm,self,cuda_copy between InfiniBand hosts). */
     st = DFCCL_UCX(ucp_config_read(NULL, NULL, &config), "");
     if (st != DFCCL_OK) {
         goto err_free;
     }
-    /* Nothing dfccl hands to UCX is device memory (every request says
-     * so): without UCX_MEMTYPE_CACHE, UCX keeps no cache of CUDA
-     * allocations, which it would maintain from hooks on the
-     * application's CUDA calls. */
+    /* Every request says what memory it hands to UCX: without
+     * UCX_MEMTYPE_CACHE, UCX keeps no cache of CUDA allocations, which it
+     * would maintain from hooks on the application's CUDA calls. */
     if (getenv("UCX_MEMTYPE_CACHE") == NULL &&
         ucp_config_modify(config, "MEMTYPE_CACHE", "n") != UCS_OK) {
         dfccl_debug("net transport: this UCX has no MEMTYPE_CACHE setting");
     }
     if (getenv("UCX_TLS") == NULL) {
-        st = DFCCL_UCX(ucp_config_modify(config, "TLS", DFCCL_NET_DEFAULT_TLS),
-                       " (default UCX_TLS=" DFCCL_NET_DEFAULT_TLS ")");
+        char tls[96];
+        /* UCX warns about a transport in UCX_TLS that it was built
+         * without: its CUDA ones are named only where its components are */
+        snprintf(tls, sizeof(tls), "%s%s%s", DFCCL_NET_DEFAULT_TLS,
+                 want_dev && dfccl_net_has_component("cuda_cpy") ? ",cuda_copy" : "",
+                 want_dev && dfccl_net_has_component("cuda_ipc") ? ",cuda_ipc" : "");
+        st = DFCCL_UCX(ucp_config_modify(config, "TLS", tls), " (the default UCX_TLS)");
         if (st != DFCCL_OK) {
             ucp_config_release(config);
             goto err_free;
         }
+        dfccl_debug("net transport: UCX_TLS=%s", tls);
     }
     memset(&prm, 0, sizeof(prm));
     prm.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
     prm.features   = UCP_FEATURE_TAG;
-    prm.mt_workers_shared = 0;
+    /* several proxies, or memory mapped from application threads, use the
+     * context from more than one thread */
+    prm.mt_workers_shared = ctx->cfg.net_proxies > 1 || ctx->cfg.net_mem != DFCCL_NET_MEM_HOST;
     st = DFCCL_UCX(ucp_init(&prm, config, &net->ucp), "; check UCX_TLS");
     ucp_config_release(config);
     if (st != DFCCL_OK) {
@@ -1121,6 +1209,18 @@ dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
         net->cuda_mem   = ucp_context_query(net->ucp, &attr) == UCS_OK &&
                         (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
     }
+    net->ctx      = ctx;
+    net->mem_type = want_dev ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+    net->own_mem  = ctx->cfg.net_mem != DFCCL_NET_MEM_HOST && (!want_dev || net->cuda_mem);
+    if (want_dev && !net->cuda_mem && ctx->cfg.net_mem == DFCCL_NET_MEM_DEVICE) {
+        st = dfccl_error(DFCCL_ERR_UNSUPPORTED, "net transport: DFCCL_NET_MEM=device, but this "
+                         "UCX does not reach CUDA memory (no cuda_copy transport%s); use a UCX "
+                         "built with CUDA (ucx_info -d lists cuda_copy), or DFCCL_NET_MEM=auto "
+                         "to stage through host memory",
+                         getenv("UCX_TLS") != NULL ? " in UCX_TLS, or none built" : " built");
+        goto err_cleanup;
+    }
+    pthread_mutex_init(&net->region_lock, NULL);
     st = dfccl_net_lane_open(net);
     if (st != DFCCL_OK) {
         goto err_cleanup;
@@ -1136,6 +1236,9 @@ dfccl_status_t dfccl_net_start(struct dfccl_rank_ctx *ctx)
         }
         l->ucp      = net->ucp;
         l->cuda_mem = net->cuda_mem;
+        l->ctx      = ctx;
+        l->own_mem  = net->own_mem;
+        l->mem_type = net->mem_type;
         if (dfccl_net_lane_open(l) != DFCCL_OK) {
             free(l);
             break;
@@ -1302,10 +1405,16 @@ static void dfccl_net_say_path(struct dfccl_group *g, struct dfccl_net *net, con
         snprintf(lanes, sizeof(lanes), "none yet");
     }
     pthread_mutex_unlock(&net->lock);
-    if (g->ctx->backend == DFCCL_BACKEND_CUDA) {
+    if (net->own_mem && net->mem_type == UCS_MEMORY_TYPE_CUDA) {
+        snprintf(staged, sizeof(staged), ", from the GPU's memory: the daemon writes its slots "
+                 "there and UCX moves them (registered once, memory type cuda)");
+    } else if (g->ctx->backend == DFCCL_BACKEND_CUDA) {
         snprintf(staged, sizeof(staged), ", staged through pinned host memory: the daemon writes "
-                 "its slots there and the proxy hands them to UCX (this UCX %s CUDA memory)",
-                 net->cuda_mem ? "also reaches" : "does not reach");
+                 "its slots there and the proxy hands them to UCX (this UCX %s CUDA memory%s)",
+                 net->cuda_mem ? "also reaches" : "does not reach",
+                 net->cuda_mem ? "; DFCCL_NET_MEM=host" : "");
+    } else if (net->own_mem) {
+        snprintf(staged, sizeof(staged), ", its slots in host memory registered with UCX once");
     }
     dfccl_info("net: group %s: rank %d sends to rank %d (host %s) through UCX (%s) on %d "
                "proxy thread(s)%s", g->name, g->rank, g->ring_next, host,
@@ -1393,7 +1502,7 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
         ucp_request_param_t prm;
         ucs_status_ptr_t r = UCS_STATUS_PTR(UCS_ERR_UNREACHABLE);
 
-        dfccl_net_host_param(&prm);
+        dfccl_net_mem_param(&prm, NULL, UCS_MEMORY_TYPE_HOST);
         if (ep != NULL) {
             r = ucp_tag_send_nbx(ep, &word, sizeof(word),
                                  dfccl_net_tag(DFCCL_NET_CONNECT, g->net_next_gid, 0, 0, 0),
@@ -1465,16 +1574,91 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
     return DFCCL_OK;
 }
 
+int dfccl_net_mem_own(const struct dfccl_rank_ctx *ctx)
+{
+    const struct dfccl_net *net = __atomic_load_n(&ctx->net, __ATOMIC_ACQUIRE);
+
+    return net != NULL && net->own_mem;
+}
+
+/* A region of `bytes` for a channel's slots: a free one of that size from
+ * the context's list, or a new one, allocated and mapped. */
+static dfccl_status_t dfccl_net_region_get(struct dfccl_net *net, size_t bytes,
+                                           dfccl_net_region_t **region_p)
+{
+    struct dfccl_rank_ctx *ctx = net->ctx;
+    ucp_mem_map_params_t mp;
+    dfccl_net_region_t *r;
+    dfccl_status_t st;
+
+    pthread_mutex_lock(&net->region_lock);
+    for (r = net->regions; r != NULL; r = r->next) {
+        if (r->bytes == bytes && !__atomic_load_n(&r->busy, __ATOMIC_ACQUIRE)) {
+            r->busy = 1;
+            pthread_mutex_unlock(&net->region_lock);
+            *region_p = r;
+            return DFCCL_OK;
+        }
+    }
+    r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        st = dfccl_error(DFCCL_ERR_NO_MEMORY, "net transport: out of host memory");
+        goto err_unlock;
+    }
+    st = ctx->be->dev_alloc(ctx, bytes, &r->ptr);
+    if (st != DFCCL_OK) {
+        goto err_free;
+    }
+    memset(&mp, 0, sizeof(mp));
+    mp.field_mask  = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                     UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+    mp.address     = r->ptr;
+    mp.length      = bytes;
+    mp.memory_type = net->mem_type;
+    st = DFCCL_UCX(ucp_mem_map(net->ucp, &mp, &r->memh), " (the slots of a net channel; "
+                   "DFCCL_NET_MEM=host stages them through host memory instead)");
+    if (st != DFCCL_OK) {
+        goto err_dev;
+    }
+    r->bytes     = bytes;
+    r->busy      = 1;
+    r->next      = net->regions;
+    net->regions = r;
+    pthread_mutex_unlock(&net->region_lock);
+    *region_p = r;
+    return DFCCL_OK;
+
+err_dev:
+    ctx->be->dev_free(ctx, r->ptr);
+err_free:
+    free(r);
+err_unlock:
+    pthread_mutex_unlock(&net->region_lock);
+    return st;
+}
+
 dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, int send,
                                   void *host_ctrl, const dfccl_coll_static_t *st,
-                                  const uint64_t sig[8])
+                                  const uint64_t sig[8], char **data_p)
 {
     const int lane        = g->net_lanes > 1 ? ch % g->net_lanes : 0;
     struct dfccl_net *net = g->ctx->net->lanes[lane];
     dfccl_net_chan_t *c   = calloc(1, sizeof(*c));
 
+    *data_p = NULL;
     if (c == NULL) {
         return dfccl_error(DFCCL_ERR_NO_MEMORY, "net transport: out of host memory");
+    }
+    c->data = (char *)host_ctrl + sizeof(dfccl_conn_ctrl_t);
+    if (net->own_mem) {
+        dfccl_status_t rc = dfccl_net_region_get(g->ctx->net,
+                                                 (size_t)st->nslots * st->slot_bytes, &c->region);
+        if (rc != DFCCL_OK) {
+            free(c);
+            return rc;
+        }
+        c->data = c->region->ptr;
+        *data_p = c->data;
     }
     c->send       = send;
     c->coll_id    = coll_id;
@@ -1484,7 +1668,6 @@ dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, in
     c->out_gid    = send ? g->net_next_gid : g->net_prev_gid;
     c->peer       = send ? g->net_lane_next[lane] : g->net_lane_prev[lane];
     c->ctrl       = host_ctrl;
-    c->data       = (char *)host_ctrl + sizeof(dfccl_conn_ctrl_t);
     c->nslots     = st->nslots;
     c->slot_bytes = st->slot_bytes;
     memcpy(c->sig, sig, sizeof(c->sig));
@@ -1542,7 +1725,7 @@ static dfccl_status_t dfccl_net_lane_remove(struct dfccl_rank_ctx *ctx, struct d
                     pp           = &c->next;
                 } else {
                     *pp = c->next;
-                    free(c);
+                    dfccl_net_chan_free(c);
                 }
             }
             break;
@@ -1824,7 +2007,7 @@ static void dfccl_net_lane_close(struct dfccl_net *net, int control)
         if (net->peers[i]->ep == NULL || net->peers[i]->failed || net->peers[i]->bye) {
             continue;
         }
-        dfccl_net_host_param(&prm);
+        dfccl_net_mem_param(&prm, NULL, UCS_MEMORY_TYPE_HOST);
         r = ucp_tag_send_nbx(net->peers[i]->ep, &bye, sizeof(bye),
                              dfccl_net_tag(DFCCL_NET_CONNECT, 0, 0, 0, DFCCL_NET_BYE_SEQ), &prm);
         if (r != NULL && !UCS_PTR_IS_ERR(r)) {
@@ -1937,6 +2120,15 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
         free(net->lanes[k]);
     }
     dfccl_net_lane_close(net, 1);
+    /* every channel is gone, and the daemon with them */
+    while (net->regions != NULL) {
+        dfccl_net_region_t *r = net->regions;
+        net->regions          = r->next;
+        ucp_mem_unmap(net->ucp, r->memh);
+        ctx->be->dev_free(ctx, r->ptr);
+        free(r);
+    }
+    pthread_mutex_destroy(&net->region_lock);
     ucp = net->ucp;
     free(net);
     ctx->net = NULL;

@@ -235,6 +235,61 @@ START_TEST(test_net_proxies)
 }
 END_TEST
 
+/*
+ * Where a channel's slots are (DFCCL_NET_MEM; varg: the setting of even
+ * and of odd ranks): in registered regions of the transport's own, or in
+ * staged host memory, on either side of an edge. Registrations come and
+ * go in three slot sizes (each run registers its collective and
+ * deregisters it), so later channels take regions that earlier ones gave
+ * back, and every run is checked; then the disorder scenario keeps many
+ * channels' regions in use at once.
+ */
+static int net_mem_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    const char *const *mem = varg;
+    static const char *const slots[3] = {"65536", "4096", "65536"};
+    disorder_arg_t d = {.iters = 10, .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000},
+                        .groups = 1};
+    int failures = 0, algo = 0;
+
+    net_env(rank, n, NET_FORCED);
+    setenv("DFCCL_NET_MEM", mem[rank % 2], 1);
+    for (int round = 0; round < 3; round++) {
+        dfccl_rank_ctx_t ctx;
+        dfccl_group_t g;
+
+        setenv("DFCCL_SLOT_BYTES", slots[round], 1);
+        dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+        for (int k = 0; k < 4; k++) {
+            failures += run_case(ctx, g, rank, n, DFCCL_COLL_ALLREDUCE, DFCCL_FLOAT32, DFCCL_SUM,
+                                 k % 2 == 0 ? 70000 : 3000, k == 3, &algo);
+            failures += run_case(ctx, g, rank, n, DFCCL_COLL_ALLGATHER, DFCCL_INT32, DFCCL_SUM,
+                                 5000, 0, &algo);
+        }
+        DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+        DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    }
+    unsetenv("DFCCL_SLOT_BYTES");
+    failures += disorder_body(rank, n, oob, &d);
+    if (rank == 0) {
+        printf("net (forced) with DFCCL_NET_MEM %s and %s on %d ranks: %d failures\n", mem[0],
+               mem[1], n, failures);
+    }
+    return failures;
+}
+
+/* registered slots on both sides, staged on both, and each against the
+ * other (the pairs of a 4-rank ring alternate) */
+START_TEST(test_net_mem)
+{
+    static const char *const own[2] = {"auto", "device"}, *staged[2] = {"host", "host"},
+                             *mixed[2] = {"auto", "host"};
+    ck_assert_int_eq(dfccl_test_mp_run(2, 300, net_mem_body, (void *)own), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(2, 300, net_mem_body, (void *)staged), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 300, net_mem_body, (void *)mixed), 0);
+}
+END_TEST
+
 /* quick mode (DFCCL_TEST_QUICK, used by make distcheck): 2 ranks on the
  * forced net, allreduce only between two hosts; make check runs it all */
 static int net_quick(void)
@@ -864,6 +919,7 @@ int main(void)
     tcase_add_test(forced, test_net_synchronize);
     tcase_add_test(forced, test_net_wide);
     tcase_add_test(forced, test_net_proxies);
+    tcase_add_test(forced, test_net_mem);
     tcase_add_test(fail, test_net_mismatch);
     tcase_add_test(fail, test_net_dead_peer);
     tcase_add_test(fail, test_net_dead_peer_aborted);
