@@ -31,6 +31,7 @@
 
 #include <sched.h>
 #include <stdarg.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1026,8 +1027,12 @@ static int dfccl_net_progress(struct dfccl_net *net)
 static void *dfccl_net_proxy_main(void *arg)
 {
     struct dfccl_net *net = arg;
+    const int spin        = net->ctx->backend == DFCCL_BACKEND_CUDA;
     unsigned idle         = 0;
 
+    /* short naps: the default 50 us of timer slack would add more than a
+     * small collective's hop takes */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     /* UCX's CUDA transports work in the calling thread's CUDA context */
     if (net->own_mem && net->mem_type == UCS_MEMORY_TYPE_CUDA &&
         net->ctx->be->bind_thread != NULL && net->ctx->be->bind_thread(net->ctx) != DFCCL_OK) {
@@ -1047,7 +1052,13 @@ static void *dfccl_net_proxy_main(void *arg)
         pthread_mutex_unlock(&net->lock);
         if (moved) {
             idle = 0;
-        } else if (++idle < 64) {
+        } else if (++idle < 64 || (spin && any &&
+                                   __atomic_load_n(&net->ctx->inflight, __ATOMIC_RELAXED) > 0)) {
+            /* On GPUs, while this rank has collectives in flight, the proxy
+             * keeps looking, as the poller does: the daemon may publish a
+             * slot, or a peer's may arrive, any moment, and a nap would
+             * add its length to every hop. The host backend's daemon
+             * threads need the cores. */
             sched_yield();
         } else {
             /* nothing moves: leave the core to the daemon and the peers */
