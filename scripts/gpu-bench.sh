@@ -23,7 +23,10 @@
 # and 256 KiB to 1 GiB (10), and UCX's own ceiling between the two processes
 # (dfccl-ucx-bw, 16 MiB to 1 GiB: host memory on the transports dfccl's net
 # uses, UCX_TLS or else tcp,sm,self, then GPU memory with cuda_copy added to
-# them, skipped with its reason where this UCX cannot take CUDA memory); 8
+# them, skipped with its reason where this UCX cannot take CUDA memory; with
+# DFCCL_UCX_CUDA=DIR, a UCX built with CUDA from scripts/ucx-cuda.sh, the
+# net runs again with its slots on the GPU, and the GPU-memory ceiling with
+# that UCX and cuda_ipc); 8
 # allreduces per round in one order against a random order per rank
 # (--disorder 8); the device memory of 1,000 registered allreduces and the
 # daemon's SMs, active and idle (--registered 1000, sizes 8 B to 1 MiB, then
@@ -120,6 +123,21 @@ for n in $ranks; do
         run "allreduce-net-2gpu" "${net[@]}" "$bench" -c allreduce -b 256K -e 1G -f 4 -w 3 \
             -n 10 --compare nccl --stats --plot "$out/allreduce-net-2gpu.svg"
         net_ceiling
+        # with a UCX built with CUDA (scripts/ucx-cuda.sh): the net's slots
+        # on the GPU, and UCX's ceiling from GPU memory on the transports it
+        # then picks
+        if [ -n "${DFCCL_UCX_CUDA:-}" ]; then
+            uc=(-x "LD_LIBRARY_PATH=$DFCCL_UCX_CUDA/libucx/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+            run "allreduce-net-gpumem-small-2gpu" "${net[@]}" "${uc[@]}" -x DFCCL_NET_MEM=device \
+                "$bench" -c allreduce -b 8 -e 64K -f 8 -w 20 -n 200 --compare nccl --stats
+            run "allreduce-net-gpumem-2gpu" "${net[@]}" "${uc[@]}" -x DFCCL_NET_MEM=device \
+                "$bench" -c allreduce -b 256K -e 1G -f 4 -w 3 -n 10 --compare nccl --stats
+            wcol=4
+            run "ucx-bw-cuda-ucxcuda" "${mr[@]}" "${uc[@]}" \
+                -x UCX_TLS="${UCX_TLS:-tcp,sm,self},cuda_copy,cuda_ipc" "$ucxbw" -m cuda \
+                -b 16M -e 1G -f 4 -w 8 -n 5
+            wcol=8
+        fi
     fi
     wcol=7
     run "allreduce-disorder-${n}gpu" "${mr[@]}" "$bench" -c allreduce --disorder 8 -b 1K \

@@ -28,7 +28,11 @@
 #      matrix, deadlock scenarios and bad input, one GPU per rank (ranks
 #      share GPUs when there are fewer);
 #   4. the GPU tests (test/gpu) with each rank count of -r (also with
-#      preemptions at every primitive, and past the connector budget); the MPI
+#      preemptions at every primitive, and past the connector budget); with
+#      DFCCL_UCX_CUDA=DIR (a UCX built with CUDA, scripts/ucx-cuda.sh),
+#      test_net's forced and two-host cases with the net's slots on the GPU
+#      (DFCCL_NET_MEM=device, which fails where that UCX cannot reach them);
+#      the MPI
 #      component on device buffers, every program choosing its GPU after
 #      MPI_Init from the node-local rank: the collective matrix
 #      (test/mpi/test_coll --device, 2, 3 and 4 ranks), then with 2 ranks and
@@ -199,6 +203,13 @@ if want gpu; then
         step "gpu-budget-${n}ranks" env DFCCL_TEST_NRANKS="$n" DFCCL_CONN_BUDGET=1 \
             DFCCL_TEST_MAX_COUNT=1048579 test/gpu/test_gpu_allreduce
     done
+    if [ -n "${DFCCL_UCX_CUDA:-}" ]; then
+        for case in forced two_hosts; do
+            step "net-gpu-memory-$case" env \
+                LD_LIBRARY_PATH="$DFCCL_UCX_CUDA/libucx/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+                DFCCL_BACKEND=cuda DFCCL_NET_MEM=device CK_RUN_CASE=$case test/unit/test_net
+        done
+    fi
 fi
 # the MPI component on device buffers, as MPI programs use it: each program
 # chooses its GPU after MPI_Init (the node-local rank), or after importing
