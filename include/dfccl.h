@@ -274,6 +274,7 @@ typedef struct {
     uint32_t          straggler_wait_us; /* DFCCL_STRAGGLER_WAIT_US */
     int               fault_policy;  /* DFCCL_FAULT_POLICY [group] (dfccl_fault_policy_t) */
     dfccl_net_mem_t   net_mem;       /* DFCCL_NET_MEM */
+    size_t            net_mem_bytes; /* DFCCL_NET_MEM_BYTES */
 } dfccl_config_t;
 
 typedef struct dfccl_rank_ctx *dfccl_rank_ctx_t;

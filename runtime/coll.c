@@ -733,7 +733,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
              * read, and the pool's layout stays the same on every rank.
              * Where the net keeps the slots in registered memory of its own
              * (DFCCL_NET_MEM), the region here is the ctrl words only. */
-            const size_t sbytes = dfccl_net_mem_own(ctx) ? sizeof(dfccl_conn_ctrl_t) : region;
+            const size_t sbytes = dfccl_net_mem_own(ctx, &st) ? sizeof(dfccl_conn_ctrl_t) : region;
             void *dev;
             char *data;
             rc = ctx->be->host_alloc(ctx, sbytes, &c->stage[ch]);

@@ -499,6 +499,15 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "where it does not; `host`, always staged; `device`, on the GPU or the "
                   "transport fails to start (docs/multihost.md)",
                   "auto"),
+    DFCCL_TUNABLE(net_mem_bytes, "DFCCL_NET_MEM_BYTES", "net_mem_bytes", DFCCL_TUNABLE_SIZE,
+                  0, DFCCL_CF_BIG, 0, 0,
+                  (uint64_t)1 << 20, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP, NULL,
+                  "0 to 2^50",
+                  "with `DFCCL_NET_MEM=auto` on GPUs, the collectives of at least this many bytes "
+                  "keep their net slots on the GPU, and smaller ones stage them: UCX moves each "
+                  "slot from or to GPU memory with a CUDA copy of its own, which costs more than "
+                  "a small slot's staging; 0: every collective",
+                  "1 MiB"),
     {.env = "DFCCL_HOST_ID", .type = DFCCL_TUNABLE_ENV,
      .valid = "any string",
      .doc = "host identity (a string; env only) replacing hostname + boot id, so that one "

@@ -401,10 +401,11 @@ dfccl_status_t dfccl_net_address(struct dfccl_rank_ctx *ctx, void *buf, size_t l
  * previous rank's connection has arrived */
 dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs, size_t stride,
                                        const char *hosts, size_t hstride, int wait);
-/* nonzero when the transport keeps its channels' slots in registered
- * memory of its own (DFCCL_NET_MEM): a channel's host region is then only
- * its ctrl words, and dfccl_net_chan_add says where its slots are */
-int dfccl_net_mem_own(const struct dfccl_rank_ctx *ctx);
+/* nonzero when the transport keeps the slots of a collective's channels
+ * in registered memory of its own (DFCCL_NET_MEM, DFCCL_NET_MEM_BYTES): a
+ * channel's host region is then only its ctrl words, and
+ * dfccl_net_chan_add says where its slots are */
+int dfccl_net_mem_own(const struct dfccl_rank_ctx *ctx, const dfccl_coll_static_t *st);
 /* a channel of a registered collective: send = our staging region to the
  * next rank, else our receive connector fed by the previous rank. host_ctrl
  * holds the ctrl words, and the slots after them unless the transport keeps

@@ -85,7 +85,7 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
     return DFCCL_ERR_UNSUPPORTED;
 }
 
-int dfccl_net_mem_own(const struct dfccl_rank_ctx *ctx)
+int dfccl_net_mem_own(const struct dfccl_rank_ctx *ctx, const dfccl_coll_static_t *st)
 {
     return 0;
 }
@@ -1407,7 +1407,7 @@ static void dfccl_net_ep_lanes(ucp_ep_h ep, char *buf, size_t len)
  * UCX's transports, and where the data is staged. Net lock not held. */
 static void dfccl_net_say_path(struct dfccl_group *g, struct dfccl_net *net, const char *host)
 {
-    char lanes[256], staged[192] = "";
+    char lanes[256], staged[256] = "";
 
     pthread_mutex_lock(&net->lock);
     if (g->net_lane_next[0] >= 0 && net->peers[g->net_lane_next[0]]->ep != NULL) {
@@ -1417,8 +1417,14 @@ static void dfccl_net_say_path(struct dfccl_group *g, struct dfccl_net *net, con
     }
     pthread_mutex_unlock(&net->lock);
     if (net->own_mem && net->mem_type == UCS_MEMORY_TYPE_CUDA) {
-        snprintf(staged, sizeof(staged), ", from the GPU's memory: the daemon writes its slots "
-                 "there and UCX moves them (registered once, memory type cuda)");
+        const struct dfccl_rank_ctx *ctx = g->ctx;
+        char from[96] = "";
+        if (ctx->cfg.net_mem != DFCCL_NET_MEM_DEVICE && ctx->cfg.net_mem_bytes > 0) {
+            snprintf(from, sizeof(from), " for collectives of %zu bytes and more (smaller: "
+                     "staged)", ctx->cfg.net_mem_bytes);
+        }
+        snprintf(staged, sizeof(staged), ", from the GPU's memory%s: the daemon writes its "
+                 "slots there and UCX moves them (registered once, memory type cuda)", from);
     } else if (g->ctx->backend == DFCCL_BACKEND_CUDA) {
         snprintf(staged, sizeof(staged), ", staged through pinned host memory: the daemon writes "
                  "its slots there and the proxy hands them to UCX (this UCX %s CUDA memory%s)",
@@ -1585,11 +1591,16 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
     return DFCCL_OK;
 }
 
-int dfccl_net_mem_own(const struct dfccl_rank_ctx *ctx)
+int dfccl_net_mem_own(const struct dfccl_rank_ctx *ctx, const dfccl_coll_static_t *st)
 {
     const struct dfccl_net *net = __atomic_load_n(&ctx->net, __ATOMIC_ACQUIRE);
 
-    return net != NULL && net->own_mem;
+    if (net == NULL || !net->own_mem) {
+        return 0;
+    }
+    /* host memory, mapped once, for every size; GPU memory for the large */
+    return net->mem_type != UCS_MEMORY_TYPE_CUDA || ctx->cfg.net_mem == DFCCL_NET_MEM_DEVICE ||
+           st->count * (uint64_t)st->elem_size >= ctx->cfg.net_mem_bytes;
 }
 
 /* A region of `bytes` for a channel's slots: a free one of that size from
@@ -1661,7 +1672,7 @@ dfccl_status_t dfccl_net_chan_add(struct dfccl_group *g, int coll_id, int ch, in
         return dfccl_error(DFCCL_ERR_NO_MEMORY, "net transport: out of host memory");
     }
     c->data = (char *)host_ctrl + sizeof(dfccl_conn_ctrl_t);
-    if (net->own_mem) {
+    if (dfccl_net_mem_own(g->ctx, st)) {
         dfccl_status_t rc = dfccl_net_region_get(g->ctx->net,
                                                  (size_t)st->nslots * st->slot_bytes, &c->region);
         if (rc != DFCCL_OK) {
