@@ -34,6 +34,9 @@ DFCCL_F_DEVICE int dfccl_algo_run(dfccl_exec_t *x)
     if (x->st->algo == DFCCL_K_ALGO_TREE || x->st->algo == DFCCL_K_ALGO_CTREE) {
         return dfccl_tree_allreduce(x);
     }
+    if (x->st->probe != 0) {
+        return dfccl_ring_probe(x);
+    }
     switch (x->st->kind) {
     case DFCCL_COLL_ALLREDUCE:     return dfccl_ring_allreduce(x);
     case DFCCL_COLL_ALLGATHER:     return dfccl_ring_allgather(x);

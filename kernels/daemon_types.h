@@ -412,6 +412,8 @@ typedef struct {
     uint32_t algo;         /* DFCCL_K_ALGO_* */
     uint32_t team;         /* threads that run it, the first of the block (whole
                             * warps); 0 or the block size or more: all of them */
+    uint32_t probe;        /* DFCCL_K_PROBE_*: the link profile's probe on the ring's
+                            * connectors (dfccl_ring_probe); 0: a collective */
     uint64_t registered;  /* registration epoch; 0 when the id is free */
     uint64_t cancelled;   /* 1: the host gave its run up (a rank of its group is
                            * excluded): a block that finds it stuck drops it and
@@ -420,6 +422,11 @@ typedef struct {
      * NULL: the ring is rank order (ring_pos == rank) */
     const int32_t *ring_ranks;
 } dfccl_coll_static_t;
+
+/* dfccl_coll_static_t.probe: a probe (runtime/profile.c), and whether this
+ * rank sends its input to the next position of the ring and receives the
+ * previous position's (the links of the class being measured). */
+enum { DFCCL_K_PROBE_RECV = 1u, DFCCL_K_PROBE_SEND = 2u, DFCCL_K_PROBE_ON = 4u };
 
 /* A CQE's id bit for a run a block dropped (dfccl_coll_static_t.cancelled). */
 #define DFCCL_K_CQE_CANCEL 0x80000000u

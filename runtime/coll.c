@@ -262,6 +262,7 @@ static dfccl_status_t dfccl_coll_no_alltoallv(dfccl_group_t g, const char *fn)
 }
 
 __thread int dfccl_coll_want_id = -1;
+__thread uint32_t dfccl_coll_probe;
 
 static int dfccl_coll_find_free(struct dfccl_rank_ctx *ctx)
 {
@@ -348,6 +349,9 @@ static int dfccl_coll_sends(const dfccl_coll_t *c, int ch)
 
     if (c->chans[ch].cnt == 0 || st->nranks == 1 || dfccl_coll_meshed(st)) {
         return 0; /* the mesh, MSCCL and trees write to their peers' regions (peer[]) */
+    }
+    if (st->probe != 0) {
+        return (st->probe & DFCCL_K_PROBE_SEND) != 0; /* only over a link it measures */
     }
     if (st->kind == DFCCL_COLL_BROADCAST) {
         return !last; /* the root's predecessor only receives */
@@ -589,6 +593,7 @@ dfccl_status_t dfccl_coll_register(dfccl_group_t g, int kind, size_t count, int 
     st.count        = count;
     st.elem_size    = (uint32_t)dfccl_dtype_bytes(dtype);
     st.registered   = 1;
+    st.probe        = dfccl_coll_probe;
     /* the scheduler's look at receive connectors (dfccl_daemon_arrived)
      * is one read of this GPU's memory with p2p, of host memory from a
      * thread on the host backend; across PCIe (shm connectors on GPUs) it

@@ -859,6 +859,10 @@ void dfccl_fault_group_born(struct dfccl_group *g);
 /* >= 0: the id the calling thread's next registration takes (it must be
  * free); fault.c registers a group's collectives again under their ids */
 extern __thread int dfccl_coll_want_id;
+/* nonzero: the calling thread's next registrations are the link profile's
+ * probes (dfccl_coll_static_t.probe, DFCCL_K_PROBE_*; profile.c), on the
+ * ring's connectors */
+extern __thread uint32_t dfccl_coll_probe;
 int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx);
 /* v: alltoallv's sendcounts, sdispls, recvcounts and rdispls, else NULL;
  * want: a dfccl_algo_choice_t for this collective (AUTO: DFCCL_ALGO's) */

@@ -255,4 +255,49 @@ DFCCL_F_DEVICE int dfccl_ring_reduce(dfccl_exec_t *x)
     return dfccl_ring_chain(x, flags, x->sendbuff, p == n - 1 ? x->recvbuff : NULL);
 }
 
+/*
+ * The link profile's probe (runtime/profile.c): a shift over the ring's
+ * links of one class. Each chunk of the channel's range, in two steps:
+ *   step 0    send           own buffer to the next position, if
+ *                            DFCCL_K_PROBE_SEND
+ *   step 1    recv + copy    the previous position's into the buffer, if
+ *                            DFCCL_K_PROBE_RECV
+ * The host sets the bits only on links of the class measured, so no data
+ * waits for another link: each rank's time is that of its own links.
+ * Nothing is forwarded, so the ring's links of a class may form chains or
+ * the whole ring without a cycle of waits (a send needs only a free slot,
+ * which the receiver's step 1 of an earlier chunk frees).
+ */
+DFCCL_F_DEVICE int dfccl_ring_probe(dfccl_exec_t *x)
+{
+    const uint64_t esz = x->st->elem_size, off = x->ch->off, cnt = x->ch->cnt;
+    const uint64_t ce     = dfccl_chunk_elems(x);
+    const uint32_t nloops = (uint32_t)DFCCL_DIV_UP(cnt, ce);
+    const uint32_t probe  = x->st->probe;
+
+    for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.step = 0) {
+        uint64_t base  = off + x->dyn.loop * ce;
+        uint64_t elems = DFCCL_MIN(ce, off + cnt - base);
+
+        for (; x->dyn.step < 2u; x->dyn.step++, x->dyn.slice = 0) {
+            const uint32_t flags = x->dyn.step == 0
+                                       ? ((probe & DFCCL_K_PROBE_SEND) ? DFCCL_P_SEND : 0u)
+                                       : ((probe & DFCCL_K_PROBE_RECV)
+                                              ? DFCCL_P_RECV | DFCCL_P_COPY
+                                              : 0u);
+            int rc;
+
+            if (flags == 0) {
+                continue;
+            }
+            rc = dfccl_prim_chunk(x, flags, x->sendbuff + base * esz, x->recvbuff + base * esz,
+                                  elems);
+            if (rc != DFCCL_PRIM_OK) {
+                return rc;
+            }
+        }
+    }
+    return DFCCL_PRIM_DONE;
+}
+
 #endif /* DFCCL_KERNELS_ALGO_RING_H_ */
