@@ -464,15 +464,24 @@ struct dfccl_group {
      * (dfccl_link_t): a hop's latency and a link's bandwidth (GB/s), and
      * the fixed cost of a collective; nominal values (group.c) until
      * profile.c measures them, the same on every rank. `links`: a bit per
-     * class the group's ranks talk over; `link`: the slowest of them, the
-     * one the ring waits for, whose values alpha_us and beta_gbps repeat
-     * (what the algorithms' estimates read). */
+     * class the ring's edges are of; `link`: the slowest of them. alpha_us
+     * and beta_gbps are what the algorithms' estimates read: the ring's
+     * view of its links (dfccl_group_link_set): a class's values where
+     * the group has one, else the mean hop latency over the ring's edges
+     * and the least bandwidth of its classes. */
     double                   link_alpha_us[DFCCL_LINK_COUNT];
     double                   link_beta_gbps[DFCCL_LINK_COUNT];
     double                   coll_us;
     uint32_t                 links;
     int                      link;
     double                   alpha_us, beta_gbps;
+    /* the classes whose values a profile has measured (the others are
+     * nominal); the class of the ring's edges within a host; how many of
+     * the ring's n edges are net (every one where the net is forced):
+     * same on every rank */
+    uint32_t                 measured_links;
+    int                      local_link;
+    int                      ring_net_edges;
     /* how many times measured values took effect in the model
      * (dfccl_profile_info_t.generation), and the refreshes of
      * DFCCL_PROFILE_EVERY (profile.c; NULL: none) */
@@ -767,7 +776,7 @@ struct dfccl_rank_ctx {
 /* group.c */
 void dfccl_group_free(struct dfccl_group *g);
 /* Give g's links of class `link` these values (alpha_us and beta_gbps
- * follow g->link's). */
+ * follow: the ring's view of every class's). */
 void dfccl_group_link_set(struct dfccl_group *g, int link, double alpha_us, double beta_gbps);
 /* news from peers (ctx->lock held): the bells of every group's same-host
  * peers, plus the slots and credits the net proxy received */

@@ -379,6 +379,13 @@ static void dfccl_group_pick_net(struct dfccl_group *g, const dfccl_boot_info_t 
         }
     }
     g->net |= force;
+    g->ring_net_edges = 0;
+    for (int p = 0; p < n; p++) {
+        const int a = g->ring_rank != NULL ? g->ring_rank[p] : p;
+        const int z = g->ring_rank != NULL ? g->ring_rank[(p + 1) % n] : (p + 1) % n;
+
+        g->ring_net_edges += force || strcmp(all[a].host_id, all[z].host_id) != 0;
+    }
     g->next_net     = force || !g->same_host[nx];
     g->prev_net     = force || !g->same_host[pv];
     g->net_next_gid = all[nx].gid;
@@ -670,12 +677,35 @@ dfccl_status_t dfcclGroupBootExchange(dfccl_group_boot_t b, const void **send_p,
                        "already");
 }
 
+/*
+ * The ring's view of g's links, which the algorithms' estimates read
+ * (alpha_us, beta_gbps): where every edge of the ring is of one class,
+ * that class's values; where the ring mixes classes (e ≥ 1 of its n edges
+ * net, the others within a host), a hop's mean latency over its edges
+ *
+ *     alpha = (e alpha_net + (n - e) alpha_local) / n
+ *
+ * (a chain of hops around the ring crosses the classes in about that
+ * proportion) and the least bandwidth of the classes, since every rank
+ * sends at once and the ring moves no faster than its slowest edge.
+ * Algorithms that run within one host only run on groups of one class.
+ */
 void dfccl_group_link_set(struct dfccl_group *g, int link, double alpha_us, double beta_gbps)
 {
+    const int net = DFCCL_LINK_NET, local = g->local_link;
+
     g->link_alpha_us[link]  = alpha_us;
     g->link_beta_gbps[link] = beta_gbps;
-    g->alpha_us             = g->link_alpha_us[g->link];
-    g->beta_gbps            = g->link_beta_gbps[g->link];
+    if (g->links != ((1u << net) | (1u << local)) || g->nranks < 2) {
+        g->alpha_us  = g->link_alpha_us[g->link];
+        g->beta_gbps = g->link_beta_gbps[g->link];
+        return;
+    }
+    g->alpha_us = ((double)g->ring_net_edges * g->link_alpha_us[net] +
+                   (double)(g->nranks - g->ring_net_edges) * g->link_alpha_us[local]) /
+                  (double)g->nranks;
+    g->beta_gbps = g->link_beta_gbps[net] < g->link_beta_gbps[local] ? g->link_beta_gbps[net]
+                                                                     : g->link_beta_gbps[local];
 }
 
 /*
@@ -695,16 +725,21 @@ void dfccl_group_link_set(struct dfccl_group *g, int link, double alpha_us, doub
  *     H200s less its two hops (DESIGN.md), and 10 us on the host backend.
  *
  * A group within a host whose GPUs do not all reach each other may cross
- * shared memory somewhere on its ring: it is counted as shm.
+ * shared memory somewhere on its ring: it is counted as shm, and so are
+ * the edges within a host of a group that spans hosts (all_local is 0
+ * there). A group whose every edge is net (one rank a host, or DFCCL_NET
+ * forced) has no local class.
  */
 static void dfccl_group_links_nominal(struct dfccl_group *g)
 {
     const int host  = g->ctx->backend == DFCCL_BACKEND_HOST;
     const int local = !host && g->all_local ? DFCCL_LINK_P2P : DFCCL_LINK_SHM;
 
-    g->links   = 1u << local;
-    g->link    = local;
-    g->coll_us = host ? 10.0 : 8.0;
+    g->local_link     = local;
+    g->measured_links = 0;
+    g->links          = g->ring_net_edges < g->nranks ? 1u << local : 0;
+    g->link           = local;
+    g->coll_us        = host ? 10.0 : 8.0;
     if (g->net) {
         g->links |= 1u << DFCCL_LINK_NET;
         g->link = DFCCL_LINK_NET;
