@@ -540,12 +540,15 @@ DFCCL_API dfccl_status_t dfcclGroupDestroy(dfccl_group_t group);
 
 /*
  * Measure the group's links in the alpha-beta model: alpha, the latency of
- * a step, in microseconds, and beta, a link's bandwidth, in GB/s, of its
- * slowest class of link (dfccl_link_t), and a collective's fixed cost. From
- * ring collectives timed on every rank (a few milliseconds): k allreduces
- * of S / k bytes against one of S (AdapCC's way), and small allreduces
- * against small allgathers. Every rank takes the worst of the ranks'
- * answers, so the results are the same on all of them. The algorithms'
+ * a step, in microseconds, and beta, a link's bandwidth, in GB/s, of each
+ * class of link (dfccl_link_t) its ring has, and a collective's fixed
+ * cost; *alpha_us and *beta_gbps are then dfcclGroupModel's. Timed on every
+ * rank (a few milliseconds): k calls of S / k bytes against one of S
+ * (AdapCC's way), small ring allreduces against small allgathers, and on
+ * a group whose ring mixes classes (several hosts, some with several
+ * ranks) probes over the ring's edges of one class at a time. Every rank
+ * takes the worst of the ranks' answers, so the results are the same on
+ * all of them (docs/tuning.md). The algorithms'
  * cost estimates (DFCCL_TUNER=model, dfcclPredict) and ctree's chunk count
  * use them for later registrations. dfcclGroupCreate measures them itself
  * (DFCCL_PROFILE=create); groups set up through dfcclGroupBootStep, whose
@@ -575,6 +578,10 @@ typedef struct {
                            * later registration on the group */
     uint64_t collectives; /* the group's collectives completed on this rank,
                            * as DFCCL_PROFILE_EVERY counts them (0 without it) */
+    uint32_t measured_links; /* a bit (1 << dfccl_link_t) per class of link whose
+                              * values (dfcclGroupLinkModel) a profile measured;
+                              * the group's other classes are nominal. The same
+                              * on every rank, as generation. */
 } dfccl_profile_info_t;
 
 /* [out] info_p. */
@@ -582,8 +589,11 @@ DFCCL_API dfccl_status_t dfcclGroupProfileInfo(dfccl_group_t group,
                                                dfccl_profile_info_t *info_p);
 
 /* The group's current alpha and beta (dfcclGroupProfile's, or the nominal
- * ones) of its slowest link class, the one its ring waits for; 0 and 0 for
- * a group of one rank, which has no links. Local. */
+ * ones) as its ring sees them: its class's where its ring has one class of
+ * link; where it mixes classes, a hop's latency averaged over the ring's
+ * edges and the least bandwidth of its classes (dfcclGroupLinkModel gives
+ * each class's). 0 and 0 for a group of one rank, which has no links.
+ * Local. */
 DFCCL_API dfccl_status_t dfcclGroupModel(dfccl_group_t group, double *alpha_us,
                                          double *beta_gbps);
 /*
