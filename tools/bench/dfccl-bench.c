@@ -1514,19 +1514,27 @@ int main(int argc, char **argv)
         return bad;
     }
     if (o.algos && b.rank == 0) {
+        static const char *const link_names[DFCCL_LINK_COUNT] = {"p2p", "shm", "net"};
+        dfccl_profile_info_t pinfo;
         double a = 0, bw = 0, c = 0;
         dfcclGroupModel(b.group, &a, &bw);
-        for (int l = 0; l < DFCCL_LINK_COUNT; l++) {
-            if (dfcclGroupLinkModel(b.group, (dfccl_link_t)l, NULL, NULL, &c) == DFCCL_OK) {
-                break;
-            }
-        }
+        memset(&pinfo, 0, sizeof(pinfo));
+        dfcclGroupProfileInfo(b.group, &pinfo);
         printf("# dfccl-bench --algos: %s, %s, %s, %d rank(s), backend %s, warmup %d, "
                "iterations %d, tuner %s\n", coll_names[o.coll], type_names[o.dtype],
                op_names[o.op], b.nranks, b.on_gpu ? "cuda" : "host", o.warmup, o.iters,
                cfg.tuner == DFCCL_TUNER_MODEL ? "model" : "static");
-        printf("# the group's model: alpha %.3g us, beta %.3g GB/s (slowest link), a "
-               "collective %.3g us\n", a, bw, c);
+        for (int l = 0; l < DFCCL_LINK_COUNT; l++) {
+            double la = 0, lb = 0;
+
+            if (dfcclGroupLinkModel(b.group, (dfccl_link_t)l, &la, &lb, &c) == DFCCL_OK) {
+                printf("# link class %s: alpha %.3g us, beta %.3g GB/s (%s)\n", link_names[l],
+                       la, lb, (pinfo.measured_links >> l) & 1 ? "measured" : "nominal");
+            }
+        }
+        printf("# the group's model: the ring's alpha %.3g us, beta %.3g GB/s (its classes' "
+               "mean hop, slowest class), a collective %.3g us, generation %llu\n", a, bw, c,
+               (unsigned long long)pinfo.generation);
         printf("# a row per algorithm that can run the size; predicted: dfcclPredict; "
                "measured: mean us per call (run + wait), slowest rank; error: (predicted - "
                "measured) / measured; pick: DFCCL_TUNER's choice, static: the thresholds'\n");
