@@ -7,6 +7,12 @@
  *     and finite, bit for bit the same on every rank, for the class of link
  *     the group has (shm on the host backend) and refused for the others;
  *   - DFCCL_PROFILE=off: the backend's nominal values, unchanged;
+ *   - a group on two hosts (DFCCL_HOST_ID: rank 0 on one, the others on
+ *     the other, so the ring has net and shm edges): both classes measured
+ *     (dfccl_profile_info_t.measured_links), each the same on every rank,
+ *     the ring's view (dfcclGroupModel) their combination, and the model's
+ *     prediction of a ring allreduce made from each class's values, both
+ *     measured and nominal;
  *   - DFCCL_TUNER=model: for every collective at sizes from 4 bytes to 64
  *     MiB, the pick (dfcclPredict) is an algorithm that can run it, the
  *     least predicted of those that can (or, within DFCCL_TUNER_MARGIN of
@@ -19,9 +25,10 @@
  *   - dfcclPredict's and dfcclGroupLinkModel's bad arguments;
  *   - DFCCL_PROFILE_EVERY: refreshes run while collectives run in a
  *     different order on every rank, take effect at the same registration
- *     everywhere (generation and values the same on every rank after each
- *     registration), the collectives give the right results, and the group
- *     and context are destroyed with the refreshes' collectives on them.
+ *     everywhere (generation and every class's values the same on every
+ *     rank after each registration), the collectives give the right
+ *     results, and the group and context are destroyed with the refreshes'
+ *     collectives on them; on one host and on two.
  *
  * Nothing here times anything: the tuner's targets are read from
  * dfccl-bench --algos.
@@ -72,19 +79,52 @@ static int tuner_same(dfccl_test_oob_t *oob, int n, unsigned long long v)
            dfccl_test_sum_u64(oob, h) == (unsigned long long)n * h;
 }
 
+/* Rank 0 on one host, the others on another: a ring of n edges, 2 of
+ * them net (0 -> 1 and n-1 -> 0), the others shared memory. */
+#define TUNER_NET_EDGES 2
+static void tuner_two_hosts(int rank)
+{
+    setenv("DFCCL_HOST_ID", rank == 0 ? "dfccl-tuner-host-a" : "dfccl-tuner-host-b", 1);
+}
+
+/* The ring's view of a group of two hosts (tuner_two_hosts) from its
+ * classes' values (dfcclGroupLinkModel): docs/tuning.md. */
+static void tuner_ring_view(dfccl_group_t g, int n, double *a_p, double *b_p)
+{
+    double an = 0, bn = 0, as = 0, bs = 0;
+
+    dfcclGroupLinkModel(g, DFCCL_LINK_NET, &an, &bn, NULL);
+    dfcclGroupLinkModel(g, DFCCL_LINK_SHM, &as, &bs, NULL);
+    *a_p = (TUNER_NET_EDGES * an + (n - TUNER_NET_EDGES) * as) / n;
+    *b_p = bn < bs ? bn : bs;
+}
+
+static int tuner_near(double x, double y)
+{
+    return fabs(x - y) <= 1e-9 * fabs(y);
+}
+
 /* The link model after creation: positive, finite, the same everywhere;
  * on the host backend the nominal values where nothing was measured (off;
  * auto under the static tuner) and others where it was. `mode`:
- * DFCCL_PROFILE, and for auto the tuner after a dash. */
+ * DFCCL_PROFILE, and for auto the tuner after a dash; "hosts-" first: on
+ * two hosts (tuner_two_hosts). */
 static int profile_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 {
-    const char *mode = varg;
+    const int hosts  = strncmp(varg, "hosts-", 6) == 0;
+    const char *mode = (const char *)varg + (hosts ? 6 : 0);
     const int measured = strcmp(mode, "create") == 0 || strcmp(mode, "auto-model") == 0;
+    const unsigned want = hosts ? 1u << DFCCL_LINK_SHM | 1u << DFCCL_LINK_NET
+                                : 1u << DFCCL_LINK_SHM;
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
-    double a = 0, b = 0, la = 0, lb = 0, c = -1;
+    dfccl_profile_info_t info;
+    double a = 0, b = 0, la = 0, lb = 0, c = -1, ra, rb;
     int present = 0;
 
+    if (hosts) {
+        tuner_two_hosts(rank);
+    }
     if (strncmp(mode, "auto-", 5) == 0) {
         setenv("DFCCL_PROFILE", "auto", 1);
         setenv("DFCCL_TUNER", mode + 5, 1);
@@ -112,6 +152,30 @@ static int profile_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
                          "another rank's", rank, l, la, lb, c);
         present |= 1 << l;
     }
+    DFCCL_TEST_CHECK(dfcclGroupProfileInfo(g, &info) == DFCCL_OK &&
+                         tuner_same(oob, n, info.measured_links),
+                     "rank %d: measured classes %#x differ from another rank's", rank,
+                     info.measured_links);
+    if (hosts) {
+        /* both classes, each measured on its own (or both nominal), and
+         * the ring sees their combination */
+        DFCCL_TEST_CHECK((unsigned)present == want, "two hosts: links present %#x", present);
+        DFCCL_TEST_CHECK(info.measured_links == (measured ? want : 0u),
+                         "two hosts, DFCCL_PROFILE %s: classes measured %#x, not %#x", mode,
+                         info.measured_links, measured ? want : 0u);
+        tuner_ring_view(g, n, &ra, &rb);
+        DFCCL_TEST_CHECK(tuner_near(a, ra) && tuner_near(b, rb),
+                         "two hosts: the ring's alpha %g and beta %g are not its classes' "
+                         "combination %g and %g", a, b, ra, rb);
+        if (!measured && dfcclGetBackend(ctx) == DFCCL_BACKEND_HOST) {
+            DFCCL_TEST_CHECK(tuner_near(a, (TUNER_NET_EDGES * 5.0 + (n - TUNER_NET_EDGES)) / n) &&
+                                 b == 10.0,
+                             "two hosts, nominal: the ring's alpha %g, beta %g", a, b);
+        }
+        goto out;
+    }
+    DFCCL_TEST_CHECK(info.measured_links == (measured ? want : 0u),
+                     "DFCCL_PROFILE %s: classes measured %#x", mode, info.measured_links);
     /* one host, no net: shared memory on the host backend, p2p or shm on
      * GPUs; never the net */
     DFCCL_TEST_CHECK(present != 0 && !(present & (1 << DFCCL_LINK_NET)),
@@ -126,6 +190,7 @@ static int profile_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
                          "backend's nominal 1, 10, 10", mode, a, b, c,
                          measured ? "still" : "not");
     }
+out:
     DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
     DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
     return 0;
@@ -141,6 +206,69 @@ START_TEST(test_tuner_profile)
     ck_assert_int_eq(dfccl_test_mp_run(2, 120, profile_body, "off"), 0);
     ck_assert_int_eq(dfccl_test_mp_run(2, 120, profile_body, "auto-static"), 0);
     ck_assert_int_eq(dfccl_test_mp_run(2, 120, profile_body, "auto-model"), 0);
+}
+END_TEST
+
+START_TEST(test_tuner_profile_hosts)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(3, 120, profile_body, "hosts-create"), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 120, profile_body, "hosts-off"), 0);
+    if (!tuner_quick()) {
+        ck_assert_int_eq(dfccl_test_mp_run(4, 120, profile_body, "hosts-create"), 0);
+    }
+}
+END_TEST
+
+/*
+ * On two hosts (tuner_two_hosts), the model's time of a ring allreduce is
+ * made from each class's values: with no channel limit
+ * (DFCCL_MODEL_BLOCK_MBPS) and a slice costing 1 ns, T = c + 2 (n - 1)
+ * alpha + 2 (n - 1) / n S / beta, alpha and beta the ring's view of its
+ * classes (the mean hop, the slowest class), within 1 % (the slices).
+ * `varg`: DFCCL_PROFILE.
+ */
+static int hosts_model_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
+{
+    dfccl_coll_desc_t d = {DFCCL_KIND_ALLREDUCE, 0, DFCCL_FLOAT32, DFCCL_SUM, 0, 0,
+                           DFCCL_ALGO_RING, 0, 0};
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    dfccl_algo_choice_t pick;
+    double a, b, c = 0, us = 0, want;
+
+    tuner_two_hosts(rank);
+    setenv("DFCCL_PROFILE", varg, 1);
+    setenv("DFCCL_TUNER", "model", 1);
+    setenv("DFCCL_MODEL_BLOCK_MBPS", "4000000000", 1);
+    setenv("DFCCL_MODEL_SLICE_NS", "1", 1);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    tuner_ring_view(g, n, &a, &b);
+    DFCCL_TEST_CHECK(dfcclGroupLinkModel(g, DFCCL_LINK_NET, NULL, NULL, &c) == DFCCL_OK,
+                     "net link: %s", dfcclGetLastErrorMessage());
+    for (size_t bytes = 4096; bytes <= ((size_t)4 << 20); bytes *= 32) {
+        d.count = bytes / 4;
+        d.algo  = DFCCL_ALGO_RING;
+        DFCCL_TEST_CHECK(dfcclPredict(g, &d, -1, NULL, &us) == DFCCL_OK, "predict: %s",
+                         dfcclGetLastErrorMessage());
+        want = c + 2.0 * (n - 1) * a + 2.0 * (n - 1) / n * (double)bytes / (b * 1e3);
+        DFCCL_TEST_CHECK(fabs(us - want) <= 0.01 * want,
+                         "DFCCL_PROFILE %s, a ring allreduce of %zu bytes: predicted %g us, "
+                         "from the classes' values %g us", (const char *)varg, bytes, us, want);
+        /* and the tuner's pick is one that runs across hosts */
+        d.algo = DFCCL_ALGO_AUTO;
+        DFCCL_TEST_CHECK(dfcclPredict(g, &d, -1, &pick, NULL) == DFCCL_OK &&
+                             pick == DFCCL_ALGO_RING,
+                         "two hosts: %zu bytes pick %s", bytes, tuner_algos[pick]);
+    }
+    DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "group destroy");
+    DFCCL_TEST_CHECK(dfcclDestroy(ctx) == DFCCL_OK, "destroy");
+    return 0;
+}
+
+START_TEST(test_tuner_hosts_model)
+{
+    ck_assert_int_eq(dfccl_test_mp_run(3, 120, hosts_model_body, "off"), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(3, 120, hosts_model_body, "create"), 0);
 }
 END_TEST
 
@@ -433,8 +561,9 @@ START_TEST(test_tuner_results)
 }
 END_TEST
 
-/* The model after a registration, the same on every rank: its generation
- * and the values of the group's link (shm on the host backend). */
+/* The model after a registration, the same on every rank: its generation,
+ * the classes measured, the ring's view and every class's values (shm on
+ * one host of the host backend, shm and net on two). */
 static int refresh_same(dfccl_test_oob_t *oob, int n, dfccl_group_t g, const char *when,
                         dfccl_profile_info_t *info_p)
 {
@@ -443,17 +572,23 @@ static int refresh_same(dfccl_test_oob_t *oob, int n, dfccl_group_t g, const cha
     DFCCL_TEST_CHECK(dfcclGroupProfileInfo(g, info_p) == DFCCL_OK && dfcclGroupModel(g, &a, &b) ==
                          DFCCL_OK,
                      "%s: %s", when, dfcclGetLastErrorMessage());
-    for (int l = 0; l < DFCCL_LINK_COUNT; l++) {
-        if (dfcclGroupLinkModel(g, (dfccl_link_t)l, NULL, NULL, &c) == DFCCL_OK) {
-            break;
-        }
-    }
     DFCCL_TEST_CHECK(tuner_same(oob, n, info_p->generation) &&
-                         tuner_same(oob, n, tuner_bits(a)) && tuner_same(oob, n, tuner_bits(b)) &&
-                         tuner_same(oob, n, tuner_bits(c)),
-                     "%s: generation %llu, alpha %g us, beta %g GB/s, collective %g us differ "
-                     "from another rank's", when, (unsigned long long)info_p->generation, a, b,
-                     c);
+                         tuner_same(oob, n, info_p->measured_links) &&
+                         tuner_same(oob, n, tuner_bits(a)) && tuner_same(oob, n, tuner_bits(b)),
+                     "%s: generation %llu, classes measured %#x, the ring's alpha %g us, beta "
+                     "%g GB/s differ from another rank's", when,
+                     (unsigned long long)info_p->generation, info_p->measured_links, a, b);
+    for (int l = 0; l < DFCCL_LINK_COUNT; l++) {
+        /* the same classes everywhere (the group's shape), so every rank
+         * takes part in the same sums */
+        if (dfcclGroupLinkModel(g, (dfccl_link_t)l, &a, &b, &c) != DFCCL_OK) {
+            continue;
+        }
+        DFCCL_TEST_CHECK(tuner_same(oob, n, tuner_bits(a)) && tuner_same(oob, n, tuner_bits(b)) &&
+                             tuner_same(oob, n, tuner_bits(c)),
+                         "%s: class %d's alpha %g us, beta %g GB/s, collective %g us differ "
+                         "from another rank's", when, l, a, b, c);
+    }
     return 0;
 }
 
@@ -479,7 +614,9 @@ static int refresh_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     int ids[2], extra[RF_ITERS / 3 + 1], nextra = 0, last;
     double t0;
 
-    (void)varg;
+    if (varg != NULL) {
+        tuner_two_hosts(rank);
+    }
     setenv("DFCCL_TUNER", "model", 1);
     setenv("DFCCL_PROFILE_EVERY", "4", 1);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
@@ -490,6 +627,9 @@ static int refresh_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
                      "after creation: generation %llu, refreshes %llu",
                      (unsigned long long)start.generation,
                      (unsigned long long)start.refreshes);
+    DFCCL_TEST_CHECK(varg == NULL || start.measured_links == (1u << DFCCL_LINK_SHM |
+                                                              1u << DFCCL_LINK_NET),
+                     "two hosts: classes measured %#x", start.measured_links);
     DFCCL_TEST_CHECK(dfcclRegisterAllReduce(RF_COUNT, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &ids[0]) ==
                          DFCCL_OK &&
                          dfcclRegisterAllGather(RF_COUNT, DFCCL_INT32, g, 0, &ids[1]) ==
@@ -628,6 +768,8 @@ static int refresh_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 START_TEST(test_tuner_refresh)
 {
     ck_assert_int_eq(dfccl_test_mp_run(2, 300, refresh_body, NULL), 0);
+    /* on two hosts: every class measured again with its probes */
+    ck_assert_int_eq(dfccl_test_mp_run(3, 300, refresh_body, "hosts"), 0);
     if (!tuner_quick()) {
         ck_assert_int_eq(dfccl_test_mp_run(3, 300, refresh_body, NULL), 0);
     }
@@ -640,6 +782,8 @@ int main(void)
     TCase *tc = dfccl_test_case(s, "tuner", 1000);
 
     tcase_add_test(tc, test_tuner_profile);
+    tcase_add_test(tc, test_tuner_profile_hosts);
+    tcase_add_test(tc, test_tuner_hosts_model);
     tcase_add_test(tc, test_tuner_model);
     tcase_add_test(tc, test_tuner_static);
     tcase_add_test(tc, test_tuner_asked);
