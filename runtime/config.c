@@ -127,9 +127,9 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   DFCCL_PROFILE_AUTO, DFCCL_TUNABLE_KEEP, DFCCL_TUNABLE_KEEP,
                   dfccl_cfg_profiles,
                   "auto, create or off",
-                  "`create`: `dfcclGroupCreate` measures the group's links (alpha and beta of its "
-                  "slowest class of link, and a collective's fixed cost, agreed by every rank) "
-                  "before it returns; `off`: the group starts from the backend's nominal values; "
+                  "`create`: `dfcclGroupCreate` measures the group's links (alpha and beta of "
+                  "each class of link its ring has, and a collective's fixed cost, agreed by every "
+                  "rank) before it returns; `off`: the group starts from the backend's nominal values; "
                   "`auto`: `create` where `DFCCL_TUNER` is `model`, else `off`; "
                   "`dfcclGroupProfile` measures again on request either way; same on every rank",
                   "auto"),

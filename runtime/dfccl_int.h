@@ -804,8 +804,8 @@ int dfccl_group_rank_left(struct dfccl_group *g, int r);
 /* rank's position in g's ring (dfccl_group.ring_pos), -1 if none */
 int dfccl_group_ring_pos(const struct dfccl_group *g, int rank);
 
-/* profile.c: measure g's slowest class of link and its collectives' fixed
- * cost, agree on them with the other ranks and keep them in g (the
+/* profile.c: measure each class of link of g's ring and its collectives'
+ * fixed cost, agree on them with the other ranks and keep them in g (the
  * context's group_profile). Collective: every rank of g, none of g's
  * collectives running. */
 dfccl_status_t dfccl_profile_group(struct dfccl_group *g);
