@@ -3,12 +3,18 @@
 #
 # GPU test lane: build dfccl with CUDA and run the test suites on GPUs.
 #
-# usage: scripts/gpu-lane.sh [-b BUILDDIR] [-j JOBS] [-r "2 4"] [-s "STEP ..."]
-#                            [-u "TEST ..."] [--no-autoreconf]
+# usage: scripts/gpu-lane.sh [-b BUILDDIR] [-j JOBS] [-r "2 4"] [-R "8"]
+#                            [-s "STEP ..."] [-u "TEST ..."] [--no-autoreconf]
 #
 #   -b BUILDDIR       out-of-tree build directory (default /tmp/dfccl-gpu-lane)
 #   -j JOBS           parallel make jobs (default: all cores)
 #   -r "N ..."        rank counts for the GPU tests (default "2 4")
+#   -R "N ..."        rank counts for the unit step: DFCCL_TEST_RANKS, which
+#                     test_coll, test_deadlock, test_straggler and
+#                     test_alltoall run every multi-rank test at instead of
+#                     their own (default: their own; a DFCCL_TEST_RANKS in
+#                     the environment passes through as before), e.g. "8"
+#                     on a machine with 8 GPUs
 #   -s "STEP ..."     run only these steps (default: all, in this order):
 #                     build unit gpu mpi sanitizer reliability soak; a lane
 #                     split over several runs passes the same BUILDDIR
@@ -64,12 +70,14 @@ ranks="2 4"
 steps="build unit gpu mpi sanitizer reliability soak"
 reconf=1
 unit=
+unit_ranks=
 mps=0
 while [ $# -gt 0 ]; do
     case "$1" in
     -b) build=$2; shift 2 ;;
     -j) jobs=$2; shift 2 ;;
     -r) ranks=$2; shift 2 ;;
+    -R) unit_ranks=$2; shift 2 ;;
     -s) steps=$2; shift 2 ;;
     -u) unit=$2; shift 2 ;;
     --mps) mps=1; shift ;;
@@ -172,11 +180,17 @@ fi
 mps_start
 # one test program at a time: they share the GPUs
 if want unit; then
+    # -R: the rank counts in the step's name and environment
+    uenv=(DFCCL_BACKEND=cuda)
+    uname=check-cuda
+    if [ -n "$unit_ranks" ]; then
+        uenv+=(DFCCL_TEST_RANKS="$unit_ranks")
+        uname+="-ranks-$(echo $unit_ranks | tr ' ,' '--')"
+    fi
     if [ -n "$unit" ]; then
-        step "check-cuda-${unit// /-}" env DFCCL_BACKEND=cuda make -C test/unit check \
-            TESTS="$unit"
+        step "$uname-${unit// /-}" env "${uenv[@]}" make -C test/unit check TESTS="$unit"
     else
-        step check-cuda env DFCCL_BACKEND=cuda make -C test/unit check
+        step "$uname" env "${uenv[@]}" make -C test/unit check
     fi
 fi
 if want gpu; then

@@ -72,7 +72,7 @@ void dfccl_test_barrier(dfccl_test_oob_t *oob)
 
 unsigned long long dfccl_test_sum_u64(dfccl_test_oob_t *oob, unsigned long long v)
 {
-    unsigned long long all[64], sum = 0;
+    unsigned long long all[DFCCL_TEST_MAX_RANKS], sum = 0;
 
     dfccl_test_oob_allgather(&v, all, sizeof(v), oob);
     for (int i = 0; i < oob->nranks; i++) {
@@ -265,12 +265,12 @@ int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, voi
     size_t bytes = sizeof(dfccl_test_oob_t) + (size_t)nranks * DFCCL_TEST_SLOT;
     dfccl_test_oob_t *oob;
     pthread_barrierattr_t attr;
-    pid_t pids[64];
+    pid_t pids[DFCCL_TEST_MAX_RANKS];
     int failed = 0, left = nranks;
     struct timespec t0, t;
     double scale, elapsed, next_scale = 1.0;
 
-    if (nranks < 1 || nranks > 64) {
+    if (nranks < 1 || nranks > DFCCL_TEST_MAX_RANKS) {
         return -1;
     }
     oob = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

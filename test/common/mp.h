@@ -31,7 +31,10 @@ double dfccl_test_scale_max(void);
 /* `base_ms` milliseconds, scaled: a dfcclWait timeout. */
 int dfccl_test_wait_ms(int base_ms);
 
-/* Run fn on nranks processes. Returns 0 if all returned 0 in time:
+/* The most ranks dfccl_test_mp_run runs. */
+#define DFCCL_TEST_MAX_RANKS 64
+
+/* Run fn on nranks processes (1 to DFCCL_TEST_MAX_RANKS). Returns 0 if all returned 0 in time:
  * timeout_s on an idle machine, scaled by dfccl_test_scale as the run
  * goes on. */
 int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, void *arg);

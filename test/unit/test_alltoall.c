@@ -18,6 +18,7 @@
 #include "suite.h"
 #include "daemon_types.h"
 #include "reduce.h"
+#include "unit_util.h"
 
 #define MAXR 8
 
@@ -26,39 +27,15 @@ static const int dtypes[] = {DFCCL_INT8,    DFCCL_UINT8,    DFCCL_INT32,   DFCCL
                              DFCCL_FLOAT32, DFCCL_FLOAT64};
 #define NDTYPES ((int)(sizeof(dtypes) / sizeof(dtypes[0])))
 
-/*
- * The rank counts a test runs: `def` (a list ended by 0), or those of
- * DFCCL_TEST_RANKS ("2 4"), for machines where more ranks than GPUs would
- * share GPUs in time slices; in quick mode (DFCCL_TEST_QUICK, used by make
- * distcheck) 3 only. Returns how many, at most MAXR.
- */
+/* In quick mode (DFCCL_TEST_QUICK, used by make distcheck), without
+ * DFCCL_TEST_RANKS: 3 ranks only. */
+static const int quick_ranks[] = {3, 0};
+
+/* The rank counts a test runs (unit_rank_counts): `def`, those of
+ * DFCCL_TEST_RANKS, or 3 in quick mode; at most MAXR. */
 static int rank_counts(const int *def, int *ns)
 {
-    const char *env = getenv("DFCCL_TEST_RANKS");
-    int k = 0;
-
-    if ((env == NULL || *env == '\0') && getenv("DFCCL_TEST_QUICK") != NULL) {
-        ns[0] = 3;
-        return 1;
-    }
-    if (env == NULL || *env == '\0') {
-        for (; def[k] != 0 && k < MAXR; k++) {
-            ns[k] = def[k];
-        }
-        return k;
-    }
-    while (*env != '\0' && k < MAXR) {
-        char *end;
-        long v = strtol(env, &end, 10);
-        if (end == env) {
-            break;
-        }
-        if (v >= 1 && v <= MAXR) {
-            ns[k++] = (int)v;
-        }
-        env = end;
-    }
-    return k;
+    return unit_rank_counts(def, quick_ranks, 1, MAXR, ns);
 }
 
 /* Byte b of element i of what rank r sends rank q. */
@@ -316,7 +293,7 @@ START_TEST(test_alltoall_mesh)
 {
     static const int def[] = {2, 3, 4, 5, 6, 7, 8, 1, 0};
     matrix_arg_t a = {NULL, NULL, "mesh oneshot", 1};
-    int ns[MAXR], k = rank_counts(def, ns);
+    int ns[UNIT_RANK_COUNTS_MAX], k = rank_counts(def, ns);
     for (int i = 0; i < k; i++) {
         ck_assert_int_eq(dfccl_test_mp_run(ns[i], 600, matrix_body, &a), 0);
     }
@@ -387,7 +364,7 @@ static int runtime_counts_body(int rank, int n, dfccl_test_oob_t *oob, void *var
 START_TEST(test_alltoallv_runtime_counts)
 {
     static const int def[] = {2, 3, 4, 8, 0};
-    int ns[MAXR], k = rank_counts(def, ns);
+    int ns[UNIT_RANK_COUNTS_MAX], k = rank_counts(def, ns);
     for (int i = 0; i < k; i++) {
         for (int with = 0; with < 2; with++) {
             ck_assert_int_eq(dfccl_test_mp_run(ns[i], 300, runtime_counts_body, &with), 0);
@@ -455,7 +432,7 @@ START_TEST(test_alltoall_ring)
 {
     matrix_arg_t a = {"ring", NULL, "ring", 0};
     static const int def[] = {2, 3, 5, 8, 0};
-    int ns[MAXR], k = rank_counts(def, ns);
+    int ns[UNIT_RANK_COUNTS_MAX], k = rank_counts(def, ns);
     for (int i = 0; i < k; i++) {
         ck_assert_int_eq(dfccl_test_mp_run(ns[i], 600, matrix_body, &a), 0);
     }
@@ -555,7 +532,7 @@ static int disorder_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 START_TEST(test_alltoall_disorder)
 {
     static const int def[] = {2, 3, 4, 8, 0};
-    int ns[MAXR], k = rank_counts(def, ns);
+    int ns[UNIT_RANK_COUNTS_MAX], k = rank_counts(def, ns);
     for (int i = 0; i < k; i++) {
         ck_assert_int_eq(dfccl_test_mp_run(ns[i], 600, disorder_body, NULL), 0);
     }

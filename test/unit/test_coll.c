@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Correctness matrix of the five collectives in real separate processes:
- * every collective x datatype x op, at 2, 3 and 4 ranks, in place and out of
+ * every collective x datatype x op, at 2, 3 and 4 ranks (or those of
+ * DFCCL_TEST_RANKS, as every multi-rank test here), in place and out of
  * place, with 0 and 1 element, counts not divisible by the rank count or the
  * chunk size, and >= 1 MiB. Integer results must equal a host reference
  * exactly; floating results must be within a relative tolerance (1e-2 for
@@ -19,6 +20,7 @@
 #include "suite.h"
 #include "daemon_types.h"
 #include "reduce.h"
+#include "unit_util.h"
 
 static const int dtypes[] = {DFCCL_INT8,    DFCCL_UINT8,    DFCCL_INT32,   DFCCL_UINT32,
                              DFCCL_INT64,   DFCCL_UINT64,   DFCCL_FLOAT16, DFCCL_BFLOAT16,
@@ -343,16 +345,32 @@ static int matrix_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     return failures;
 }
 
+/* Runs fn on each of the rank counts `def` (ended by 0), `quick` (in quick
+ * mode, where not NULL) or DFCCL_TEST_RANKS (unit_rank_counts, from 2 to
+ * `most`): the test fails at the first count that fails. A test that
+ * checks which algorithm ran takes up to COLL_SHOTS ranks, the largest
+ * group one and two shot run on. */
+#define COLL_ANY   DFCCL_TEST_MAX_RANKS
+#define COLL_SHOTS DFCCL_ONESHOT_MAX_RANKS
+static void coll_run_ranks(const int *def, const int *quick, int most, double timeout_s,
+                           dfccl_test_rank_fn_t fn, void *arg)
+{
+    int ns[UNIT_RANK_COUNTS_MAX];
+    int k = unit_rank_counts(def, quick, 2, most, ns);
+
+    for (int i = 0; i < k; i++) {
+        ck_assert_msg(dfccl_test_mp_run(ns[i], timeout_s, fn, arg) == 0, "failed on %d ranks",
+                      ns[i]);
+    }
+}
+
 static void run_matrix(int kind)
 {
-    /* quick mode (DFCCL_TEST_QUICK, used by make distcheck): 3 ranks only */
-    int quick = getenv("DFCCL_TEST_QUICK") != NULL;
+    matrix_arg_t a = {kind, -1, NULL, NULL, NULL, NULL, NULL, {0, 0, 0}, NULL};
 
-    for (int n = quick ? 3 : 2; n <= (quick ? 3 : 4); n++) {
-        matrix_arg_t a = {kind, -1, NULL, NULL, NULL, NULL, NULL, {0, 0, 0}, NULL};
-        int rc = dfccl_test_mp_run(n, 300, matrix_body, &a);
-        ck_assert_msg(rc == 0, "%s on %d ranks failed", dfccl_coll_name_for_test(kind), n);
-    }
+    /* quick mode (DFCCL_TEST_QUICK, used by make distcheck): 3 ranks only */
+    coll_run_ranks((const int[]){2, 3, 4, 0}, (const int[]){3, 0}, COLL_ANY, 300, matrix_body,
+                   &a);
 }
 
 START_TEST(test_allreduce) { run_matrix(DFCCL_COLL_ALLREDUCE); }
@@ -476,8 +494,7 @@ START_TEST(test_algo_forced)
     forced_arg_t args[] = {{"ring", ring, 3}, {"oneshot", one, 4}, {"twoshot", two, 3}};
 
     for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(dfccl_test_mp_run(2, 300, forced_body, &args[i]), 0);
-        ck_assert_int_eq(dfccl_test_mp_run(3, 300, forced_body, &args[i]), 0);
+        coll_run_ranks((const int[]){2, 3, 0}, NULL, COLL_SHOTS, 300, forced_body, &args[i]);
     }
 }
 END_TEST
@@ -506,16 +523,13 @@ START_TEST(test_allreduce_algos)
     matrix_arg_t both = {k, -1, "65536", NULL, "16777216", NULL, NULL, {0, 1, 1}, NULL};
     matrix_arg_t team = {k, -1, "2097152", "2048", "0", NULL, NULL, {0, 1, -1}, "32"};
 
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &ring), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &one), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &wide), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, matrix_body, &wide), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(2, 300, matrix_body, &two), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &two), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, matrix_body, &two6), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &both), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(2, 300, matrix_body, &team), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &team), 0);
+    coll_run_ranks((const int[]){3, 0}, NULL, COLL_SHOTS, 300, matrix_body, &ring);
+    coll_run_ranks((const int[]){3, 0}, NULL, COLL_SHOTS, 300, matrix_body, &one);
+    coll_run_ranks((const int[]){3, 4, 0}, NULL, COLL_SHOTS, 300, matrix_body, &wide);
+    coll_run_ranks((const int[]){2, 3, 0}, NULL, COLL_SHOTS, 300, matrix_body, &two);
+    coll_run_ranks((const int[]){4, 0}, NULL, COLL_SHOTS, 300, matrix_body, &two6);
+    coll_run_ranks((const int[]){3, 0}, NULL, COLL_SHOTS, 300, matrix_body, &both);
+    coll_run_ranks((const int[]){2, 3, 0}, NULL, COLL_SHOTS, 300, matrix_body, &team);
 }
 END_TEST
 typedef struct {
@@ -619,10 +633,8 @@ START_TEST(test_pair_channels)
     const pair_spec_t shot = {pair_shot_cases, sizeof(pair_shot_cases) / sizeof(pair_case_t),
                               pair_shot_env, 1};
 
-    ck_assert_int_eq(dfccl_test_mp_run(2, 120, pair_body, (void *)&ring), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 120, pair_body, (void *)&ring), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(2, 120, pair_body, (void *)&shot), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 120, pair_body, (void *)&shot), 0);
+    coll_run_ranks((const int[]){2, 3, 0}, NULL, COLL_SHOTS, 120, pair_body, (void *)&ring);
+    coll_run_ranks((const int[]){2, 3, 0}, NULL, COLL_SHOTS, 120, pair_body, (void *)&shot);
 }
 END_TEST
 
@@ -646,11 +658,10 @@ static void run_shot_kinds(int kind)
     matrix_arg_t wide = {kind, -1, "2097152", "8192", NULL, NULL, NULL, {0, 1, -1}, NULL};
     matrix_arg_t team = {kind, -1, "2097152", "2048", NULL, NULL, NULL, {0, 1, -1}, "32"};
 
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &ring), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(2, 300, matrix_body, &one), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, matrix_body, &one), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, matrix_body, &wide), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(2, 300, matrix_body, &team), 0);
+    coll_run_ranks((const int[]){3, 0}, NULL, COLL_SHOTS, 300, matrix_body, &ring);
+    coll_run_ranks((const int[]){2, 3, 0}, NULL, COLL_SHOTS, 300, matrix_body, &one);
+    coll_run_ranks((const int[]){4, 0}, NULL, COLL_SHOTS, 300, matrix_body, &wide);
+    coll_run_ranks((const int[]){2, 0}, NULL, COLL_SHOTS, 300, matrix_body, &team);
 }
 
 START_TEST(test_allgather_algos) { run_shot_kinds(DFCCL_COLL_ALLGATHER); }
@@ -712,8 +723,7 @@ static int reregister_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
 
 START_TEST(test_reregister)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, reregister_body, NULL), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, reregister_body, NULL), 0);
+    coll_run_ranks((const int[]){3, 4, 0}, NULL, COLL_SHOTS, 300, reregister_body, NULL);
 }
 END_TEST
 

@@ -22,6 +22,8 @@
  *    the higher-priority one completes first;
  *  - the grid follows the registered collectives;
  *  - runs that arrive just as the daemon quits.
+ * Each runs at the rank counts it names, or at those DFCCL_TEST_RANKS lists
+ * (unit_rank_counts), e.g. 8 on a machine with 8 GPUs.
  */
 #include <check.h>
 #include <pthread.h>
@@ -35,6 +37,25 @@
 #include "mp.h"
 #include "suite.h"
 #include "unit_util.h"
+
+/* Any group the harness runs; a scenario of one-shot collectives runs on
+ * up to DFCCL_ONESHOT_MAX_RANKS, as they do. */
+#define DL_ANY DFCCL_TEST_MAX_RANKS
+
+/* Runs fn on each of the rank counts `def` (ended by 0), or those of
+ * DFCCL_TEST_RANKS (unit_rank_counts, from 2 to `most`): the test fails at
+ * the first count that fails. */
+static void dl_run_ranks(const int *def, int most, double timeout_s, dfccl_test_rank_fn_t fn,
+                         void *arg)
+{
+    int ns[UNIT_RANK_COUNTS_MAX];
+    int k = unit_rank_counts(def, NULL, 2, most, ns);
+
+    for (int i = 0; i < k; i++) {
+        ck_assert_msg(dfccl_test_mp_run(ns[i], timeout_s, fn, arg) == 0, "failed on %d ranks",
+                      ns[i]);
+    }
+}
 
 static unsigned long long stat_sum(dfccl_test_oob_t *oob, dfccl_rank_ctx_t ctx, int which)
 {
@@ -259,7 +280,7 @@ START_TEST(test_disorder)
     if (getenv("DFCCL_TEST_QUICK") != NULL) {
         a.iters = 20;
     }
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){4, 0}, DL_ANY, 300, disorder_body, &a);
 }
 END_TEST
 
@@ -268,7 +289,7 @@ START_TEST(test_disorder_explicit_progress)
     disorder_arg_t a = {.iters = 50,
                         .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, .groups = 1,
                         .explicit = 1};
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){3, 0}, DL_ANY, 300, disorder_body, &a);
 }
 END_TEST
 
@@ -278,8 +299,7 @@ START_TEST(test_disorder_groups)
     disorder_arg_t a = {.iters = 50,
                         .counts = {65536, 65536, 65536, 65536, 131072, 1024, 7, 65536},
                         .groups = NCOLL};
-    ck_assert_int_eq(dfccl_test_mp_run(2, 300, disorder_body, &a), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){2, 3, 0}, DL_ANY, 300, disorder_body, &a);
 }
 END_TEST
 
@@ -291,11 +311,11 @@ START_TEST(test_disorder_arrivals)
     disorder_arg_t a = {.iters = 50,
                         .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, .groups = 1,
                         .arrivals = "off"};
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){3, 0}, DL_ANY, 300, disorder_body, &a);
     a.arrivals = "stuck";
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){3, 0}, DL_ANY, 300, disorder_body, &a);
     a.arrivals = "always";
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){4, 0}, DL_ANY, 300, disorder_body, &a);
 }
 END_TEST
 
@@ -312,8 +332,7 @@ START_TEST(test_disorder_sq_window)
                             .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000},
                             .groups = 1,
                             .window = windows[i]};
-        ck_assert_msg(dfccl_test_mp_run(4, 300, disorder_body, &a) == 0,
-                      "disorder with DFCCL_SQ_WINDOW=%s failed", windows[i]);
+        dl_run_ranks((const int[]){4, 0}, DL_ANY, 300, disorder_body, &a);
     }
 }
 END_TEST
@@ -327,18 +346,18 @@ START_TEST(test_disorder_spins)
     disorder_arg_t a = {.iters = 50,
                         .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, .groups = 1,
                         .crowd = "2", .fresh = "1"};
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){4, 0}, DL_ANY, 300, disorder_body, &a);
     a.fresh = "4000000000";
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){3, 0}, DL_ANY, 300, disorder_body, &a);
     a.crowd   = "4000000000";
     a.fresh   = "1";
     a.oneshot = "65536";
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){3, 0}, DL_ANY, 300, disorder_body, &a);
     a.oneshot = "0";
     a.twoshot = "16777216";
     a.tsbytes = "4096";
     a.crowd   = "2";
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){4, 0}, DL_ANY, 300, disorder_body, &a);
 }
 END_TEST
 
@@ -350,26 +369,33 @@ START_TEST(test_disorder_algos)
     disorder_arg_t a = {.iters = 50,
                         .counts = {1, 100, 1000, 4096, 10000, 33333, 65536, 100000}, .groups = 1,
                         .oneshot = "0"};
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){3, 0}, DL_ANY, 300, disorder_body, &a);
     a.oneshot = "65536";
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){3, 4, 0}, DL_ANY, 300, disorder_body, &a);
     /* one shot on channels of 8 KiB, each share at most 64 KiB: on the
      * host backend's 2 channels those of up to 10000 floats, on a GPU's 16
      * all eight */
     a.oneshot = "2097152";
     a.chbytes = "8192";
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
-    /* two shot on channels of at least 4 KiB: on 3 ranks all but the
-     * largest (each rank's part of a share of 100000 floats is 67 KB on the
-     * host backend's 2 channels), on 4 ranks all eight */
+    dl_run_ranks((const int[]){4, 0}, DL_ANY, 300, disorder_body, &a);
+    /* two shot on channels of at least 4 KiB: on 2 and 3 ranks all but
+     * the largest (each rank's part of a share of 100000 floats is 67 KB
+     * or more on the host backend's 2 channels, past a 64 KiB LL slot),
+     * on 4 to 8 ranks all eight, on more none (two shot takes groups of
+     * up to DFCCL_ONESHOT_MAX_RANKS) */
     a.oneshot = "0";
     a.twoshot = "16777216";
     a.tsbytes = "4096";
-    a.min_two = NCOLL - 1;
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
-    a.min_two = NCOLL;
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+    {
+        int ns[UNIT_RANK_COUNTS_MAX];
+        int k = unit_rank_counts((const int[]){3, 4, 0}, NULL, 2, DL_ANY, ns);
+
+        for (int i = 0; i < k; i++) {
+            a.min_two = ns[i] > DFCCL_ONESHOT_MAX_RANKS ? 0 : ns[i] < 4 ? NCOLL - 1 : NCOLL;
+            ck_assert_msg(dfccl_test_mp_run(ns[i], 300, disorder_body, &a) == 0,
+                          "two shot on %d ranks failed", ns[i]);
+        }
+    }
 }
 END_TEST
 
@@ -438,7 +464,8 @@ START_TEST(test_disorder_kinds)
 {
     /* allgathers and reduce-scatters (in place) among allreduces, all in
      * one shot up to 64 KiB per rank (all eight), on 3 and 4 ranks, then
-     * the allgathers and reduce-scatters on the ring */
+     * the allgathers and reduce-scatters on the ring; one shot takes groups
+     * of up to DFCCL_ONESHOT_MAX_RANKS */
     static const int kinds[NCOLL] = {
         DFCCL_COLL_ALLREDUCE,     DFCCL_COLL_ALLGATHER, DFCCL_COLL_REDUCESCATTER,
         DFCCL_COLL_ALLGATHER,     DFCCL_COLL_REDUCESCATTER, DFCCL_COLL_ALLREDUCE,
@@ -446,18 +473,16 @@ START_TEST(test_disorder_kinds)
     disorder_arg_t a = {.iters = 50, .counts = {1, 100, 1000, 4096, 3001, 16, 2047, 16384},
                         .groups = 1, .kinds = kinds, .oneshot = "65536", .gather = "65536",
                         .min_one = NCOLL};
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(4, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){3, 4, 0}, DFCCL_ONESHOT_MAX_RANKS, 300, disorder_body, &a);
     a.gather  = "0";
     a.min_one = 2;
-    ck_assert_int_eq(dfccl_test_mp_run(3, 300, disorder_body, &a), 0);
+    dl_run_ranks((const int[]){3, 0}, DFCCL_ONESHOT_MAX_RANKS, 300, disorder_body, &a);
 }
 END_TEST
 
 START_TEST(test_synchronize)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 120, sync_body, NULL), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(4, 120, sync_body, NULL), 0);
+    dl_run_ranks((const int[]){2, 4, 0}, DL_ANY, 120, sync_body, NULL);
 }
 END_TEST
 
@@ -534,8 +559,7 @@ static int threads_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
 START_TEST(test_threads)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 120, threads_body, NULL), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(4, 120, threads_body, NULL), 0);
+    dl_run_ranks((const int[]){2, 4, 0}, DL_ANY, 120, threads_body, NULL);
 }
 END_TEST
 
@@ -604,7 +628,7 @@ static int many_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
 START_TEST(test_many_collectives)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 300, many_body, NULL), 0);
+    dl_run_ranks((const int[]){2, 0}, DL_ANY, 300, many_body, NULL);
 }
 END_TEST
 
@@ -709,8 +733,7 @@ static int budget_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
 START_TEST(test_conn_budget)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 200, budget_body, NULL), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(4, 200, budget_body, NULL), 0);
+    dl_run_ranks((const int[]){2, 4, 0}, DL_ANY, 200, budget_body, NULL);
 }
 END_TEST
 
@@ -780,8 +803,7 @@ static int ll_slots_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
 START_TEST(test_ll_slots)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 120, ll_slots_body, NULL), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 120, ll_slots_body, NULL), 0);
+    dl_run_ranks((const int[]){2, 3, 0}, DL_ANY, 120, ll_slots_body, NULL);
 }
 END_TEST
 
@@ -815,7 +837,7 @@ static int late_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
 START_TEST(test_late_joiner)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(3, 60, late_body, NULL), 0);
+    dl_run_ranks((const int[]){3, 0}, DL_ANY, 60, late_body, NULL);
 }
 END_TEST
 
@@ -886,23 +908,24 @@ START_TEST(test_late_peer_bell)
 {
     int on = 1, off = 0;
 
-    ck_assert_int_eq(dfccl_test_mp_run(3, 60, bell_body, &on), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(2, 60, bell_body, &off), 0);
+    dl_run_ranks((const int[]){3, 0}, DL_ANY, 60, bell_body, &on);
+    dl_run_ranks((const int[]){2, 0}, DL_ANY, 60, bell_body, &off);
 }
 END_TEST
 
 /* ---- a replay after the peer re-registered --------------------------- */
 
 /*
- * A one-shot allreduce X: rank 0 sends its lines, gets stuck (rank 1 has
- * not started) and its daemon quits; with peer bells off and a 1 s relaunch
- * gap it stays off. Rank 1 then runs X (rank 0's lines are there), waits,
- * deregisters X and registers Y of the same shape, which gets X's connector
- * memory. Only then is rank 0's daemon relaunched and X replayed. A replay
- * that wrote its lines again would put X's input into Y's first slot at
- * rank 1 with Y's first flag, and rank 1's first Y would take it for rank
- * 0's Y input. Both ranks then run Y with new inputs, rank 1 well before
- * rank 0, and check it.
+ * A one-shot allreduce X: rank 0 sends its lines, gets stuck (its peers
+ * have not started) and its daemon quits; with peer bells off and a 1 s
+ * relaunch gap it stays off. Its peers (rank 1 on 2 ranks, every other
+ * rank on more) then run X (rank 0's lines are there), wait, deregister X
+ * and register Y of the same shape, which gets X's connector memory. Only
+ * then is rank 0's daemon relaunched and X replayed. A replay that wrote
+ * its lines again would put X's input into Y's first slot at a peer with
+ * Y's first flag, and the peer's first Y would take it for rank 0's Y
+ * input. All ranks then run Y with new inputs, the peers well before rank
+ * 0, and check it.
  */
 #define REPLAY_COUNT 64
 
@@ -935,7 +958,7 @@ static int replay_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     (void)arg;
     DFCCL_TEST_CHECK(dfcclConfigInit(&cfg) == DFCCL_OK, "config");
     cfg.quit_us     = 2000;
-    /* rank 1 runs, deregisters and registers within this gap (1 s on an
+    /* the peers run, deregister and register within this gap (1 s on an
      * idle machine, longer on a loaded one) */
     cfg.relaunch_us = (uint32_t)(1000000 * dfccl_test_scale());
     cfg.peer_bells  = 0;
@@ -955,7 +978,7 @@ static int replay_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
         launches = st.launches;
     }
     dfccl_test_barrier(oob);
-    if (rank == 1) {
+    if (rank != 0) {
         DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, x, NULL, NULL, ctx) == DFCCL_OK, "run X");
         if (replay_next(ctx, g, x, d, n, &y)) {
             return 1;
@@ -964,20 +987,20 @@ static int replay_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     dfccl_test_barrier(oob);
     if (rank == 0) {
         dfcclGetStats(ctx, &st);
-        /* the scenario needs the replay to come after rank 1's registration */
+        /* the scenario needs the replay to come after the peers' registrations */
         DFCCL_TEST_CHECK(st.launches == launches, "rank 0's daemon was relaunched (%llu "
-                         "launches, %llu before) before rank 1 re-registered",
+                         "launches, %llu before) before its peers re-registered",
                          (unsigned long long)st.launches, launches);
         if (replay_next(ctx, g, x, d, n, &y)) {
             return 1;
         }
     }
     dfccl_test_barrier(oob);
-    /* rank 1 first, and rank 0 only 100 ms later: a stale line would let
-     * rank 1 complete Y alone */
+    /* the peers first, and rank 0 only 100 ms later: a stale line would
+     * let the peers complete Y without rank 0 */
     fill(h, REPLAY_COUNT, rank, 1, 1);
     dfccl_test_put(ctx, d, h, sizeof(h));
-    if (rank == 1) {
+    if (rank != 0) {
         DFCCL_TEST_CHECK(dfcclRunAllReduce(d, d, y, NULL, NULL, ctx) == DFCCL_OK, "run Y");
         usleep(100000);
     }
@@ -992,13 +1015,13 @@ static int replay_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
         fprintf(stderr, "rank %d: Y after a replay of X across the re-registration\n", rank);
         return 1;
     }
-    dfccl_test_barrier(oob); /* a rank that exits first fails the other's wait */
+    dfccl_test_barrier(oob); /* a rank that exits first fails the others' waits */
     return unit_rank_end(ctx, d);
 }
 
 START_TEST(test_replay_after_reregister)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 60, replay_body, NULL), 0);
+    dl_run_ranks((const int[]){2, 0}, DFCCL_ONESHOT_MAX_RANKS, 60, replay_body, NULL);
 }
 END_TEST
 
@@ -1067,7 +1090,7 @@ static int prio_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
 START_TEST(test_priority)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 120, prio_body, NULL), 0);
+    dl_run_ranks((const int[]){2, 0}, DL_ANY, 120, prio_body, NULL);
 }
 END_TEST
 
@@ -1137,7 +1160,7 @@ static int rerun_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
 START_TEST(test_rerun_after_callback)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 120, rerun_body, NULL), 0);
+    dl_run_ranks((const int[]){2, 0}, DL_ANY, 120, rerun_body, NULL);
 }
 END_TEST
 
@@ -1250,8 +1273,7 @@ static int grid_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
 START_TEST(test_grid)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 120, grid_body, NULL), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 120, grid_body, NULL), 0);
+    dl_run_ranks((const int[]){2, 3, 0}, DL_ANY, 120, grid_body, NULL);
 }
 END_TEST
 
@@ -1320,8 +1342,7 @@ static int quitrace_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
 START_TEST(test_quit_race)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 180, quitrace_body, NULL), 0);
-    ck_assert_int_eq(dfccl_test_mp_run(3, 180, quitrace_body, NULL), 0);
+    dl_run_ranks((const int[]){2, 3, 0}, DL_ANY, 180, quitrace_body, NULL);
 }
 END_TEST
 

@@ -1,10 +1,54 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "unit_util.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+
+int unit_rank_counts(const int *def, const int *quick, int least, int most, int *ns_p)
+{
+    const char *env = getenv("DFCCL_TEST_RANKS"), *p;
+    const int *list = def;
+    int k = 0;
+
+    if (env == NULL || *env == '\0') {
+        if (quick != NULL && getenv("DFCCL_TEST_QUICK") != NULL) {
+            list = quick;
+        }
+        for (; list[k] != 0 && k < UNIT_RANK_COUNTS_MAX; k++) {
+            ns_p[k] = list[k];
+        }
+        return k;
+    }
+    for (p = env; *p != '\0';) {
+        char *end;
+        long v;
+
+        if (isspace((unsigned char)*p) || *p == ',') {
+            p++;
+            continue;
+        }
+        v = strtol(p, &end, 10);
+        if (end == p || (*end != '\0' && !isspace((unsigned char)*end) && *end != ',') ||
+            v < least || v > most || k == UNIT_RANK_COUNTS_MAX) {
+            fprintf(stderr, "DFCCL_TEST_RANKS=\"%s\": \"%.*s\" is not a rank count this test "
+                    "can run: it takes up to %d whole numbers from %d to %d, separated by "
+                    "spaces or commas\n", env, (int)strcspn(p, " \t\n,"), p,
+                    UNIT_RANK_COUNTS_MAX, least, most);
+            exit(2);
+        }
+        ns_p[k++] = (int)v;
+        p = end;
+    }
+    if (k == 0) {
+        fprintf(stderr, "DFCCL_TEST_RANKS=\"%s\" lists no rank count\n", env);
+        exit(2);
+    }
+    return k;
+}
 
 double unit_now_s(void)
 {

@@ -10,6 +10,22 @@
 
 #include "mp.h"
 
+/* The most rank counts DFCCL_TEST_RANKS may list. */
+#define UNIT_RANK_COUNTS_MAX 16
+
+/*
+ * The rank counts a multi-rank test runs, in ns_p (room for
+ * UNIT_RANK_COUNTS_MAX): those DFCCL_TEST_RANKS lists ("2 4 8", spaces or
+ * commas between), where it is set and not empty, so that a machine with
+ * more GPUs can run every test with more ranks; else `quick` in quick mode
+ * (DFCCL_TEST_QUICK), where it is not NULL; else `def`. Both lists end with
+ * 0. Returns how many. A count of DFCCL_TEST_RANKS below `least` or above
+ * `most` (what the test can run), or a list that is not whole numbers,
+ * ends the calling process with a message and status 2: a test must never
+ * run less than it was asked to and pass.
+ */
+int unit_rank_counts(const int *def, const int *quick, int least, int most, int *ns_p);
+
 /* In a rank's body: `_call` returns `_status` and the last error message
  * holds `_needle` (needs <string.h>); else the rank fails with a message. */
 #define EXPECT(_call, _status, _needle)                                                   \
