@@ -2,7 +2,13 @@
 /*
  * Multi-process test harness (see mp.h). Ranks are forked children sharing
  * an anonymous mapping that holds a process-shared barrier and one
- * allgather slot per rank.
+ * allgather slot per rank. Every wait of the test process ends: for the
+ * ranks (the timeout, then SIGKILL), for a killed rank to be reaped (a
+ * bound), and at teardown, where the barrier is destroyed only if no rank
+ * died inside it (glibc's pthread_barrier_destroy waits for every waiter
+ * to leave, which a killed one never does). A rank dies with the test
+ * process (PR_SET_PDEATHSIG), so a test killed by Check's own timeout
+ * leaves no rank behind.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -20,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +36,7 @@
 struct dfccl_test_oob {
     pthread_barrier_t barrier;
     int               nranks;
+    int               in_barrier; /* threads inside pthread_barrier_wait */
     char              slots[];
 };
 
@@ -48,6 +56,15 @@ static void dfccl_test_crash(int sig)
     raise(sig);
 }
 
+/* The barrier, counted: a rank killed inside it leaves in_barrier above 0,
+ * and the teardown then knows not to destroy it. */
+static void dfccl_test_oob_wait(dfccl_test_oob_t *oob)
+{
+    __atomic_add_fetch(&oob->in_barrier, 1, __ATOMIC_SEQ_CST);
+    pthread_barrier_wait(&oob->barrier);
+    __atomic_sub_fetch(&oob->in_barrier, 1, __ATOMIC_SEQ_CST);
+}
+
 int dfccl_test_oob_allgather(const void *sendbuf, void *recvbuf, size_t bytes, void *arg)
 {
     dfccl_test_oob_t *oob = arg;
@@ -56,18 +73,18 @@ int dfccl_test_oob_allgather(const void *sendbuf, void *recvbuf, size_t bytes, v
         return -1;
     }
     memcpy(oob->slots + (size_t)dfccl_test_my_rank * DFCCL_TEST_SLOT, sendbuf, bytes);
-    pthread_barrier_wait(&oob->barrier);
+    dfccl_test_oob_wait(oob);
     for (int i = 0; i < oob->nranks; i++) {
         memcpy((char *)recvbuf + (size_t)i * bytes, oob->slots + (size_t)i * DFCCL_TEST_SLOT,
                bytes);
     }
-    pthread_barrier_wait(&oob->barrier);
+    dfccl_test_oob_wait(oob);
     return 0;
 }
 
 void dfccl_test_barrier(dfccl_test_oob_t *oob)
 {
-    pthread_barrier_wait(&oob->barrier);
+    dfccl_test_oob_wait(oob);
 }
 
 unsigned long long dfccl_test_sum_u64(dfccl_test_oob_t *oob, unsigned long long v)
@@ -260,14 +277,65 @@ int dfccl_test_mp_run_killed(int nranks, double timeout_s, dfccl_test_rank_fn_t 
     return rc;
 }
 
+/* How long a rank that was sent SIGKILL may take to be reaped, on an idle
+ * machine (a process in the middle of a driver call dies when it returns
+ * from it). */
+#define DFCCL_TEST_REAP_S 10.0
+
+static double dfccl_test_since(const struct timespec *t0)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
+}
+
+/*
+ * Kill the ranks still running (pids[r] > 0) and reap them, waiting at
+ * most DFCCL_TEST_REAP_S, scaled. Returns how many could not be reaped
+ * (still listed in pids, with a message); they may still hold the shared
+ * mapping, which is then left to them.
+ */
+static int dfccl_test_kill_all(pid_t *pids, int nranks)
+{
+    struct timespec t0;
+    int left = 0;
+
+    for (int r = 0; r < nranks; r++) {
+        if (pids[r] > 0) {
+            kill(pids[r], SIGKILL);
+            left++;
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (left > 0 && dfccl_test_since(&t0) < DFCCL_TEST_REAP_S * dfccl_test_scale()) {
+        for (int r = 0; r < nranks; r++) {
+            if (pids[r] > 0 && waitpid(pids[r], NULL, WNOHANG) == pids[r]) {
+                pids[r] = 0;
+                left--;
+            }
+        }
+        if (left > 0) {
+            usleep(2000);
+        }
+    }
+    for (int r = 0; r < nranks; r++) {
+        if (pids[r] > 0) {
+            fprintf(stderr, "rank %d (pid %d) did not die within %.0f s of SIGKILL; left "
+                    "behind\n", r, (int)pids[r], DFCCL_TEST_REAP_S * dfccl_test_scale());
+        }
+    }
+    return left;
+}
+
 int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, void *arg)
 {
     size_t bytes = sizeof(dfccl_test_oob_t) + (size_t)nranks * DFCCL_TEST_SLOT;
     dfccl_test_oob_t *oob;
     pthread_barrierattr_t attr;
-    pid_t pids[DFCCL_TEST_MAX_RANKS];
-    int failed = 0, left = nranks;
-    struct timespec t0, t;
+    pid_t pids[DFCCL_TEST_MAX_RANKS], parent = getpid();
+    int failed = 0, left = nranks, unreaped = 0;
+    struct timespec t0;
     double scale, elapsed, next_scale = 1.0;
 
     if (nranks < 1 || nranks > DFCCL_TEST_MAX_RANKS) {
@@ -282,6 +350,7 @@ int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, voi
     pthread_barrierattr_init(&attr);
     pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
     pthread_barrier_init(&oob->barrier, &attr, (unsigned)nranks);
+    pthread_barrierattr_destroy(&attr);
     fflush(stdout);
     fflush(stderr);
 
@@ -289,6 +358,10 @@ int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, voi
         pids[r] = fork();
         if (pids[r] == 0) {
             int rc;
+            /* no rank outlives the test process (killed by Check's timeout) */
+            if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
+                _exit(3);
+            }
             dfccl_test_my_rank = r;
             signal(SIGSEGV, dfccl_test_crash);
             signal(SIGBUS, dfccl_test_crash);
@@ -300,10 +373,13 @@ int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, voi
         }
         if (pids[r] < 0) {
             perror("fork");
-            for (int i = 0; i < r; i++) {
-                kill(pids[i], SIGKILL);
+            for (int i = r; i < nranks; i++) {
+                pids[i] = 0;
             }
-            return -1;
+            unreaped = dfccl_test_kill_all(pids, nranks);
+            failed   = -1;
+            left     = 0;
+            break;
         }
     }
 
@@ -333,8 +409,7 @@ int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, voi
             }
             continue;
         }
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        elapsed = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
+        elapsed = dfccl_test_since(&t0);
         if (elapsed >= next_scale) {
             double now_scale = dfccl_test_scale();
             scale            = now_scale > scale ? now_scale : scale;
@@ -344,18 +419,18 @@ int dfccl_test_mp_run(int nranks, double timeout_s, dfccl_test_rank_fn_t fn, voi
             fprintf(stderr, "TIMEOUT: %d rank(s) still running after %.0f s (%.0f s on an idle "
                     "machine, x%.1f for the load): a hang; killing them\n", left, elapsed,
                     timeout_s, scale);
-            for (int r = 0; r < nranks; r++) {
-                if (pids[r] > 0) {
-                    kill(pids[r], SIGKILL);
-                    waitpid(pids[r], NULL, 0);
-                }
-            }
-            failed = 1;
+            unreaped = dfccl_test_kill_all(pids, nranks);
+            failed   = 1;
             break;
         }
         usleep(2000);
     }
-    pthread_barrier_destroy(&oob->barrier);
+    /* every rank is gone: a barrier with no waiter left can be destroyed;
+     * one that a killed rank died inside would block its destroy forever,
+     * and goes with the mapping */
+    if (unreaped == 0 && __atomic_load_n(&oob->in_barrier, __ATOMIC_SEQ_CST) == 0) {
+        pthread_barrier_destroy(&oob->barrier);
+    }
     munmap(oob, bytes);
-    return failed ? 1 : 0;
+    return failed < 0 ? -1 : failed ? 1 : 0;
 }
