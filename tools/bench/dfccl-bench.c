@@ -33,7 +33,8 @@
  *
  * --disorder N times rounds of N collectives per size posted in one order on
  * every rank against rounds in a random order per rank (what deadlocks a
- * stream-ordered library); --registered N reports the device memory held
+ * stream-ordered library), each collective of the size (-e bounds each
+ * one; without -e, the default limit divided by N); --registered N reports the device memory held
  * by N registered collectives (allreduces unless -c says) and the SMs the
  * daemon holds, active and idle;
  * --algos runs each size on every algorithm that can take it, one by one
@@ -107,7 +108,7 @@ typedef struct {
     dfccl_rank_ctx_t ctx;
     dfccl_group_t    group;
     int              on_gpu;
-    void            *sbuf, *rbuf;  /* max_bytes each */
+    void            *sbuf, *rbuf;  /* max_bytes each; rbuf: --disorder's N outputs */
     void            *host;         /* staging for fill and check */
     int              ids[1024];    /* registered collectives */
     int              nids;
@@ -284,24 +285,30 @@ static void bench_barrier(void)
 
 /* ---- memory ------------------------------------------------------------- */
 
-static void *bench_alloc(bench_t *b, size_t bytes)
+/* `bytes` of device (or host) memory for `what`, zeroed; dies naming it. */
+static void *bench_alloc_for(bench_t *b, size_t bytes, const char *what)
 {
     void *p = NULL;
 
 #ifdef HAVE_CUDART
     if (b->on_gpu) {
         if (cudaMalloc(&p, bytes) != cudaSuccess) {
-            bench_die("cudaMalloc of %s failed", "the benchmark buffers");
+            bench_die("cudaMalloc of %s failed", what);
         }
         cudaMemset(p, 0, bytes);
         return p;
     }
 #endif
     if (posix_memalign(&p, 4096, bytes) != 0) {
-        bench_die("cannot allocate %s", "the benchmark buffers");
+        bench_die("cannot allocate %s", what);
     }
     memset(p, 0, bytes);
     return p;
+}
+
+static void *bench_alloc(bench_t *b, size_t bytes)
+{
+    return bench_alloc_for(b, bytes, "the benchmark buffers");
 }
 
 static void bench_free(bench_t *b, void *p)
@@ -765,6 +772,16 @@ static bench_calls_t bench_calls(bench_t *b)
     return c;
 }
 
+/* A size of the sweep that runs nothing (fewer elements than ranks, where
+ * each rank's part is whole elements) says so, rather than leaving a gap. */
+static void bench_skip_note(const bench_t *b, const bench_opts_t *o, size_t bytes)
+{
+    if (b->rank == 0) {
+        printf("# %zu bytes: skipped: less than one %s element per rank on %d ranks\n", bytes,
+               type_names[o->dtype], b->nranks);
+    }
+}
+
 /*
  * --stats: after a size's row, a comment line with the median, 99th
  * percentile and slowest of the timed calls (each the slowest rank's;
@@ -820,6 +837,7 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
 
     bench_counts(o, b->nranks, bytes, &count, &reg, &in, &out);
     if (reg == 0) {
+        bench_skip_note(b, o, bytes);
         return;
     }
     if (bench_is_a2a(o)) { /* the elements this rank sends */
@@ -1000,6 +1018,12 @@ static void bench_algos_size(bench_t *b, const bench_opts_t *o, size_t bytes, be
 
 /* ---- --disorder: N collectives per round, in one order and shuffled ----- */
 
+/* The room of one collective's output in rbuf: each starts 256-aligned. */
+static size_t bench_disorder_stride(size_t out_bytes)
+{
+    return (out_bytes + 255) & ~(size_t)255;
+}
+
 /* One round: post the N collectives in `order`, then wait for them in the
  * same order. Each writes its own part of rbuf; all read sbuf. */
 static void bench_round(bench_t *b, const bench_opts_t *o, const int *ids, const int *order,
@@ -1042,8 +1066,9 @@ static void bench_disorder_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     bench_calls_t c_ord = {0, 0, 0}, c_shuf = {0, 0, 0};
 
     bench_counts(o, b->nranks, bytes, &count, &reg, &in, &out);
-    stride = (out * esz + 255) & ~(size_t)255;
-    if (reg == 0 || stride * (size_t)n > o->max_bytes) {
+    stride = bench_disorder_stride(out * esz);
+    if (reg == 0) {
+        bench_skip_note(b, o, bytes);
         return;
     }
     if (bench_is_a2a(o)) { /* every collective of the round has this layout */
@@ -1076,8 +1101,12 @@ static void bench_disorder_size(bench_t *b, const bench_opts_t *o, size_t bytes)
         b->rbuf = rbuf;
         wrong = bench_sum(wrong);
     }
-    for (int k = 0; k < n && b->nids < (int)(sizeof(b->ids) / sizeof(b->ids[0])); k++) {
-        b->ids[b->nids++] = ids[k];
+    /* once every rank is done with them: connector memory is not reused
+     * while a peer may still be finishing its last call (and the sweep's
+     * sizes need not share the bench's list of registered collectives) */
+    bench_barrier();
+    for (int k = 0; k < n; k++) {
+        dfcclDeregister(ids[k], b->ctx);
     }
     if (b->rank == 0) {
         printf("%12zu %4d %12.1f %8.2f %12.1f %8.2f %7ld %8.3f\n", count * esz, n, t_ord,
@@ -1290,7 +1319,8 @@ static void bench_usage(void)
            "                       --compare nccl) into FILE.svg\n"
            "      --disorder N     rounds of N collectives of each size, posted in the same\n"
            "                       order on every rank, then in a random order per rank\n"
-           "                       and round; prints both and the throughput ratio\n"
+           "                       and round; prints both and the throughput ratio; -e\n"
+           "                       bounds each collective (default: the usual limit / N)\n"
            "      --registered N   register N collectives of -c (sizes -b, 4x, ... up to\n"
            "                       -e), run each once, print the device memory they hold\n"
            "                       and the daemon's blocks while active and after it quit\n"
@@ -1470,11 +1500,14 @@ int main(int argc, char **argv)
         bench_die("--compare nccl needs the CUDA backend%s", "");
     }
     if (!max_set) {
-        o.max_bytes = b.on_gpu ? (1ul << 30) : (16ul << 20);
+        /* --disorder: a round's N outputs together take the usual limit */
+        o.max_bytes = (b.on_gpu ? (1ul << 30) : (16ul << 20)) /
+                      (size_t)(o.disorder > 0 ? o.disorder : 1);
         if (o.min_bytes > o.max_bytes) {
             char lo[32], hi[32];
             bench_usage_error("-b/--minbytes (%s) is larger than the default -e/--maxbytes "
-                              "(%s on this backend): no size to run",
+                              "(%s on this backend, with --disorder divided by N): no size "
+                              "to run",
                               bench_args_size_text(o.min_bytes, lo, sizeof(lo)),
                               bench_args_size_text(o.max_bytes, hi, sizeof(hi)));
         }
@@ -1484,7 +1517,20 @@ int main(int argc, char **argv)
         bench_die("dfcclGroupCreate: %s", dfcclGetLastErrorMessage());
     }
     b.sbuf = bench_alloc(&b, o.max_bytes);
-    b.rbuf = bench_alloc(&b, o.max_bytes);
+    if (o.disorder > 0) {
+        /* every collective of a round up to -e, each with its own output */
+        const size_t stride = bench_disorder_stride(o.max_bytes);
+        char what[96], sz[32];
+
+        snprintf(what, sizeof(what), "--disorder %d's outputs (%d x -e/--maxbytes %s: lower -e)",
+                 o.disorder, o.disorder, bench_args_size_text(o.max_bytes, sz, sizeof(sz)));
+        if (stride < o.max_bytes || stride > SIZE_MAX / (size_t)o.disorder) {
+            bench_die("cannot allocate %s", what);
+        }
+        b.rbuf = bench_alloc_for(&b, stride * (size_t)o.disorder, what);
+    } else {
+        b.rbuf = bench_alloc(&b, o.max_bytes);
+    }
     b.host  = malloc(o.max_bytes);
     b.calls = malloc((size_t)o.iters * sizeof(double));
     b.scnt  = calloc(4 * (size_t)b.nranks, sizeof(size_t));
@@ -1595,6 +1641,10 @@ int main(int argc, char **argv)
             bench_size(&b, &o, bytes);
         }
         bytes = next > bytes ? next : bytes + 1;
+    }
+    if (bytes <= o.max_bytes && b.rank == 0) {
+        printf("# the sweep stopped before %zu bytes: %d collectives are registered, the most "
+               "this bench keeps; raise -b or -f for the larger sizes\n", bytes, b.nids);
     }
     if (o.algos && b.rank == 0 && acc.nerr > 0) {
         printf("# model error over %d runs: mean %.0f%%, worst %.0f%%\n", acc.nerr,

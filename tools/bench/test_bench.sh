@@ -49,8 +49,29 @@ for c in allreduce allgather reducescatter reduce broadcast alltoall alltoallv; 
     run "$c" 8 -c "$c" -b 64 -e 256K -f 16 -w 1 -n 3
 done
 run "allreduce int8 max" 8 -t int8 -o max -b 64 -e 64K -f 32 -w 1 -n 3
+# --disorder: -e bounds each collective of a round, not the round, so every
+# size of the sweep has its row (256K too, whose round of 4 is 1 MiB); a
+# size with less than an element per rank says it is skipped
+# sizes EXPECTED: the sizes of the rows in $out must be EXPECTED
+sizes() {
+    got=$(awk '$1 ~ /^[0-9]+$/ { printf "%s%s", sep, $1; sep = " " }' "$out")
+    if [ "$got" != "$1" ]; then
+        echo "FAIL: $name: rows for sizes '$got', expected '$1'"
+        sed 's/^/    /' "$out" | tail -20
+        failed=1
+    fi
+}
 run "disorder rounds" 7 --disorder 4 -b 1K -e 256K -f 16 -w 1 -n 3
+sizes "1024 16384 262144"
 run "alltoallv disorder rounds" 7 -c alltoallv --disorder 3 -b 1K -e 64K -f 16 -w 1 -n 2
+sizes "1024 16384"
+run "allgather disorder rounds from 2 bytes" 7 -c allgather --disorder 3 -b 2 -e 32 -f 4 -w 1 -n 2
+sizes "8 32"
+if ! grep -q '^# 2 bytes: skipped: less than one float element per rank' "$out"; then
+    echo "FAIL: $name: no line says the 2-byte size was skipped"
+    sed 's/^/    /' "$out" | tail -20
+    failed=1
+fi
 # --stats: one line per size with the calls' median, 99th percentile and
 # slowest, which must come in that order, and the daemon's counters
 run "allreduce --stats" 8 -c allreduce -b 1K -e 64K -f 8 -w 1 -n 5 --stats
