@@ -5,11 +5,13 @@
 # uninstalled component through mca_base_component_path (our .libs first,
 # then its own directory). The dfccl runs use the host backend
 # (coll_dfccl_backend=host), so no GPU is needed; the fallback run uses the
-# defaults and checks that the program behaves as without dfccl. A program
-# that exits 77 (test_memkinds without a GPU) is reported as skipped. The
-# mpi4py programs run under a python3 that imports mpi4py and NumPy
-# (DFCCL_PYTHON, else python3, else /usr/bin/python3: Debian's
-# python3-mpi4py); without one they are skipped with a message.
+# default backend (set on its command line and DFCCL_BACKEND left out of
+# its environment, whatever the caller's say) and checks that the program
+# behaves as without dfccl. A program that exits 77 (test_memkinds without
+# a GPU) is reported as skipped. The mpi4py programs run under a python3
+# that imports mpi4py and NumPy (DFCCL_PYTHON, else python3, else
+# /usr/bin/python3: Debian's python3-mpi4py); without one they are skipped
+# with a message.
 set -u
 comp=${DFCCL_COMPONENT_DIR:-$(cd "$(dirname "$0")/../../ompi_coll_dfccl/.libs" && pwd)}
 bin=${DFCCL_TEST_DIR:-$(dirname "$0")}
@@ -31,6 +33,7 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversub
 
 failed=0
 tlimit= # a run's own timeout, when set
+unset_env= # variables left out of a run's environment, when set
 # when set: the run must print exactly `lines_n` lines matching `lines_re`
 # (errors are printed once per rank and failure, not twice)
 lines_re= lines_n=
@@ -39,8 +42,9 @@ run() { # name ranks expect-dfccl(0: none, 1: every rank, 2: any) mca-args... --
     shift 3
     log=$(mktemp)
     start=$(date +%s)
-    timeout -k 5 "${tlimit:-$limit}" mpirun --oversubscribe -np "$np" --mca coll_dfccl_verbose 1 \
-        "$@" >"$log" 2>&1
+    # shellcheck disable=SC2086
+    timeout -k 5 "${tlimit:-$limit}" env ${unset_env:+-u $unset_env} mpirun --oversubscribe \
+        -np "$np" --mca coll_dfccl_verbose 1 "$@" >"$log" 2>&1
     rc=$?
     took=$(( $(date +%s) - start ))
     nstat=$(grep -c '^dfccl: rank .*: collectives' "$log")
@@ -124,7 +128,13 @@ nps="2 3 4"
 [ -z "${DFCCL_TEST_QUICK:-}" ] || nps=3
 for np in $nps; do
     run "every collective x form x in-place x type x op" $np 1 $host "$bin/test_coll"
-    run "fallback path (default backend, host buffers)" $np 0 "$bin/test_coll" --quick
+    # the default backend (auto: CUDA where a GPU is visible, else dfccl is
+    # off), which takes no host buffer; a DFCCL_BACKEND=host of the caller
+    # would put them on dfccl
+    unset_env=DFCCL_BACKEND
+    run "fallback path (default backend, host buffers)" $np 0 --mca coll_dfccl_backend auto \
+        "$bin/test_coll" --quick
+    unset_env=
     run "threads: blocking allreduces on two communicators" $np 1 $host "$bin/test_threads"
     run "device sync between collectives in opposite orders" $np 1 $host "$bin/test_devsync"
     run "disorder: 8 communicators, random order per rank" $np 1 $host "$bin/test_disorder" \
