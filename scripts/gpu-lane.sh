@@ -182,15 +182,15 @@ mps_start
 if want unit; then
     # -R: the rank counts in the step's name and environment
     uenv=(DFCCL_BACKEND=cuda)
-    uname=check-cuda
+    ustep=check-cuda
     if [ -n "$unit_ranks" ]; then
         uenv+=(DFCCL_TEST_RANKS="$unit_ranks")
-        uname+="-ranks-$(echo $unit_ranks | tr ' ,' '--')"
+        ustep+="-ranks-$(echo $unit_ranks | tr ' ,' '--')"
     fi
     if [ -n "$unit" ]; then
-        step "$uname-${unit// /-}" env "${uenv[@]}" make -C test/unit check TESTS="$unit"
+        step "$ustep-${unit// /-}" env "${uenv[@]}" make -C test/unit check TESTS="$unit"
     else
-        step "$uname" env "${uenv[@]}" make -C test/unit check
+        step "$ustep" env "${uenv[@]}" make -C test/unit check
     fi
 fi
 if want gpu; then

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the unit tests share beyond the multi-process harness (mp.h): the
- * check of a call's error, the time, memory the ranks and the test process
- * both see, a file's text, a run and its wait, the end of a rank, and a
- * registration mismatch.
+ * rank counts a test runs (DFCCL_TEST_RANKS), the check of a call's error,
+ * the time, memory the ranks and the test process both see, a file's text,
+ * a run and its wait, the end of a rank, and a registration mismatch.
  */
 #ifndef DFCCL_TEST_UNIT_UTIL_H_
 #define DFCCL_TEST_UNIT_UTIL_H_
