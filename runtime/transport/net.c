@@ -1495,6 +1495,13 @@ dfccl_status_t dfccl_net_group_connect(struct dfccl_group *g, const void *addrs,
                                     hosts + (size_t)pv * hstride);
             if (rc >= 0) {
                 g->net_lane_prev[k] = rc;
+                if (k == 0) {
+                    /* lane 0 sends goodbyes and failure records to the
+                     * previous rank too: its endpoint is made now, while
+                     * that rank is surely there, rather than at the
+                     * group's end, when UCX may find its memory gone */
+                    (void)dfccl_net_ep(l, rc);
+                }
             }
         }
         if (k > 0) {
