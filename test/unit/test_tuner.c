@@ -114,8 +114,7 @@ static int profile_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
     const int hosts  = strncmp(varg, "hosts-", 6) == 0;
     const char *mode = (const char *)varg + (hosts ? 6 : 0);
     const int measured = strcmp(mode, "create") == 0 || strcmp(mode, "auto-model") == 0;
-    const unsigned want = hosts ? 1u << DFCCL_LINK_SHM | 1u << DFCCL_LINK_NET
-                                : 1u << DFCCL_LINK_SHM;
+    const unsigned want = 1u << DFCCL_LINK_SHM | 1u << DFCCL_LINK_NET; /* two hosts */
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
     dfccl_profile_info_t info;
@@ -174,12 +173,14 @@ static int profile_body(int rank, int n, dfccl_test_oob_t *oob, void *varg)
         }
         goto out;
     }
-    DFCCL_TEST_CHECK(info.measured_links == (measured ? want : 0u),
-                     "DFCCL_PROFILE %s: classes measured %#x", mode, info.measured_links);
-    /* one host, no net: shared memory on the host backend, p2p or shm on
-     * GPUs; never the net */
-    DFCCL_TEST_CHECK(present != 0 && !(present & (1 << DFCCL_LINK_NET)),
+    /* one host, no net: one class, shared memory on the host backend, p2p
+     * or shm on GPUs; never the net */
+    DFCCL_TEST_CHECK(present != 0 && (present & (present - 1)) == 0 &&
+                         !(present & (1 << DFCCL_LINK_NET)),
                      "links present: %#x", present);
+    DFCCL_TEST_CHECK(info.measured_links == (measured ? (unsigned)present : 0u),
+                     "DFCCL_PROFILE %s: classes measured %#x, links present %#x", mode,
+                     info.measured_links, present);
     if (dfcclGetBackend(ctx) == DFCCL_BACKEND_HOST) {
         DFCCL_TEST_CHECK(present == 1 << DFCCL_LINK_SHM, "host backend links: %#x", present);
         dfcclGroupLinkModel(g, DFCCL_LINK_SHM, &la, &lb, &c);
