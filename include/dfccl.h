@@ -514,9 +514,11 @@ typedef enum {
 /*
  * Set the group's fault policy. Collective in effect: every rank of the
  * group sets the same one, before it runs any of the group's collectives.
- * EXCLUDE needs every rank on this host (the dead-process check) and at
- * most 63 ranks: on groups with net (UCX) edges it fails with
- * DFCCL_ERR_UNSUPPORTED and the policy stays ABORT. A group starts with
+ * EXCLUDE needs 2 to 63 ranks and, on a group with net (UCX) edges, the
+ * net transport on every rank of it (a rank whose ring edges are all on
+ * its host starts it only where DFCCL_FAULT_POLICY=exclude was set before
+ * the group was created): otherwise it fails with DFCCL_ERR_UNSUPPORTED
+ * and the policy stays ABORT. A group starts with
  * the policy of DFCCL_FAULT_POLICY (default abort); where that is exclude
  * and the group cannot exclude, it keeps ABORT and says so in an info
  * line (DFCCL_VERBOSE=1), without an error.

@@ -263,6 +263,7 @@ static dfccl_status_t dfccl_coll_no_alltoallv(dfccl_group_t g, const char *fn)
 
 __thread int dfccl_coll_want_id = -1;
 __thread uint32_t dfccl_coll_probe;
+__thread uint64_t dfccl_coll_flush_ns;
 
 static int dfccl_coll_find_free(struct dfccl_rank_ctx *ctx)
 {
@@ -1159,7 +1160,8 @@ static dfccl_status_t dfccl_coll_deregister(dfccl_rank_ctx_t ctx, int coll_id, d
      * checks and dfcclAbort still work meanwhile. */
     c->state = DFCCL_COLL_CLOSING;
     pthread_mutex_unlock(&ctx->lock);
-    nst = dfccl_net_coll_remove(ctx, coll_id, dfccl_net_deadline(ctx));
+    nst = dfccl_net_coll_remove(ctx, coll_id, dfccl_coll_flush_ns != 0 ? dfccl_coll_flush_ns
+                                                                        : dfccl_net_deadline(ctx));
     pthread_mutex_lock(&ctx->lock);
     if (nst != DFCCL_OK) {
         /* the proxy may still read the regions: they stay allocated */

@@ -463,9 +463,10 @@ static const dfccl_tunable_t dfccl_cfg_fields[] = {
                   "abort or exclude",
                   "what a new group does when one of its ranks dies: `abort` the rank context, "
                   "or `exclude` the dead rank and go on with the survivors (docs/reliability.md; "
-                  "a group that cannot, one with net edges or over 63 ranks, keeps `abort` with "
-                  "an info line); `dfcclGroupSetFaultPolicy` overrides it per group; same on "
-                  "every rank",
+                  "across hosts too, where it makes every rank of a group with net edges start "
+                  "the net transport; a group that cannot, one of over 63 ranks, keeps `abort` "
+                  "with an info line); `dfcclGroupSetFaultPolicy` overrides it per group; same "
+                  "on every rank",
                   "abort"),
     DFCCL_TUNABLE(verbose, "DFCCL_VERBOSE", NULL, DFCCL_TUNABLE_INT,
                   -1, 2, 0, 0,

@@ -444,6 +444,34 @@ void dfccl_net_group_left(struct dfccl_group *g);
  * left (or said nothing: it died). */
 int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
                              dfccl_status_t *status_p, char *msg, size_t len);
+/*
+ * Fault exclusion across hosts (fault.c). The lane-0 peer of the process
+ * whose bootstrap slot is `slot` (added if new; a negative status if it
+ * cannot be). A group that excludes failed ranks watches peers (`on`
+ * 1/0, counted): the proxy sends them heartbeats, and a transport error on
+ * one closes that peer instead of failing the whole transport. Whether a
+ * watched peer is dead: its connection closed for good, or (silent_ns >
+ * 0) no heartbeat came for that long; 1 with the reason in `why`. Whether
+ * g's net neighbour `rank` destroyed the group before it went (its
+ * goodbye). Close a peer on every lane: nothing more goes to it, and
+ * channels to it close without a flush.
+ */
+int dfccl_net_peer_of(struct dfccl_rank_ctx *ctx, const void *slot, int rank, const char *host);
+void dfccl_net_watch(struct dfccl_rank_ctx *ctx, int pi, int on);
+int dfccl_net_peer_dead(struct dfccl_rank_ctx *ctx, int pi, uint64_t silent_ns, char *why,
+                        size_t len);
+int dfccl_net_rank_left(struct dfccl_group *g, int rank);
+void dfccl_net_peer_close(struct dfccl_rank_ctx *ctx, int pi);
+/* The survivors' messages (lane 0): send `len` bytes to peer pi's group
+ * `gid`; take the first message received for our group `gid` whose first
+ * `keylen` bytes are `key`: its length (up to `len` bytes copied into
+ * buf), -1 if none; whether any waits for `gid`; drop those for `gid`. */
+dfccl_status_t dfccl_net_xchg_send(struct dfccl_rank_ctx *ctx, int pi, int gid, const void *buf,
+                                   size_t len);
+long dfccl_net_xchg_take(struct dfccl_rank_ctx *ctx, int gid, const void *key, size_t keylen,
+                         void *buf, size_t len);
+int dfccl_net_xchg_waiting(struct dfccl_rank_ctx *ctx, int gid);
+void dfccl_net_xchg_drop(struct dfccl_rank_ctx *ctx, int gid);
 
 /* ---- groups and collectives --------------------------------------------- */
 
@@ -537,6 +565,17 @@ struct dfccl_group {
     int                     *orig_rank;
     uint64_t                 excl_mask;
     uint64_t                 excl_pending; /* the exclusion under way: ranks of now */
+    /* Across hosts (groups with net edges): every rank's bootstrap slot of
+     * worker addresses (DFCCL_NET_ADDR_MAX apart), host name (64 apart)
+     * and group id, kept where every rank sent its addresses (NULL
+     * otherwise: such a group cannot exclude); and, while the policy is
+     * exclude, each rank's lane-0 net peer (-1: none) and which of them
+     * this rank watches (its ring neighbours on other hosts). */
+    uint8_t                 *fault_slots;
+    char                    *fault_hosts;
+    int                     *fault_gids;
+    int                     *fault_peer;
+    uint64_t                 fault_watch;
     struct dfccl_group      *next;
 };
 
@@ -801,6 +840,9 @@ int dfccl_group_rank_done(struct dfccl_group *g, int r, const dfccl_coll_t *c);
  * flushed by then (dfcclDeregister, dfcclDestroy), so what it sent over
  * the net edge is on its way to us even after it exits. */
 int dfccl_group_rank_left(struct dfccl_group *g, int r);
+/* The next group this boot sets up sends its net addresses from every
+ * rank (fault.c's groups of survivors, which exclude in their turn). */
+void dfccl_group_boot_want_net(dfccl_group_boot_t b);
 /* rank's position in g's ring (dfccl_group.ring_pos), -1 if none */
 int dfccl_group_ring_pos(const struct dfccl_group *g, int rank);
 
@@ -858,6 +900,9 @@ void dfccl_ctx_abort(struct dfccl_rank_ctx *ctx, int culprit, dfccl_status_t sta
 /* DFCCL_SIGUSR1: the handler, once per process; ctx counts from now on */
 dfccl_status_t dfccl_sigusr1_install(struct dfccl_rank_ctx *ctx);
 
+/* fault.c: has g (DFCCL_FAULT_EXCLUDE) a rank that this rank finds dead,
+ * or a message of another survivor's exclusion? ctx->lock held. */
+int dfccl_fault_found(struct dfccl_group *g);
 /* fault.c: the progress of the exclusions under way (ctx->fault_progress) */
 void dfccl_fault_progress(struct dfccl_rank_ctx *ctx);
 /* fault.c: a new group takes DFCCL_FAULT_POLICY where it can, else keeps
@@ -872,6 +917,10 @@ extern __thread int dfccl_coll_want_id;
  * probes (dfccl_coll_static_t.probe, DFCCL_K_PROBE_*; profile.c), on the
  * ring's connectors */
 extern __thread uint32_t dfccl_coll_probe;
+/* nonzero: the deadline of the net flush of the calling thread's next
+ * dfcclDeregister calls (fault.c: what a given-up run published may never
+ * be taken, and its memory then stays) */
+extern __thread uint64_t dfccl_coll_flush_ns;
 int dfccl_coll_resolve_deferred(struct dfccl_rank_ctx *ctx);
 /* v: alltoallv's sendcounts, sdispls, recvcounts and rdispls, else NULL;
  * want: a dfccl_algo_choice_t for this collective (AUTO: DFCCL_ALGO's) */

@@ -23,8 +23,27 @@
  *      was seen, or that ran in place (its input may be overwritten), or
  *      whose root is gone, fails with DFCCL_ERR_ABORTED instead.
  *
- * Only groups whose ranks share one host: the dead-process check and the
- * directories are what the survivors agree through.
+ * On one host the dead-process check and the directories are what the
+ * survivors agree through. A group with net (UCX) edges, whose ranks all
+ * sent their worker addresses at its bootstrap, does the same over the
+ * net transport's control lane instead:
+ *
+ *   - detection: a rank of this host whose process exited, a ring
+ *     neighbour on another host whose connection closed or whose proxy
+ *     sent no heartbeat within DFCCL_TIMEOUT, or a message of an
+ *     exclusion from another survivor;
+ *   - agreement, in rounds (after step 2, so that what each completed is
+ *     final): each survivor sends its set of dead ranks, and the runs it
+ *     completed of each registration, to every rank of the group, and
+ *     waits for the set of every rank not in its own (or for that rank to
+ *     be found dead). The union is the next round's set; a round in which
+ *     every set received equals this rank's decides it. A survivor that
+ *     decided has seen every other survivor send the same set, so they
+ *     all decide it in that round too, unless a rank dies during the
+ *     rounds: then the steps no longer match and the context aborts, as a
+ *     second failure during an exclusion does on one host. A rank that
+ *     finds itself in a set received is excluded: its context aborts;
+ *   - the bootstrap's exchanges of step 3 go to every survivor directly.
  */
 #include "dfccl_int.h"
 
@@ -39,18 +58,106 @@ _Static_assert(DFCCL_DIR_XBYTES >= DFCCL_NET_ADDR_MAX, "a bootstrap exchange fit
 
 #define DFCCL_FAULT_MARK (1ull << 63)
 
+/* Does g reach its ranks through the net transport when it excludes? */
+static int dfccl_fault_net(const struct dfccl_group *g)
+{
+    return g->net && g->fault_slots != NULL;
+}
+
 /* Why g cannot exclude failed ranks, in words; NULL if it can. */
 static const char *dfccl_fault_unfit(const struct dfccl_group *g)
 {
-    for (int r = 0; r < g->nranks; r++) {
-        if (!g->same_host[r]) {
-            return "a rank on another host";
-        }
+    if (g->nranks < 2 || g->pool.dir == NULL) {
+        return "one rank";
     }
-    if (g->net || g->pool.dir == NULL) {
-        return g->nranks > 1 ? "net (UCX) edges" : "one rank";
+    if (g->net && g->fault_slots == NULL) {
+        return "net (UCX) edges and ranks that did not start the net transport (their ring "
+               "edges are all on their host; DFCCL_FAULT_POLICY=exclude set on every rank "
+               "before the group is created starts it on all of them)";
     }
     return g->nranks > 63 ? "more than 63 ranks" : NULL;
+}
+
+/* Across hosts: every other rank's net peer, and a watch on the ring
+ * neighbours on other hosts (ctx->lock held). */
+static dfccl_status_t dfccl_fault_arm(struct dfccl_group *g)
+{
+    const int n = g->nranks;
+
+    if (!dfccl_fault_net(g) || g->fault_peer != NULL) {
+        return DFCCL_OK;
+    }
+    g->fault_peer = malloc((size_t)n * sizeof(int));
+    if (g->fault_peer == NULL) {
+        return DFCCL_ERR_NO_MEMORY;
+    }
+    for (int r = 0; r < n; r++) {
+        g->fault_peer[r] = -1;
+        if (r == g->rank) {
+            continue;
+        }
+        g->fault_peer[r] = dfccl_net_peer_of(g->ctx, g->fault_slots + (size_t)r *
+                                             DFCCL_NET_ADDR_MAX, r, g->fault_hosts +
+                                             (size_t)r * 64);
+        if (g->fault_peer[r] < 0) {
+            dfccl_status_t st = (dfccl_status_t)g->fault_peer[r];
+            free(g->fault_peer);
+            g->fault_peer = NULL;
+            return st;
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        if (r != g->rank && !g->same_host[r] && (r == g->ring_next || r == g->ring_prev) &&
+            !((g->fault_watch >> r) & 1)) {
+            g->fault_watch |= 1ull << r;
+            dfccl_net_watch(g->ctx, g->fault_peer[r], 1);
+        }
+    }
+    return DFCCL_OK;
+}
+
+/*
+ * The ranks of g this rank finds dead by itself: a process of this host
+ * that exited without destroying the group, and (across hosts) a watched
+ * peer whose connection closed or whose heartbeats stopped for
+ * DFCCL_TIMEOUT, unless it destroyed the group before it went. `only`:
+ * the ranks to look at. The first reason into `why` (may be NULL).
+ */
+static uint64_t dfccl_fault_observe(struct dfccl_group *g, uint64_t only, char *why, size_t len)
+{
+    /* half DFCCL_TIMEOUT: found before a collective waiting for it times out */
+    const uint64_t silent = (uint64_t)(g->ctx->cfg.timeout_s * 0.5e9);
+    uint64_t dead         = 0;
+    char w[160];
+
+    for (int r = 0; r < g->nranks && r < 64; r++) {
+        if (r == g->rank || !((only >> r) & 1)) {
+            continue;
+        }
+        if (g->same_host[r]) {
+            if (kill(g->pids[r], 0) != 0 && errno == ESRCH && !dfccl_group_rank_left(g, r)) {
+                dead |= 1ull << r;
+                snprintf(w, sizeof(w), "its process (%d) has exited", g->pids[r]);
+            }
+        } else if (g->fault_peer != NULL && dfccl_net_peer_dead(g->ctx, g->fault_peer[r],
+                                                                silent, w, sizeof(w)) &&
+                   !dfccl_net_rank_left(g, r)) {
+            dead |= 1ull << r;
+        }
+        if (((dead >> r) & 1) && why != NULL && why[0] == '\0') {
+            snprintf(why, len, "rank %d (host %s): %s", r,
+                     g->fault_hosts != NULL ? g->fault_hosts + (size_t)r * 64 : "this host", w);
+        }
+    }
+    return dead;
+}
+
+int dfccl_fault_found(struct dfccl_group *g)
+{
+    if (dfccl_fault_net(g) && dfccl_net_xchg_waiting(g->ctx, g->id)) {
+        return 1; /* another survivor has started one */
+    }
+    return dfccl_fault_observe(g, ~0ull, NULL, 0) != 0;
 }
 
 /* Set g's policy (valid); EXCLUDE where g cannot take it: the reason. */
@@ -74,6 +181,10 @@ static const char *dfccl_fault_set(struct dfccl_group *g, dfccl_fault_policy_t p
             *st_p = DFCCL_ERR_UNSUPPORTED;
         }
     }
+    if (why == NULL && policy == DFCCL_FAULT_EXCLUDE && dfccl_fault_arm(g) != DFCCL_OK) {
+        why   = "out of host memory, or no net peer";
+        *st_p = DFCCL_ERR_NO_MEMORY;
+    }
     if (why == NULL) {
         g->fault_policy = policy;
     }
@@ -96,9 +207,9 @@ dfccl_status_t dfcclGroupSetFaultPolicy(dfccl_group_t g, dfccl_fault_policy_t po
     }
     if (why != NULL) {
         return dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclGroupSetFaultPolicy(%s): fault "
-                           "exclusion needs every rank of the group on this host (no net "
-                           "edge) and at most 63 ranks, and this group has %s; the group "
-                           "keeps the default, DFCCL_FAULT_ABORT", g->name, why);
+                           "exclusion needs at least 2 and at most 63 ranks, and, across "
+                           "hosts, the net transport on every rank; this group has %s; the "
+                           "group keeps the default, DFCCL_FAULT_ABORT", g->name, why);
     }
     return DFCCL_OK;
 }
@@ -148,7 +259,247 @@ typedef struct {
     int                 ns;
     uint64_t            k;    /* exchanges so far */
     uint64_t            deadline_ns; /* 0: none */
+    int                 net;  /* through the net transport (dfccl_fault_net) */
+    uint32_t            seq;  /* net: messages this rank sent each survivor so far */
 } dfccl_fault_xchg_t;
+
+/* ---- the survivors' exchanges, through the net transport ---------------- */
+
+#define DFCCL_FAULT_MAGIC 0x64664658u /* "dfFX" */
+
+enum { DFCCL_FAULT_AGREE = 1, DFCCL_FAULT_BOOT };
+
+/* A message between survivors: its key (magic, seq, from) first. AGREE
+ * carries the sender's set of dead ranks and `bytes` of (registration,
+ * runs completed) pairs; BOOT `bytes` of a bootstrap exchange. */
+typedef struct {
+    uint32_t magic;
+    uint32_t seq;
+    int32_t  from; /* the sender's rank in the group */
+    uint32_t kind;
+    uint64_t dead;
+    uint64_t bytes;
+} dfccl_fault_msg_t;
+
+/* Send message `m` (and its bytes after it) to every rank of `to`. */
+static dfccl_status_t dfccl_fault_net_send(dfccl_fault_xchg_t *x, const dfccl_fault_msg_t *m,
+                                           uint64_t to)
+{
+    struct dfccl_group *g = x->g;
+
+    for (int r = 0; r < g->nranks; r++) {
+        if (r != g->rank && ((to >> r) & 1)) {
+            DFCCL_CHECK(dfccl_net_xchg_send(g->ctx, g->fault_peer[r], g->fault_gids[r], m,
+                                            sizeof(*m) + m->bytes));
+        }
+    }
+    return DFCCL_OK;
+}
+
+/*
+ * Wait for message `seq` of rank r into m (`len` bytes at most): DFCCL_OK;
+ * DFCCL_ERR_NOT_FOUND when r is found dead first and `dead_ok` (the
+ * agreement goes on without it); an error when it is found dead
+ * otherwise, when its message is of another kind (the survivors no longer
+ * take the same steps), or past the deadline.
+ */
+static dfccl_status_t dfccl_fault_net_wait(dfccl_fault_xchg_t *x, int r, uint32_t kind,
+                                           dfccl_fault_msg_t *m, size_t len, int dead_ok)
+{
+    struct dfccl_group *g = x->g;
+    const dfccl_fault_msg_t key = {DFCCL_FAULT_MAGIC, x->seq, r, 0, 0, 0};
+    char why[256];
+
+    for (uint32_t n = 0;; n++) {
+        long got = dfccl_net_xchg_take(g->ctx, g->id, &key, 12, m, len);
+        if (got >= (long)sizeof(*m) && m->kind == kind && m->bytes <= len - sizeof(*m) &&
+            (size_t)got == sizeof(*m) + m->bytes) {
+            return DFCCL_OK;
+        }
+        if (got >= 0) {
+            return dfccl_error(DFCCL_ERR_ABORTED, "group %s: rank %d took another step of the "
+                               "exclusion than this rank (message %u); a rank failed while the "
+                               "survivors agreed on the failed ones, which is not survived",
+                               g->name, r, x->seq);
+        }
+        if ((n & 255u) != 255u) {
+            sched_yield();
+            continue;
+        }
+        why[0] = '\0';
+        if (dfccl_fault_observe(g, 1ull << r, why, sizeof(why)) != 0) {
+            if (dead_ok) {
+                return DFCCL_ERR_NOT_FOUND;
+            }
+            return dfccl_error(DFCCL_ERR_ABORTED, "group %s: %s while the survivors of rank(s) "
+                               "excluded before built their group; a second failure during "
+                               "an exclusion is not survived", g->name, why);
+        }
+        if (x->deadline_ns != 0 && dfccl_time_ns() > x->deadline_ns) {
+            return dfccl_error(DFCCL_ERR_TIMEOUT, "group %s: rank %d (host %s) did not join "
+                               "the exclusion of the failed rank(s) within %g s "
+                               "(DFCCL_TIMEOUT); its dfccl progress may not run (explicit "
+                               "progress mode and no dfcclProgress or dfcclWait calls)",
+                               g->name, r, g->fault_hosts + (size_t)r * 64,
+                               g->ctx->cfg.timeout_s);
+        }
+        usleep(100);
+    }
+}
+
+/* An allgather of `bytes` among the survivors, in survivor order, over
+ * the net transport. */
+static dfccl_status_t dfccl_fault_net_allgather(dfccl_fault_xchg_t *x, const void *send,
+                                                void *all, size_t bytes)
+{
+    dfccl_fault_msg_t *m = malloc(sizeof(*m) + bytes);
+    uint64_t to          = 0;
+    dfccl_status_t st    = DFCCL_OK;
+
+    if (m == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "fault exclusion: out of host memory");
+    }
+    for (int i = 0; i < x->ns; i++) {
+        to |= 1ull << x->surv[i];
+    }
+    memset(m, 0, sizeof(*m));
+    m->magic = DFCCL_FAULT_MAGIC;
+    m->seq   = ++x->seq;
+    m->from  = x->g->rank;
+    m->kind  = DFCCL_FAULT_BOOT;
+    m->bytes = bytes;
+    memcpy(m + 1, send, bytes);
+    st = dfccl_fault_net_send(x, m, to);
+    for (int i = 0; i < x->ns && st == DFCCL_OK; i++) {
+        if (x->surv[i] == x->g->rank) {
+            memcpy((char *)all + (size_t)i * bytes, send, bytes);
+            continue;
+        }
+        st = dfccl_fault_net_wait(x, x->surv[i], DFCCL_FAULT_BOOT, m, sizeof(*m) + bytes, 0);
+        if (st == DFCCL_OK && m->bytes != bytes) {
+            st = dfccl_error(DFCCL_ERR_INTERNAL, "fault exclusion: rank %d sent %llu bytes of "
+                             "an exchange of %zu", x->surv[i], (unsigned long long)m->bytes,
+                             bytes);
+        }
+        if (st == DFCCL_OK) {
+            memcpy((char *)all + (size_t)i * bytes, m + 1, bytes);
+        }
+    }
+    free(m);
+    return st;
+}
+
+/* The runs of a registration that rank r completed (agreement). */
+typedef struct {
+    uint64_t reg, done;
+} dfccl_fault_done_t;
+
+/*
+ * Agree with the other survivors on the dead ranks of g (see the top of
+ * the file): *dead_p holds this rank's set on entry and the decision on
+ * return; done (nranks * nd entries) what each survivor completed of the
+ * group's registrations, ours (`mine`, nd) included.
+ */
+static dfccl_status_t dfccl_fault_agree(dfccl_fault_xchg_t *x, uint64_t *dead_p,
+                                        const dfccl_fault_done_t *mine, int nd,
+                                        dfccl_fault_done_t *done)
+{
+    struct dfccl_group *g = x->g;
+    const int n           = g->nranks;
+    const uint64_t everyone = (n == 64 ? ~0ull : (1ull << n) - 1) & ~(1ull << g->rank);
+    const size_t bytes    = (size_t)nd * sizeof(*mine);
+    dfccl_fault_msg_t *m  = malloc(sizeof(*m) + bytes), *in = malloc(sizeof(*m) + bytes);
+    uint64_t set = *dead_p, watched = 0;
+    dfccl_status_t st = DFCCL_OK;
+
+    if (m == NULL || in == NULL) {
+        free(m);
+        free(in);
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "fault exclusion: out of host memory");
+    }
+    /* every rank on another host is watched while the rounds last, so that
+     * one that died unseen (a host of which no rank is left) is found */
+    for (int r = 0; r < n; r++) {
+        if (r != g->rank && !g->same_host[r]) {
+            dfccl_net_watch(g->ctx, g->fault_peer[r], 1);
+            watched |= 1ull << r;
+        }
+    }
+    memcpy(done + (size_t)g->rank * nd, mine, bytes);
+    for (int round = 0; st == DFCCL_OK; round++) {
+        uint64_t next = set;
+        int same      = 1;
+
+        if (round > 2 * n + 2) {
+            st = dfccl_error(DFCCL_ERR_ABORTED, "group %s: the survivors did not agree on the "
+                             "failed ranks in %d rounds", g->name, round);
+            break;
+        }
+        memset(m, 0, sizeof(*m));
+        m->magic = DFCCL_FAULT_MAGIC;
+        m->seq   = ++x->seq;
+        m->from  = g->rank;
+        m->kind  = DFCCL_FAULT_AGREE;
+        m->dead  = set;
+        m->bytes = bytes;
+        memcpy(m + 1, mine, bytes);
+        /* to every rank: one taken for dead wrongly learns it is excluded */
+        st = dfccl_fault_net_send(x, m, everyone);
+        for (int r = 0; r < n && st == DFCCL_OK; r++) {
+            if (r == g->rank || ((set >> r) & 1)) {
+                continue;
+            }
+            st = dfccl_fault_net_wait(x, r, DFCCL_FAULT_AGREE, in, sizeof(*in) + bytes, 1);
+            if (st == DFCCL_ERR_NOT_FOUND) {
+                st = DFCCL_OK;
+                next |= 1ull << r;
+                same = 0;
+                continue;
+            }
+            if (st != DFCCL_OK) {
+                break;
+            }
+            if ((in->dead >> g->rank) & 1) {
+                st = dfccl_error(DFCCL_ERR_ABORTED, "group %s: rank %d (host %s) and the "
+                                 "other survivors excluded this rank, which they took for "
+                                 "failed (it did not respond within DFCCL_TIMEOUT, or its "
+                                 "connection closed); it can take no further part in the group",
+                                 g->name, r, g->fault_hosts + (size_t)r * 64);
+                break;
+            }
+            if (in->bytes != bytes) {
+                st = dfccl_error(DFCCL_ERR_INTERNAL, "fault exclusion: rank %d has %llu bytes "
+                                 "of registrations, this rank %zu", r,
+                                 (unsigned long long)in->bytes, bytes);
+                break;
+            }
+            memcpy(done + (size_t)r * nd, in + 1, bytes);
+            next |= in->dead;
+            same = same && in->dead == set;
+        }
+        if (st != DFCCL_OK) {
+            break;
+        }
+        dfccl_debug("fault: group %s: round %d of the agreement: %#llx, next %#llx%s", g->name,
+                    round, (unsigned long long)set, (unsigned long long)next,
+                    same ? ", the same everywhere" : "");
+        if (same && next == set) {
+            break; /* every survivor sent this set: decided */
+        }
+        set = next;
+    }
+    for (int r = 0; r < n; r++) {
+        if ((watched >> r) & 1) {
+            dfccl_net_watch(g->ctx, g->fault_peer[r], 0);
+        }
+    }
+    free(m);
+    free(in);
+    if (st == DFCCL_OK) {
+        *dead_p = set;
+    }
+    return st;
+}
 
 /* Wait until survivor i's directory says `seq` or more; an error when its
  * process is gone or the deadline passed. */
@@ -224,6 +575,9 @@ static dfccl_status_t dfccl_fault_boot(dfccl_fault_xchg_t *x, int newrank,
         free(all);
         return st;
     }
+    if (x->net) {
+        dfccl_group_boot_want_net(b); /* it excludes in its turn */
+    }
     do {
         const void *send;
         size_t bytes;
@@ -234,7 +588,8 @@ static dfccl_status_t dfccl_fault_boot(dfccl_fault_xchg_t *x, int newrank,
                              bytes);
             break;
         }
-        st = dfccl_fault_allgather(x, send, all, bytes);
+        st = x->net ? dfccl_fault_net_allgather(x, send, all, bytes)
+                    : dfccl_fault_allgather(x, send, all, bytes);
         if (st != DFCCL_OK) {
             break;
         }
@@ -270,6 +625,13 @@ static int dfccl_fault_coll_cmp(const void *a, const void *b)
     return x->reg < y->reg ? -1 : x->reg > y->reg;
 }
 
+static int dfccl_fault_done_cmp(const void *a, const void *b)
+{
+    const dfccl_fault_done_t *x = a, *y = b;
+
+    return x->reg < y->reg ? -1 : x->reg > y->reg;
+}
+
 /* Bytes of a collective's send and receive buffers on a rank of n. */
 static void dfccl_fault_spans(const dfccl_fault_coll_t *f, int n, size_t *s_p, size_t *r_p)
 {
@@ -289,23 +651,13 @@ static void dfccl_fault_spans(const dfccl_fault_coll_t *f, int n, size_t *s_p, s
  * Step 1 and 2 for group g (ctx->lock held): agree on the dead, give up
  * the runs in flight. Returns the excluded ranks (bits of g's ranks).
  */
-static uint64_t dfccl_fault_cancel(struct dfccl_rank_ctx *ctx, struct dfccl_group *g)
+/* The line each survivor prints when the dead are decided. */
+static void dfccl_fault_say(struct dfccl_group *g, uint64_t dead)
 {
-    dfccl_dir_t *d0 = (dfccl_dir_t *)dfccl_pool_dir_of(g, 0);
-    uint64_t dead = 0, word = 0;
+    const int many = __builtin_popcountll(dead) > 1;
     char list[256];
     size_t o = 0;
 
-    for (int r = 0; r < g->nranks; r++) {
-        if (r != g->rank && kill(g->pids[r], 0) != 0 && errno == ESRCH &&
-            !dfccl_group_rank_left(g, r)) {
-            dead |= 1ull << r;
-        }
-    }
-    if (!__atomic_compare_exchange_n(&d0->excluded, &word, dead | DFCCL_FAULT_MARK, 0,
-                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        dead = word & ~DFCCL_FAULT_MARK; /* another survivor decided */
-    }
     list[0] = '\0';
     for (int r = 0; r < g->nranks; r++) {
         if ((dead >> r) & 1) {
@@ -313,6 +665,36 @@ static uint64_t dfccl_fault_cancel(struct dfccl_rank_ctx *ctx, struct dfccl_grou
                                   o ? ", " : "", g->orig_rank != NULL ? g->orig_rank[r] : r);
             dfccl_pool_unlink_dead(g, r);
         }
+    }
+    if (dfccl_log_level >= 0) {
+        fprintf(stderr, "dfccl[%d]: group %s: rank%s %s (of the group as created) %s %s; "
+                "the group goes on without %s (DFCCL_FAULT_EXCLUDE), its collectives over the "
+                "survivors\n", (int)getpid(), g->name, many ? "s" : "", list[0] ? list : "?",
+                many ? "have" : "has", dfccl_fault_net(g) ? "failed" : "exited",
+                many ? "them" : "it");
+    }
+}
+
+static uint64_t dfccl_fault_cancel(struct dfccl_rank_ctx *ctx, struct dfccl_group *g)
+{
+    dfccl_dir_t *d0 = (dfccl_dir_t *)dfccl_pool_dir_of(g, 0);
+    uint64_t dead = 0, word = 0;
+
+    if (dfccl_fault_net(g)) {
+        /* this rank's view; the survivors agree once their runs let go */
+        dead = dfccl_fault_observe(g, ~0ull, NULL, 0);
+    } else {
+        for (int r = 0; r < g->nranks; r++) {
+            if (r != g->rank && kill(g->pids[r], 0) != 0 && errno == ESRCH &&
+                !dfccl_group_rank_left(g, r)) {
+                dead |= 1ull << r;
+            }
+        }
+        if (!__atomic_compare_exchange_n(&d0->excluded, &word, dead | DFCCL_FAULT_MARK, 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            dead = word & ~DFCCL_FAULT_MARK; /* another survivor decided */
+        }
+        dfccl_fault_say(g, dead);
     }
     for (int id = 0; id < ctx->cfg.max_colls; id++) {
         dfccl_coll_t *c = &ctx->colls[id];
@@ -334,13 +716,6 @@ static uint64_t dfccl_fault_cancel(struct dfccl_rank_ctx *ctx, struct dfccl_grou
     }
     /* after the words it counts: a block that reads it nonzero looks */
     ctx->be->memcpy_h2d(ctx, ctx->args.cancels, &ctx->ncancels, sizeof(ctx->ncancels));
-    if (dfccl_log_level >= 0) {
-        const int many = __builtin_popcountll(dead) > 1;
-        fprintf(stderr, "dfccl[%d]: group %s: rank%s %s (of the group as created) %s exited; "
-                "the group goes on without %s (DFCCL_FAULT_EXCLUDE), its collectives over the "
-                "survivors\n", (int)getpid(), g->name, many ? "s" : "", list[0] ? list : "?",
-                many ? "have" : "has", many ? "them" : "it");
-    }
     dfccl_ctx_maybe_launch(ctx, 1);
     return dead;
 }
@@ -361,13 +736,26 @@ static int dfccl_fault_quiet(struct dfccl_rank_ctx *ctx, struct dfccl_group *g)
     return 1;
 }
 
-/* Did a survivor (not us) complete run `run` of registration `reg` of g? */
+/* Did a survivor (not us) complete run `run` of registration `reg` of g?
+ * Across hosts from what the survivors said in the agreement (`done`, nd
+ * a rank), else from their directories. */
 static int dfccl_fault_done_elsewhere(struct dfccl_group *g, uint64_t dead, uint64_t reg,
-                                      uint64_t run, int *who_p)
+                                      uint64_t run, const dfccl_fault_done_t *done, int nd,
+                                      int *who_p)
 {
     for (int r = 0; r < g->nranks; r++) {
         dfccl_dir_reg_t rr;
         if (r == g->rank || ((dead >> r) & 1)) {
+            continue;
+        }
+        if (done != NULL) {
+            for (int i = 0; i < nd; i++) {
+                const dfccl_fault_done_t *e = &done[(size_t)r * nd + i];
+                if (e->reg == reg && e->done >= run) {
+                    *who_p = r;
+                    return 1;
+                }
+            }
             continue;
         }
         if (dfccl_dir_read_reg(dfccl_pool_dir_of(g, r), reg, &rr) && rr.done >= run) {
@@ -383,9 +771,10 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
                                          uint64_t dead)
 {
     const int n = g->nranks;
-    int *surv, ns = 0, newrank = -1, nf = 0, *orig = NULL;
+    int *surv, ns = 0, newrank = -1, nf = 0, *orig = NULL, nd = 0;
     dfccl_fault_coll_t *fc;
     dfccl_fault_xchg_t x;
+    dfccl_fault_done_t *mine = NULL, *done = NULL;
     struct dfccl_group *ng = NULL, tmp, *gn, *ngn;
     dfccl_status_t st;
 
@@ -395,6 +784,49 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
     if (surv == NULL || fc == NULL || orig == NULL) {
         st = dfccl_error(DFCCL_ERR_NO_MEMORY, "fault exclusion: out of host memory");
         goto out;
+    }
+    memset(&x, 0, sizeof(x));
+    x.g   = g;
+    x.net = dfccl_fault_net(g);
+    if (ctx->cfg.timeout_s > 0) {
+        x.deadline_ns = dfccl_time_ns() + (uint64_t)(ctx->cfg.timeout_s * 1e9);
+    }
+    if (x.net) {
+        /* across hosts: agree on the dead first, with what each rank
+         * completed of every registration of the group (final: every run
+         * has let go), which the directories tell on one host */
+        pthread_mutex_lock(&ctx->lock);
+        mine = malloc((size_t)(g->ncolls > 0 ? g->ncolls : 1) * sizeof(*mine));
+        done = calloc((size_t)n * (size_t)(g->ncolls > 0 ? g->ncolls : 1), sizeof(*done));
+        for (int id = 0; mine != NULL && done != NULL && id < ctx->cfg.max_colls; id++) {
+            const dfccl_coll_t *c = &ctx->colls[id];
+            dfccl_dir_reg_t rr;
+            if (c->state == DFCCL_COLL_FREE || c->group != g || nd == g->ncolls) {
+                continue;
+            }
+            mine[nd].reg  = c->sig[6];
+            mine[nd].done = dfccl_dir_read_reg(g->pool.dir, c->sig[6], &rr) ? rr.done : 0;
+            nd++;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+        if (mine == NULL || done == NULL) {
+            st = dfccl_error(DFCCL_ERR_NO_MEMORY, "fault exclusion: out of host memory");
+            goto out;
+        }
+        qsort(mine, (size_t)nd, sizeof(*mine), dfccl_fault_done_cmp);
+        dead |= dfccl_fault_observe(g, ~0ull, NULL, 0);
+        st = dfccl_fault_agree(&x, &dead, mine, nd, done);
+        if (st != DFCCL_OK) {
+            goto out;
+        }
+        /* nothing more goes to the dead, and channels to them close
+         * without waiting for a flush */
+        for (int r = 0; r < n; r++) {
+            if ((dead >> r) & 1) {
+                dfccl_net_peer_close(ctx, g->fault_peer[r]);
+            }
+        }
+        dfccl_fault_say(g, dead);
     }
     for (int r = 0; r < n; r++) {
         if (!((dead >> r) & 1)) {
@@ -412,13 +844,8 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
 
     /* 3. the group of the survivors; after its first exchange every
      * survivor has let go of its runs, so what each completed is final */
-    memset(&x, 0, sizeof(x));
-    x.g    = g;
     x.surv = surv;
     x.ns   = ns;
-    if (ctx->cfg.timeout_s > 0) {
-        x.deadline_ns = dfccl_time_ns() + (uint64_t)(ctx->cfg.timeout_s * 1e9);
-    }
     st = dfccl_fault_boot(&x, newrank, &ng);
     if (st != DFCCL_OK) {
         goto out;
@@ -455,7 +882,7 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
         f->cb   = c->callback;
         f->arg  = c->callback_arg;
         dfccl_fault_spans(f, n, &sb, &rb);
-        if (dfccl_fault_done_elsewhere(g, dead, f->reg, f->run, &who)) {
+        if (dfccl_fault_done_elsewhere(g, dead, f->reg, f->run, done, nd, &who)) {
             f->fail = 1;
             snprintf(f->why, sizeof(f->why), "rank %d completed this run before the failure "
                      "was seen, with the failed rank's data, which this rank cannot get any "
@@ -479,11 +906,16 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
     }
     pthread_mutex_unlock(&ctx->lock);
     qsort(fc, (size_t)nf, sizeof(*fc), dfccl_fault_coll_cmp);
+    /* what a run given up published to a survivor may never be taken (it
+     * deregistered first): its net flush is not waited for long, and its
+     * memory stays with the transport where it is not done */
+    dfccl_coll_flush_ns = x.net ? dfccl_time_ns() + 1000000000ull : 0;
     for (int i = 0; i < nf; i++) {
         dfccl_error_quiet(1);
         dfcclDeregister(fc[i].id, ctx);
         dfccl_error_quiet(0);
     }
+    dfccl_coll_flush_ns = 0;
 
     /* the user's handle becomes the survivors' group; the old one goes */
     pthread_mutex_lock(&ctx->lock);
@@ -509,6 +941,12 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
         if ((dead >> r) & 1) {
             g->excl_mask |= 1ull << (ng->orig_rank != NULL ? ng->orig_rank[r] : r);
         }
+    }
+    /* the survivors' group watches its own neighbours */
+    if (dfccl_fault_arm(g) != DFCCL_OK && dfccl_log_level >= 0) {
+        fprintf(stderr, "dfccl[%d]: group %s: the survivors' group watches no net peer (out "
+                "of host memory); a later failure across hosts is found by DFCCL_TIMEOUT only\n",
+                (int)getpid(), g->name);
     }
     pthread_mutex_unlock(&ctx->lock);
     dfcclGroupDestroy(ng);
@@ -596,6 +1034,8 @@ static dfccl_status_t dfccl_fault_shrink(struct dfccl_rank_ctx *ctx, struct dfcc
     }
     st = DFCCL_OK;
 out:
+    free(done);
+    free(mine);
     free(orig);
     free(fc);
     free(surv);
@@ -613,6 +1053,8 @@ void dfccl_fault_progress(struct dfccl_rank_ctx *ctx)
     for (g = ctx->groups; g != NULL; g = g->next) {
         if (g->fault_state == DFCCL_GFAULT_FOUND) {
             g->excl_pending = dfccl_fault_cancel(ctx, g);
+            dfccl_debug("fault: group %s: an exclusion starts (ranks seen dead: %#llx)", g->name,
+                        (unsigned long long)g->excl_pending);
             g->fault_state  = DFCCL_GFAULT_CANCEL;
         }
     }
@@ -627,6 +1069,8 @@ void dfccl_fault_progress(struct dfccl_rank_ctx *ctx)
         pthread_mutex_unlock(&ctx->lock);
         return;
     }
+    dfccl_debug("fault: group %s: its runs have let go; the survivors' group is built",
+                g->name);
     g->fault_state = DFCCL_GFAULT_SHRINK; /* this thread builds it */
     dead           = g->excl_pending;
     pthread_mutex_unlock(&ctx->lock);

@@ -230,6 +230,18 @@ void dfccl_group_free(struct dfccl_group *g)
     free(g->pids);
     free(g->same_host);
     free(g->orig_rank);
+    for (int r = 0; g->fault_peer != NULL && r < g->nranks; r++) {
+        if ((g->fault_watch >> r) & 1) {
+            dfccl_net_watch(g->ctx, g->fault_peer[r], 0);
+        }
+    }
+    if (g->fault_slots != NULL) {
+        dfccl_net_xchg_drop(g->ctx, g->id);
+    }
+    free(g->fault_slots);
+    free(g->fault_hosts);
+    free(g->fault_gids);
+    free(g->fault_peer);
     free(g);
 }
 
@@ -273,7 +285,14 @@ struct dfccl_group_boot {
      * where a caller drives the steps between other work, and a rank may
      * be in another group's setup (the MPI component) */
     int                 together;
+    /* every rank sends its net addresses (dfccl_group_boot_want_net) */
+    int                 want_net;
 };
+
+void dfccl_group_boot_want_net(dfccl_group_boot_t b)
+{
+    b->want_net = 1;
+}
 
 /* Remember this rank's first failure (its message is the thread's last). */
 static void dfccl_boot_fail(dfccl_group_boot_t b, dfccl_status_t st)
@@ -400,7 +419,12 @@ static void dfccl_boot_net_address(dfccl_group_boot_t b)
     int nx = g->ring_next, pv = g->ring_prev;
     dfccl_status_t st;
 
-    if (b->err != DFCCL_OK || (!g->next_net && !g->prev_net)) {
+    /* Groups that may exclude failed ranks need every rank's addresses:
+     * the survivors reach each other directly when they agree and build
+     * their group (fault.c) */
+    if (b->err != DFCCL_OK ||
+        (!g->next_net && !g->prev_net &&
+         !(b->want_net || g->ctx->cfg.fault_policy == DFCCL_FAULT_EXCLUDE))) {
         return;
     }
     st = dfccl_net_start(g->ctx);
@@ -417,6 +441,39 @@ static void dfccl_boot_net_address(dfccl_group_boot_t b)
     dfccl_net_address(g->ctx, b->addr, DFCCL_NET_ADDR_MAX);
 }
 
+/* Keep every rank's net addresses, host name and group id in the group
+ * where every rank sent its addresses (fault exclusion across hosts). */
+static void dfccl_boot_keep_slots(dfccl_group_boot_t b, const uint8_t *addrs)
+{
+    struct dfccl_group *g = b->g;
+    const int n           = g->nranks;
+
+    for (int i = 0; i < n; i++) {
+        uint64_t lanes;
+        memcpy(&lanes, addrs + (size_t)i * DFCCL_NET_ADDR_MAX, sizeof(lanes));
+        if (lanes == 0) {
+            return;
+        }
+    }
+    g->fault_slots = malloc((size_t)n * DFCCL_NET_ADDR_MAX);
+    g->fault_hosts = calloc((size_t)n, 64);
+    g->fault_gids  = calloc((size_t)n, sizeof(int));
+    if (g->fault_slots == NULL || g->fault_hosts == NULL || g->fault_gids == NULL) {
+        free(g->fault_slots);
+        free(g->fault_hosts);
+        free(g->fault_gids);
+        g->fault_slots = NULL;
+        g->fault_hosts = NULL;
+        g->fault_gids  = NULL;
+        return; /* the group cannot exclude: said when it is asked to */
+    }
+    memcpy(g->fault_slots, addrs, (size_t)n * DFCCL_NET_ADDR_MAX);
+    for (int i = 0; i < n; i++) {
+        snprintf(g->fault_hosts + (size_t)i * 64, 64, "%s", b->all[i].host);
+        g->fault_gids[i] = b->all[i].gid;
+    }
+}
+
 static void dfccl_boot_net_connect(dfccl_group_boot_t b, const uint8_t *addrs)
 {
     struct dfccl_group *g = b->g;
@@ -424,7 +481,11 @@ static void dfccl_boot_net_connect(dfccl_group_boot_t b, const uint8_t *addrs)
     char *hosts;
     dfccl_status_t st;
 
-    if (b->err != DFCCL_OK || (!g->next_net && !g->prev_net)) {
+    if (b->err != DFCCL_OK) {
+        return;
+    }
+    dfccl_boot_keep_slots(b, addrs);
+    if (!g->next_net && !g->prev_net) {
         return;
     }
     hosts = calloc((size_t)g->nranks, hl);

@@ -635,8 +635,9 @@ static void dfccl_ctx_publish_where(struct dfccl_rank_ctx *ctx, uint64_t now)
 
 /*
  * Groups with DFCCL_FAULT_EXCLUDE: a rank on this host whose process has
- * exited without destroying the group, or an exclusion that another
- * survivor has decided already (rank 0's directory), starts an exclusion
+ * exited without destroying the group, a net neighbour found dead, or an
+ * exclusion that another survivor has decided already (rank 0's
+ * directory) or started (a message over the net), starts an exclusion
  * (fault.c), whether or not a collective is in flight: the survivors wait
  * for each other to build the group of the survivors. ctx->lock held.
  */
@@ -650,12 +651,11 @@ static void dfccl_ctx_check_exclude(struct dfccl_rank_ctx *ctx)
             g->pool.dir == NULL || ctx->aborted) {
             continue;
         }
-        d0    = dfccl_pool_dir_of(g, 0);
-        found = d0 != NULL && __atomic_load_n(&d0->excluded, __ATOMIC_ACQUIRE) != 0;
-        for (int r = 0; r < g->nranks && !found; r++) {
-            found = r != g->rank && g->same_host[r] && kill(g->pids[r], 0) != 0 &&
-                    errno == ESRCH && !dfccl_group_rank_left(g, r);
-        }
+        /* rank 0's word decides on one host; across hosts, another
+         * survivor's message starts one (dfccl_fault_found) */
+        d0    = g->net ? NULL : dfccl_pool_dir_of(g, 0);
+        found = (d0 != NULL && __atomic_load_n(&d0->excluded, __ATOMIC_ACQUIRE) != 0) ||
+                dfccl_fault_found(g);
         if (found) {
             g->fault_state = DFCCL_GFAULT_FOUND;
             __atomic_add_fetch(&ctx->nfaults, 1, __ATOMIC_RELAXED);
@@ -768,7 +768,9 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
          * once it destroyed the group its sends had left it (a peer that
          * finished and exited while our proxy still receives its last
          * slices is not a failure) */
-        for (r = 0; r < g->nranks && dfccl_since(now, ctx->last_done_ns) > 500000000ull; r++) {
+        for (r = 0; r < g->nranks && g->fault_policy != DFCCL_FAULT_EXCLUDE &&
+                    dfccl_since(now, ctx->last_done_ns) > 500000000ull;
+             r++) {
             /* a process id means something only on our host */
             if (r != g->rank && g->same_host[r] && kill(g->pids[r], 0) != 0 &&
                 errno == ESRCH &&
@@ -785,7 +787,9 @@ static void dfccl_ctx_check_health(struct dfccl_rank_ctx *ctx)
         }
         /* a net neighbour whose connection closed: no failure if it
          * finished this run before it left */
-        if (culprit < 0 && (g->next_net || g->prev_net)) {
+        /* (an excluding group's is found by the next check: an exclusion) */
+        if (culprit < 0 && (g->next_net || g->prev_net) &&
+            g->fault_policy != DFCCL_FAULT_EXCLUDE) {
             char why[512];
             if (dfccl_net_neighbour_gone(g, c->sig[6], c->runs, &status, why, sizeof(why))) {
                 dfccl_coll_label(ctx, id, label, sizeof(label));

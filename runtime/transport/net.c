@@ -123,6 +123,36 @@ int dfccl_net_failed(struct dfccl_rank_ctx *ctx, int *coll_p, dfccl_status_t *st
 {
     return 0;
 }
+int dfccl_net_peer_of(struct dfccl_rank_ctx *ctx, const void *slot, int rank, const char *host)
+{
+    return DFCCL_ERR_UNSUPPORTED;
+}
+void dfccl_net_watch(struct dfccl_rank_ctx *ctx, int pi, int on) {}
+int dfccl_net_peer_dead(struct dfccl_rank_ctx *ctx, int pi, uint64_t silent_ns, char *why,
+                        size_t len)
+{
+    return 0;
+}
+int dfccl_net_rank_left(struct dfccl_group *g, int rank)
+{
+    return 0;
+}
+void dfccl_net_peer_close(struct dfccl_rank_ctx *ctx, int pi) {}
+dfccl_status_t dfccl_net_xchg_send(struct dfccl_rank_ctx *ctx, int pi, int gid, const void *buf,
+                                   size_t len)
+{
+    return DFCCL_ERR_UNSUPPORTED;
+}
+long dfccl_net_xchg_take(struct dfccl_rank_ctx *ctx, int gid, const void *key, size_t keylen,
+                         void *buf, size_t len)
+{
+    return -1;
+}
+int dfccl_net_xchg_waiting(struct dfccl_rank_ctx *ctx, int gid)
+{
+    return 0;
+}
+void dfccl_net_xchg_drop(struct dfccl_rank_ctx *ctx, int gid) {}
 
 #else /* HAVE_UCX */
 
@@ -155,6 +185,13 @@ enum { DFCCL_NET_CONNECT = 0, DFCCL_NET_HELLO = 1, DFCCL_NET_DATA = 2, DFCCL_NET
 #define DFCCL_NET_FAIL_SEQ 1
 #define DFCCL_NET_LEFT_SEQ 2
 #define DFCCL_NET_BYE_SEQ  3
+/* A message of a fault exclusion (fault.c) to our group of the tag's id,
+ * and a heartbeat (the sender's address hash) to a peer of a group that
+ * excludes failed ranks. */
+#define DFCCL_NET_XCHG_SEQ 4
+#define DFCCL_NET_BEAT_SEQ 5
+/* How often the control lane's proxy sends heartbeats to watched peers. */
+#define DFCCL_NET_BEAT_EVERY_NS 100000000ull
 /* A peer whose connection closed without its last message: how long the
  * proxy keeps taking what arrives before the peer is taken as gone (what
  * it sent last may come through another of UCX's connections). */
@@ -208,6 +245,15 @@ typedef struct dfccl_net_peer {
     /* in a lane after the first: the same process in lane 0, where its
      * goodbye comes */
     struct dfccl_net_peer *ctl;
+    /* Fault exclusion (lane 0): groups that exclude failed ranks watch
+     * this peer (a count): the proxy sends it heartbeats, and a transport
+     * error on it closes it instead of failing the whole transport;
+     * heard_ns is when its last heartbeat came (or the watch began). */
+    int          watch;
+    uint64_t     heard_ns;
+    /* a rank of a group that excludes failed ranks (dfccl_net_peer_of):
+     * an error on it closes it alone */
+    int          excl;
 } dfccl_net_peer_t;
 
 /*
@@ -283,6 +329,14 @@ typedef struct dfccl_net_frec {
     struct dfccl_net_frec *next;
 } dfccl_net_frec_t;
 
+/* A fault exclusion's message to our group `gid`, as received. */
+typedef struct dfccl_net_xmsg {
+    int                    gid;
+    size_t                 len;
+    struct dfccl_net_xmsg *next;
+    uint8_t                data[];
+} dfccl_net_xmsg_t;
+
 /* A neighbour's goodbye to one of our groups (dfccl_net_group_left): the
  * runs it completed of registrations base .. base + n - 1. On the wire:
  * rank, base, n, then the n counts (uint64_t each). */
@@ -330,6 +384,10 @@ struct dfccl_net {
     /* failure records to send and received (dfccl_net_fail_send/recv) */
     dfccl_net_frec_t *fail_out, *fail_in;
     dfccl_net_left_t *left;
+    /* fault exclusion messages received (dfccl_net_xchg_take), and the
+     * last heartbeat round (lane 0) with the word it sends */
+    struct dfccl_net_xmsg *xchg_in;
+    uint64_t          beat_ns, beat_word;
     /* first failure, reported by the context's health check */
     int               failed;
     int               fail_coll;
@@ -407,6 +465,8 @@ static void dfccl_net_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
                 ucs_status_string(status));
 }
 
+static int dfccl_net_peer_lost(struct dfccl_net *net, int pi, ucs_status_t status);
+
 static ucp_ep_h dfccl_net_ep(struct dfccl_net *net, int pi)
 {
     dfccl_net_peer_t *p = net->peers[pi];
@@ -431,7 +491,15 @@ static ucp_ep_h dfccl_net_ep(struct dfccl_net *net, int pi)
     p->net              = net;
     snprintf(what, sizeof(what), " (endpoint to rank %d on host %s)", p->rank, p->host);
     t0 = dfccl_time_ns();
-    if (DFCCL_UCX(ucp_ep_create(net->worker, &prm, &p->ep), what) != DFCCL_OK) {
+    if (p->excl) {
+        /* a failed rank of an excluding group is no error of the transport */
+        ucs_status_t us = ucp_ep_create(net->worker, &prm, &p->ep);
+        if (us != UCS_OK) {
+            p->ep = NULL;
+            dfccl_net_peer_lost(net, pi, us);
+            return NULL;
+        }
+    } else if (DFCCL_UCX(ucp_ep_create(net->worker, &prm, &p->ep), what) != DFCCL_OK) {
         p->ep     = NULL;
         p->failed = 1;
         dfccl_net_fail(net, -1, DFCCL_ERR_TRANSPORT, "net transport (UCX): cannot connect to "
@@ -523,6 +591,29 @@ static void dfccl_net_mem_param(ucp_request_param_t *prm, const dfccl_net_region
     }
 }
 
+/*
+ * A transport error on a channel to peer `pi` of lane `net`: where a group
+ * that excludes failed ranks watches that process, the peer alone is
+ * closed (nothing more goes to it; the exclusion decides what it means),
+ * and 1 is returned; else 0, and the caller fails the transport.
+ */
+static int dfccl_net_peer_lost(struct dfccl_net *net, int pi, ucs_status_t status)
+{
+    dfccl_net_peer_t *p = net->peers[pi], *c = p->ctl != NULL ? p->ctl : p;
+
+    if (!c->excl) {
+        return 0;
+    }
+    if (p->err == UCS_OK) {
+        p->err    = status;
+        p->err_ns = dfccl_time_ns();
+    }
+    p->failed = 1;
+    dfccl_debug("net: rank %d on host %s is lost (%s); its groups exclude failed ranks", p->rank,
+                p->host, ucs_status_string(status));
+    return 1;
+}
+
 /* Post a tagged send; *req_p is NULL when it completed at once. */
 static dfccl_status_t dfccl_net_send(struct dfccl_net *net, dfccl_net_chan_t *c, const void *buf,
                                      size_t len, const dfccl_net_region_t *reg, ucp_tag_t tag,
@@ -538,6 +629,9 @@ static dfccl_status_t dfccl_net_send(struct dfccl_net *net, dfccl_net_chan_t *c,
     }
     dfccl_net_mem_param(&prm, reg, net->mem_type);
     r = ucp_tag_send_nbx(ep, buf, len, tag, &prm);
+    if (UCS_PTR_IS_ERR(r) && dfccl_net_peer_lost(net, c->peer, UCS_PTR_STATUS(r))) {
+        return DFCCL_ERR_TRANSPORT;
+    }
     if (UCS_PTR_IS_ERR(r)) {
         dfccl_net_fail(net, c->coll_id, DFCCL_ERR_TRANSPORT, "net transport (UCX): "
                        "ucp_tag_send_nbx to rank %d on host %s failed: %s (collective %d on "
@@ -694,6 +788,41 @@ static int dfccl_net_handle(struct dfccl_net *net, ucp_tag_message_h msg,
         }
         __atomic_store_n(tl, f, __ATOMIC_RELEASE); /* fail_in is peeked without the lock */
         __atomic_fetch_add(&net->arrivals, 1, __ATOMIC_RELEASE);
+        return 1;
+    }
+    if (type == DFCCL_NET_CONNECT && seq == DFCCL_NET_XCHG_SEQ) {
+        dfccl_net_xmsg_t *x = malloc(sizeof(*x) + (info->length > 0 ? info->length : 1));
+        dfccl_net_xmsg_t **tl = &net->xchg_in;
+        if (x == NULL) {
+            dfccl_net_drop(net, msg, info);
+            return 1;
+        }
+        if (dfccl_net_recv_now(net, x->data, info->length, msg) != DFCCL_OK) {
+            free(x);
+            return DFCCL_ERR_TRANSPORT;
+        }
+        x->gid  = gid;
+        x->len  = info->length;
+        x->next = NULL;
+        while (*tl != NULL) {
+            tl = &(*tl)->next;
+        }
+        *tl = x;
+        __atomic_fetch_add(&net->arrivals, 1, __ATOMIC_RELEASE);
+        return 1;
+    }
+    if (type == DFCCL_NET_CONNECT && seq == DFCCL_NET_BEAT_SEQ) {
+        uint64_t h = 0;
+        if (info->length != sizeof(h)) {
+            dfccl_net_drop(net, msg, info);
+            return 1;
+        }
+        DFCCL_CHECK(dfccl_net_recv_now(net, &h, sizeof(h), msg));
+        for (int i = 0; i < net->npeers; i++) {
+            if (dfccl_net_addr_hash(net->peers[i]->addr, net->peers[i]->len) == h) {
+                __atomic_store_n(&net->peers[i]->heard_ns, dfccl_time_ns(), __ATOMIC_RELEASE);
+            }
+        }
         return 1;
     }
     if (type == DFCCL_NET_CONNECT && seq == DFCCL_NET_LEFT_SEQ) {
@@ -858,6 +987,9 @@ static int dfccl_net_drive_recv(struct dfccl_net *net, dfccl_net_chan_t *c)
         if (rc < 0) {
             /* never a slot of wrong data: the collective cannot complete */
             c->broken = 1;
+            if (dfccl_net_peer_lost(net, c->peer, UCS_ERR_CONNECTION_RESET)) {
+                return moved;
+            }
             dfccl_net_fail(net, c->coll_id, DFCCL_ERR_TRANSPORT, "net transport (UCX): "
                            "collective %d on group %s: slot %llu from rank %d on host %s "
                            "could not be received; the peer may have exited or the network "
@@ -975,6 +1107,27 @@ static int dfccl_net_progress(struct dfccl_net *net)
             __atomic_store_n(&p->gone, 1, __ATOMIC_RELEASE);
             dfccl_debug("net: rank %d on host %s is gone (%s)", p->rank, p->host,
                         p->bye ? "it said goodbye" : "no goodbye");
+        }
+    }
+    /* heartbeats to the peers that groups excluding failed ranks watch
+     * (lane 0 only: it alone holds the lanes); UCX frees each send */
+    if (net->nlanes > 0 && dfccl_time_ns() - net->beat_ns > DFCCL_NET_BEAT_EVERY_NS) {
+        net->beat_ns   = dfccl_time_ns();
+        net->beat_word = dfccl_net_addr_hash(net->addr, net->addr_len);
+        for (int i = 0; i < net->npeers; i++) {
+            dfccl_net_peer_t *p = net->peers[i];
+            ucp_request_param_t prm;
+            ucs_status_ptr_t r;
+            if (p->watch <= 0 || p->failed || p->bye || dfccl_net_ep(net, i) == NULL) {
+                continue;
+            }
+            dfccl_net_host_param(&prm);
+            r = ucp_tag_send_nbx(p->ep, &net->beat_word, sizeof(net->beat_word),
+                                 dfccl_net_tag(DFCCL_NET_CONNECT, 0, 0, 0, DFCCL_NET_BEAT_SEQ),
+                                 &prm);
+            if (r != NULL && !UCS_PTR_IS_ERR(r)) {
+                ucp_request_free(r);
+            }
         }
     }
     /* failure records for peers: posted, then freed once sent (or given
@@ -1978,6 +2131,200 @@ int dfccl_net_neighbour_gone(struct dfccl_group *g, uint64_t reg, uint64_t run,
     return 0;
 }
 
+/* ---- fault exclusion: peers watched, and the survivors' messages -------- */
+
+int dfccl_net_peer_of(struct dfccl_rank_ctx *ctx, const void *slot, int rank, const char *host)
+{
+    struct dfccl_net *net = ctx->net;
+    int pi;
+
+    if (net == NULL) {
+        return DFCCL_ERR_UNSUPPORTED;
+    }
+    pthread_mutex_lock(&net->lock);
+    pi = dfccl_net_peer_add(net, slot, 0, rank, host);
+    if (pi >= 0) {
+        net->peers[pi]->excl = 1;
+    }
+    pthread_mutex_unlock(&net->lock);
+    return pi;
+}
+
+void dfccl_net_watch(struct dfccl_rank_ctx *ctx, int pi, int on)
+{
+    struct dfccl_net *net = ctx->net;
+    dfccl_net_peer_t *p;
+
+    if (net == NULL || pi < 0) {
+        return;
+    }
+    pthread_mutex_lock(&net->lock);
+    p = net->peers[pi];
+    if (on && p->watch++ == 0) {
+        p->heard_ns = dfccl_time_ns(); /* silence counts from now */
+    } else if (!on && p->watch > 0) {
+        p->watch--;
+    }
+    pthread_mutex_unlock(&net->lock);
+}
+
+int dfccl_net_peer_dead(struct dfccl_rank_ctx *ctx, int pi, uint64_t silent_ns, char *why,
+                        size_t len)
+{
+    struct dfccl_net *net = ctx->net;
+    dfccl_net_peer_t *p;
+    uint64_t heard, now = dfccl_time_ns();
+    int dead = 0;
+
+    if (net == NULL || pi < 0) {
+        return 0;
+    }
+    pthread_mutex_lock(&net->lock);
+    p     = net->peers[pi];
+    heard = __atomic_load_n(&p->heard_ns, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&p->gone, __ATOMIC_ACQUIRE)) {
+        dead = 1;
+        snprintf(why, len, "its net connection closed (%s)", ucs_status_string(p->err));
+    } else if (silent_ns > 0 && p->watch > 0 && now > heard && now - heard > silent_ns) {
+        dead = 1;
+        snprintf(why, len, "nothing came from its net proxy for %.1f s (DFCCL_TIMEOUT)",
+                 (double)(now - heard) / 1e9);
+    }
+    pthread_mutex_unlock(&net->lock);
+    return dead;
+}
+
+int dfccl_net_rank_left(struct dfccl_group *g, int rank)
+{
+    struct dfccl_net *net = g->ctx->net;
+    int left              = 0;
+
+    if (net == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&net->lock);
+    for (const dfccl_net_left_t *l = net->left; l != NULL && !left; l = l->next) {
+        left = l->gid == (g->id & 0xfff) && l->rank == rank;
+    }
+    pthread_mutex_unlock(&net->lock);
+    return left;
+}
+
+void dfccl_net_peer_close(struct dfccl_rank_ctx *ctx, int pi)
+{
+    struct dfccl_net *net = ctx->net;
+    dfccl_net_peer_t *p0;
+
+    if (net == NULL || pi < 0) {
+        return;
+    }
+    pthread_mutex_lock(&net->lock);
+    p0         = net->peers[pi];
+    p0->failed = 1;
+    pthread_mutex_unlock(&net->lock);
+    /* the same process in the other lanes: its channels close unflushed */
+    for (int k = 1; k < net->nlanes; k++) {
+        struct dfccl_net *l = net->lanes[k];
+        pthread_mutex_lock(&l->lock);
+        for (int i = 0; i < l->npeers; i++) {
+            if (l->peers[i]->ctl == p0) {
+                l->peers[i]->failed = 1;
+            }
+        }
+        pthread_mutex_unlock(&l->lock);
+    }
+}
+
+dfccl_status_t dfccl_net_xchg_send(struct dfccl_rank_ctx *ctx, int pi, int gid, const void *buf,
+                                   size_t len)
+{
+    struct dfccl_net *net = ctx->net;
+    dfccl_net_frec_t *q, **tl;
+
+    if (net == NULL || pi < 0) {
+        return dfccl_error(DFCCL_ERR_INTERNAL, "fault exclusion: no net peer to send to");
+    }
+    q = calloc(1, sizeof(*q));
+    if (q == NULL || (q->buf = malloc(len > 0 ? len : 1)) == NULL) {
+        free(q);
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "fault exclusion: out of host memory");
+    }
+    memcpy(q->buf, buf, len);
+    q->len  = len;
+    q->peer = pi;
+    q->tag  = dfccl_net_tag(DFCCL_NET_CONNECT, gid, 0, 0, DFCCL_NET_XCHG_SEQ);
+    pthread_mutex_lock(&net->lock);
+    for (tl = &net->fail_out; *tl != NULL; tl = &(*tl)->next) {
+    }
+    *tl = q;
+    pthread_mutex_unlock(&net->lock);
+    return DFCCL_OK;
+}
+
+long dfccl_net_xchg_take(struct dfccl_rank_ctx *ctx, int gid, const void *key, size_t keylen,
+                         void *buf, size_t len)
+{
+    struct dfccl_net *net = ctx->net;
+    dfccl_net_xmsg_t *x = NULL;
+    long got            = -1;
+
+    if (net == NULL) {
+        return -1;
+    }
+    pthread_mutex_lock(&net->lock);
+    for (dfccl_net_xmsg_t **pp = &net->xchg_in; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->gid == (gid & 0xfff) && (*pp)->len >= keylen &&
+            memcmp((*pp)->data, key, keylen) == 0) {
+            x   = *pp;
+            *pp = x->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&net->lock);
+    if (x != NULL) {
+        memcpy(buf, x->data, x->len < len ? x->len : len);
+        got = (long)x->len;
+        free(x);
+    }
+    return got;
+}
+
+int dfccl_net_xchg_waiting(struct dfccl_rank_ctx *ctx, int gid)
+{
+    struct dfccl_net *net = __atomic_load_n(&ctx->net, __ATOMIC_ACQUIRE);
+    int any               = 0;
+
+    if (net == NULL || __atomic_load_n(&net->xchg_in, __ATOMIC_RELAXED) == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&net->lock);
+    for (const dfccl_net_xmsg_t *x = net->xchg_in; x != NULL && !any; x = x->next) {
+        any = x->gid == (gid & 0xfff);
+    }
+    pthread_mutex_unlock(&net->lock);
+    return any;
+}
+
+void dfccl_net_xchg_drop(struct dfccl_rank_ctx *ctx, int gid)
+{
+    struct dfccl_net *net = ctx->net;
+
+    if (net == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&net->lock);
+    for (dfccl_net_xmsg_t **pp = &net->xchg_in; *pp != NULL;) {
+        dfccl_net_xmsg_t *x = *pp;
+        if (x->gid == (gid & 0xfff)) {
+            *pp = x->next;
+            free(x);
+        } else {
+            pp = &x->next;
+        }
+    }
+    pthread_mutex_unlock(&net->lock);
+}
+
 /* A peer that has gone or said goodbye (in lane 0, for the same process). */
 static int dfccl_net_peer_going(const dfccl_net_peer_t *p)
 {
@@ -2104,6 +2451,11 @@ static void dfccl_net_lane_close(struct dfccl_net *net, int control)
         dfccl_net_left_t *l = net->left;
         net->left           = l->next;
         free(l);
+    }
+    while (net->xchg_in != NULL) {
+        dfccl_net_xmsg_t *x = net->xchg_in;
+        net->xchg_in        = x->next;
+        free(x);
     }
     ucp_worker_release_address(net->worker, net->addr);
     ucp_worker_destroy(net->worker);

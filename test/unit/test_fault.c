@@ -16,10 +16,17 @@
  *  - the same, and then rank 3 exits too: the survivors' group excludes it
  *    in its turn;
  *  - a group without the opt-in still fails, naming the dead rank;
- *  - the policy is refused on groups with net edges;
  *  - DFCCL_FAULT_POLICY=exclude without the calls: the survivors go on as
- *    in the first; on a group with net edges it leaves the group aborting,
- *    without an error.
+ *    in the first;
+ *  - across hosts (DFCCL_HOST_ID: ranks 0,1 on host a and 2,3 on host b,
+ *    or a b a b, or a a b with rank 2 alone on b over TCP only): the
+ *    first case, with rank 2 on another host than some survivors, whose
+ *    detection, agreement and new group go through the net transport;
+ *    and without the opt-in, every survivor fails naming rank 2, in
+ *    bounded time;
+ *  - the policy is refused on a net group where some rank has only local
+ *    edges and did not start the net transport; DFCCL_FAULT_POLICY=exclude
+ *    set before the group is created makes it start there too.
  */
 #include <check.h>
 #include <signal.h>
@@ -294,14 +301,167 @@ START_TEST(test_default_aborts)
 }
 END_TEST
 
-/* Net edges: refused, and the group keeps the default. */
+/* Layouts of ranks over simulated hosts. */
+enum { HOSTS_HALVES = 0, HOSTS_INTERLEAVED, HOSTS_LONE, HOSTS_ONE_FAR };
+
+/* DFCCL_HOST_ID of rank r of n in layout `layout`: halves (0,1 | 2,3),
+ * interleaved (a b a b), lone (a a b: the last rank alone), one far
+ * (a a a b). */
+static void hosts_env(int rank, int n, int layout)
+{
+    int b;
+
+    switch (layout) {
+    case HOSTS_HALVES:
+        b = rank >= n / 2;
+        break;
+    case HOSTS_INTERLEAVED:
+        b = rank % 2;
+        break;
+    default:
+        b = rank == n - 1;
+        break;
+    }
+    dfccl_test_setenv("DFCCL_HOST_ID", b ? "dfccl-test-host-b" : "dfccl-test-host-a");
+    unsetenv("DFCCL_NET");
+    if (layout == HOSTS_LONE) {
+        /* TCP only: the lone rank's exit closes its connections, and that
+         * is all its survivors see of it (no process of their host) */
+        dfccl_test_setenv("UCX_TLS", "tcp,self");
+    }
+}
+
+typedef struct {
+    int layout;
+    int mode;
+} hosts_arg_t;
+
+/* exclude_body across simulated hosts, under DFCCL_TIMEOUT: every wait of
+ * the exclusion is bounded. */
+static int hosts_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    const hosts_arg_t *a = arg;
+    char tmo[32];
+
+    snprintf(tmo, sizeof(tmo), "%.0f", 60 * dfccl_test_scale_max());
+    dfccl_test_setenv("DFCCL_TIMEOUT", tmo);
+    hosts_env(rank, n, a->layout);
+    return exclude_body(rank, n, oob, (void *)&a->mode);
+}
+
+/* Ranks 0,1 on host a, 2,3 on host b: rank 2 dies; 0 and 1 hear it over
+ * the net (rank 3's message, rank 1's watch of its next rank). */
+START_TEST(test_hosts_exclude)
+{
+    static hosts_arg_t a = {HOSTS_HALVES, DIE_BEFORE};
+
+    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 180, hosts_body, &a, DEAD_RANK), 0);
+}
+END_TEST
+
+/* a b a b: rank 2 shares host a with rank 0; 1 and 3 are on host b. */
+START_TEST(test_hosts_exclude_interleaved)
+{
+    static hosts_arg_t a = {HOSTS_INTERLEAVED, DIE_BEFORE};
+
+    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 180, hosts_body, &a, DEAD_RANK), 0);
+}
+END_TEST
+
+/* Dying 1 ms into its runs, across hosts. */
+START_TEST(test_hosts_exclude_mid_run)
+{
+    static hosts_arg_t a = {HOSTS_HALVES, DIE_MID};
+
+    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 180, hosts_body, &a, DEAD_RANK), 0);
+}
+END_TEST
+
+/* DFCCL_FAULT_POLICY=exclude across hosts, no calls. */
+START_TEST(test_hosts_exclude_env)
+{
+    static hosts_arg_t a = {HOSTS_INTERLEAVED, DIE_ENV};
+
+    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 180, hosts_body, &a, DEAD_RANK), 0);
+}
+END_TEST
+
+/* Three ranks, rank 2 alone on host b: only its closed connections tell. */
+START_TEST(test_hosts_exclude_lone)
+{
+    static hosts_arg_t a = {HOSTS_LONE, DIE_BEFORE};
+
+    ck_assert_int_eq(dfccl_test_mp_run_killed(3, 180, hosts_body, &a, DEAD_RANK), 0);
+}
+END_TEST
+
+/* Across hosts without the opt-in: each survivor's run fails with a
+ * message naming rank 2, within DFCCL_TIMEOUT and a margin (no hang). */
+static int hosts_default_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
+{
+    const double tmo = 10 * dfccl_test_scale_max();
+    dfccl_rank_ctx_t ctx;
+    dfccl_group_t g;
+    int id, nex = -1;
+    float *s, *d;
+    dfccl_status_t st;
+    char v[32];
+    double t0;
+
+    (void)arg;
+    snprintf(v, sizeof(v), "%.0f", tmo);
+    dfccl_test_setenv("DFCCL_TIMEOUT", v);
+    hosts_env(rank, n, HOSTS_HALVES);
+    dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
+    DFCCL_TEST_CHECK(dfcclRegisterAllReduce(1 << 16, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
+                     DFCCL_OK, "register");
+    s = dfccl_test_malloc(ctx, (1 << 16) * sizeof(float));
+    d = dfccl_test_malloc(ctx, (1 << 16) * sizeof(float));
+    DFCCL_TEST_CHECK(unit_run_wait(dfcclRunAllReduce(s, d, id, NULL, NULL, ctx), id, 60000,
+                                   ctx) == DFCCL_OK, "the first allreduce: %s",
+                     dfcclGetLastErrorMessage());
+    dfccl_test_barrier(oob);
+    if (rank == DEAD_RANK) {
+        kill(getpid(), SIGKILL);
+    }
+    t0 = unit_now_s();
+    DFCCL_TEST_CHECK(dfcclRunAllReduce(s, d, id, NULL, NULL, ctx) == DFCCL_OK, "run");
+    st = dfcclWait(id, dfccl_test_wait_ms(60000), ctx);
+    printf("hosts, default policy: rank %d: %s after %.1f s: %s\n", rank,
+           dfcclGetErrorString(st), unit_now_s() - t0, dfcclGetLastErrorMessage());
+    fflush(stdout);
+    DFCCL_TEST_CHECK(st != DFCCL_OK, "wait returned %s",
+                     dfcclGetErrorString(st));
+    DFCCL_TEST_CHECK(strstr(dfcclGetLastErrorMessage(), "rank 2") != NULL, "message: %s",
+                     dfcclGetLastErrorMessage());
+    DFCCL_TEST_CHECK(unit_now_s() - t0 < tmo + 30 * dfccl_test_scale(), "the failure took "
+                     "%.1f s", unit_now_s() - t0);
+    DFCCL_TEST_CHECK(dfcclGroupExcluded(g, NULL, &nex) == DFCCL_OK && nex == 0,
+                     "%d excluded without the opt-in", nex);
+    /* the context is aborted: the calls only end it */
+    (void)dfcclDeregister(id, ctx);
+    dfccl_test_free(ctx, s);
+    dfccl_test_free(ctx, d);
+    (void)dfcclDestroy(ctx);
+    return 0;
+}
+
+START_TEST(test_hosts_default_aborts)
+{
+    ck_assert_int_eq(dfccl_test_mp_run_killed(4, 180, hosts_default_body, NULL, DEAD_RANK), 0);
+}
+END_TEST
+
+/* A net group where rank 1 has only local edges (hosts a a a b) and the
+ * policy was not set before it was created: refused, and the group keeps
+ * the default. */
 static int net_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 {
     dfccl_rank_ctx_t ctx;
     dfccl_group_t g;
 
     (void)arg;
-    dfccl_test_setenv("DFCCL_NET", "1");
+    hosts_env(rank, n, HOSTS_ONE_FAR);
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     EXPECT(dfcclGroupSetFaultPolicy(g, DFCCL_FAULT_EXCLUDE), DFCCL_ERR_UNSUPPORTED, "net");
     DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "destroy");
@@ -310,12 +470,12 @@ static int net_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
 START_TEST(test_net_refused)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 60, net_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 60, net_body, NULL), 0);
 }
 END_TEST
 
-/* Net edges with DFCCL_FAULT_POLICY=exclude: the group is set up without an
- * error (it keeps aborting), runs, and the explicit call is still refused. */
+/* The same layout with DFCCL_FAULT_POLICY=exclude: every rank starts the
+ * net transport, the group runs, and the explicit call is accepted. */
 static int net_env_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 {
     dfccl_rank_ctx_t ctx;
@@ -324,7 +484,7 @@ static int net_env_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
     int id;
 
     (void)arg;
-    dfccl_test_setenv("DFCCL_NET", "1");
+    hosts_env(rank, n, HOSTS_ONE_FAR);
     dfccl_test_setenv("DFCCL_FAULT_POLICY", "exclude");
     dfccl_test_setup(rank, n, oob, NULL, &ctx, &g);
     DFCCL_TEST_CHECK(dfcclRegisterAllReduce(64, DFCCL_FLOAT32, DFCCL_SUM, g, 0, &id) ==
@@ -339,9 +499,12 @@ static int net_env_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
                      "run: %s", dfcclGetLastErrorMessage());
     dfccl_test_get(ctx, h, d, sizeof(h));
     for (int i = 0; i < 64; i++) {
-        DFCCL_TEST_CHECK(h[i] == (float)(2 * i + 1), "element %d is %g", i, (double)h[i]);
+        DFCCL_TEST_CHECK(h[i] == (float)(n * i + n * (n - 1) / 2), "element %d is %g", i,
+                         (double)h[i]);
     }
-    EXPECT(dfcclGroupSetFaultPolicy(g, DFCCL_FAULT_EXCLUDE), DFCCL_ERR_UNSUPPORTED, "net");
+    DFCCL_TEST_CHECK(dfcclGroupSetFaultPolicy(g, DFCCL_FAULT_EXCLUDE) == DFCCL_OK,
+                     "policy on a net group whose ranks all started the net: %s",
+                     dfcclGetLastErrorMessage());
     DFCCL_TEST_CHECK(dfcclDeregister(id, ctx) == DFCCL_OK, "deregister");
     DFCCL_TEST_CHECK(dfcclGroupDestroy(g) == DFCCL_OK, "destroy");
     return unit_rank_end(ctx, d);
@@ -349,7 +512,7 @@ static int net_env_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
 START_TEST(test_net_env)
 {
-    ck_assert_int_eq(dfccl_test_mp_run(2, 60, net_env_body, NULL), 0);
+    ck_assert_int_eq(dfccl_test_mp_run(4, 60, net_env_body, NULL), 0);
 }
 END_TEST
 
@@ -365,5 +528,16 @@ int main(void)
     tcase_add_test(tc, test_net_refused);
     tcase_add_test(tc, test_exclude_env);
     tcase_add_test(tc, test_net_env);
+    /* across hosts: each its own case, so that CK_RUN_CASE picks one */
+    tc = dfccl_test_case(s, "hosts", 600);
+    tcase_add_test(tc, test_hosts_exclude);
+    tc = dfccl_test_case(s, "hosts_more", 600);
+    tcase_add_test(tc, test_hosts_exclude_interleaved);
+    tcase_add_test(tc, test_hosts_exclude_mid_run);
+    tcase_add_test(tc, test_hosts_exclude_env);
+    tc = dfccl_test_case(s, "hosts_lone", 300);
+    tcase_add_test(tc, test_hosts_exclude_lone);
+    tc = dfccl_test_case(s, "hosts_default", 300);
+    tcase_add_test(tc, test_hosts_default_aborts);
     return dfccl_test_run(s, CK_VERBOSE);
 }
