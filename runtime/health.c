@@ -28,6 +28,8 @@ void dfccl_ctx_fail(struct dfccl_rank_ctx *ctx, int id, dfccl_status_t status)
     dfccl_ctx_complete(ctx, id, status);
 }
 
+static void dfccl_ctx_relay(struct dfccl_rank_ctx *ctx);
+
 /*
  * Abort the context: the daemon's blocks return at their next poll, every
  * collective in flight completes with an error (`culprit` with `status`,
@@ -105,6 +107,10 @@ void dfccl_ctx_abort(struct dfccl_rank_ctx *ctx, int culprit, dfccl_status_t sta
     for (struct dfccl_group *g = ctx->groups; g != NULL; g = g->next) {
         dfccl_dir_publish_fail(g, DFCCL_FAIL_ALL, 0, 0, status, msg);
     }
+    /* the runs' failures go to the net neighbours now: the application
+     * may destroy the context before another health check runs, and the
+     * ranks of other hosts would then wait for their timeout */
+    dfccl_ctx_relay(ctx);
     pthread_mutex_unlock(&ctx->lock);
 }
 

@@ -534,6 +534,7 @@ int main(void)
     tc = dfccl_test_case(s, "hosts_more", 600);
     tcase_add_test(tc, test_hosts_exclude_interleaved);
     tcase_add_test(tc, test_hosts_exclude_mid_run);
+    tc = dfccl_test_case(s, "hosts_env", 300);
     tcase_add_test(tc, test_hosts_exclude_env);
     tc = dfccl_test_case(s, "hosts_lone", 300);
     tcase_add_test(tc, test_hosts_exclude_lone);
