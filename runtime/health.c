@@ -647,26 +647,45 @@ static void dfccl_ctx_publish_where(struct dfccl_rank_ctx *ctx, uint64_t now)
  * (fault.c), whether or not a collective is in flight: the survivors wait
  * for each other to build the group of the survivors. ctx->lock held.
  */
+static int dfccl_ctx_check_exclude_group(struct dfccl_rank_ctx *ctx, struct dfccl_group *g);
+
 static void dfccl_ctx_check_exclude(struct dfccl_rank_ctx *ctx)
 {
-    for (struct dfccl_group *g = ctx->groups; g != NULL; g = g->next) {
-        const dfccl_dir_t *d0;
-        int found = 0;
-
-        if (g->fault_policy != DFCCL_FAULT_EXCLUDE || g->fault_state != DFCCL_GFAULT_NONE ||
-            g->pool.dir == NULL || ctx->aborted) {
-            continue;
-        }
-        /* rank 0's word decides on one host; across hosts, another
-         * survivor's message starts one (dfccl_fault_found) */
-        d0    = g->net ? NULL : dfccl_pool_dir_of(g, 0);
-        found = (d0 != NULL && __atomic_load_n(&d0->excluded, __ATOMIC_ACQUIRE) != 0) ||
-                dfccl_fault_found(g);
-        if (found) {
-            g->fault_state = DFCCL_GFAULT_FOUND;
-            __atomic_add_fetch(&ctx->nfaults, 1, __ATOMIC_RELAXED);
+    /* Until a pass finds nothing new: a death seen by the proxy or the
+     * process table after one group was looked at, and before a later
+     * one, would otherwise start the later group alone, and the
+     * survivors, which take their groups in list order, would wait for
+     * each other in different groups' exclusions. */
+    for (int again = 1; again;) {
+        again = 0;
+        for (struct dfccl_group *g = ctx->groups; g != NULL; g = g->next) {
+            if (dfccl_ctx_check_exclude_group(ctx, g)) {
+                again = 1;
+            }
         }
     }
+}
+
+/* One group of dfccl_ctx_check_exclude: 1 if it starts an exclusion. */
+static int dfccl_ctx_check_exclude_group(struct dfccl_rank_ctx *ctx, struct dfccl_group *g)
+{
+    const dfccl_dir_t *d0;
+    int found = 0;
+
+    if (g->fault_policy != DFCCL_FAULT_EXCLUDE || g->fault_state != DFCCL_GFAULT_NONE ||
+        g->pool.dir == NULL || ctx->aborted) {
+        return 0;
+    }
+    /* rank 0's word decides on one host; across hosts, another
+     * survivor's message starts one (dfccl_fault_found) */
+    d0    = g->net ? NULL : dfccl_pool_dir_of(g, 0);
+    found = (d0 != NULL && __atomic_load_n(&d0->excluded, __ATOMIC_ACQUIRE) != 0) ||
+            dfccl_fault_found(g);
+    if (found) {
+        g->fault_state = DFCCL_GFAULT_FOUND;
+        __atomic_add_fetch(&ctx->nfaults, 1, __ATOMIC_RELAXED);
+    }
+    return found;
 }
 
 /*
