@@ -269,6 +269,7 @@ dfccl_status_t dfcclInit(const dfccl_config_t *config, dfccl_rank_ctx_t *ctx_p)
     ctx->coll_resolve  = dfccl_coll_resolve_deferred;
     ctx->kick          = dfccl_ctx_kick;
     ctx->fault_progress = dfccl_fault_progress;
+    ctx->fault_found    = dfccl_fault_found;
     ctx->group_profile = dfccl_profile_group;
     ctx->group_born    = dfccl_fault_group_born;
     ctx->group_done     = dfccl_refresh_done;

@@ -798,6 +798,9 @@ struct dfccl_rank_ctx {
     int       nfaults;
     uint64_t  ncancels; /* args.cancels' value: runs given up, not all dropped yet */
     void    (*fault_progress)(struct dfccl_rank_ctx *ctx);
+    /* whether an excluding group has a failure to exclude (fault.c's
+     * dfccl_fault_found, called by the health check) */
+    int     (*fault_found)(struct dfccl_group *g);
     uint8_t  *fault_held;
     /* A group just set up (group.c calls it, no lock held): its policy
      * from DFCCL_FAULT_POLICY (fault.c). */
@@ -901,7 +904,8 @@ void dfccl_ctx_abort(struct dfccl_rank_ctx *ctx, int culprit, dfccl_status_t sta
 dfccl_status_t dfccl_sigusr1_install(struct dfccl_rank_ctx *ctx);
 
 /* fault.c: has g (DFCCL_FAULT_EXCLUDE) a rank that this rank finds dead,
- * or a message of another survivor's exclusion? ctx->lock held. */
+ * or a message of another survivor's exclusion? ctx->lock held
+ * (ctx->fault_found) */
 int dfccl_fault_found(struct dfccl_group *g);
 /* fault.c: the progress of the exclusions under way (ctx->fault_progress) */
 void dfccl_fault_progress(struct dfccl_rank_ctx *ctx);

@@ -680,7 +680,7 @@ static int dfccl_ctx_check_exclude_group(struct dfccl_rank_ctx *ctx, struct dfcc
      * survivor's message starts one (dfccl_fault_found) */
     d0    = g->net ? NULL : dfccl_pool_dir_of(g, 0);
     found = (d0 != NULL && __atomic_load_n(&d0->excluded, __ATOMIC_ACQUIRE) != 0) ||
-            dfccl_fault_found(g);
+            ctx->fault_found(g);
     if (found) {
         g->fault_state = DFCCL_GFAULT_FOUND;
         __atomic_add_fetch(&ctx->nfaults, 1, __ATOMIC_RELAXED);
