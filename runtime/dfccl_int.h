@@ -471,6 +471,8 @@ dfccl_status_t dfccl_net_xchg_send(struct dfccl_rank_ctx *ctx, int pi, int gid, 
 long dfccl_net_xchg_take(struct dfccl_rank_ctx *ctx, int gid, const void *key, size_t keylen,
                          void *buf, size_t len);
 int dfccl_net_xchg_waiting(struct dfccl_rank_ctx *ctx, int gid);
+/* the OR of the 8 bytes at `off` of every message waiting for `gid` */
+uint64_t dfccl_net_xchg_union(struct dfccl_rank_ctx *ctx, int gid, size_t off);
 void dfccl_net_xchg_drop(struct dfccl_rank_ctx *ctx, int gid);
 
 /* ---- groups and collectives --------------------------------------------- */

@@ -49,6 +49,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -417,10 +418,15 @@ static dfccl_status_t dfccl_fault_agree(dfccl_fault_xchg_t *x, uint64_t *dead_p,
         free(in);
         return dfccl_error(DFCCL_ERR_NO_MEMORY, "fault exclusion: out of host memory");
     }
-    /* every rank on another host is watched while the rounds last, so that
-     * one that died unseen (a host of which no rank is left) is found */
+    /* what the messages already here say is dead (the AGREE sets of the
+     * survivors that started first) */
+    set |= dfccl_net_xchg_union(g->ctx, g->id, offsetof(dfccl_fault_msg_t, dead)) &
+           everyone;
+    /* every other rank on another host is watched while the rounds last,
+     * so that one that died unseen (a host of which no rank is left) is
+     * found: its heartbeats stop once its connection is up */
     for (int r = 0; r < n; r++) {
-        if (r != g->rank && !g->same_host[r]) {
+        if (r != g->rank && !g->same_host[r] && !((set >> r) & 1)) {
             dfccl_net_watch(g->ctx, g->fault_peer[r], 1);
             watched |= 1ull << r;
         }
@@ -443,8 +449,9 @@ static dfccl_status_t dfccl_fault_agree(dfccl_fault_xchg_t *x, uint64_t *dead_p,
         m->dead  = set;
         m->bytes = bytes;
         memcpy(m + 1, mine, bytes);
-        /* to every rank: one taken for dead wrongly learns it is excluded */
-        st = dfccl_fault_net_send(x, m, everyone);
+        /* to every rank not in the set: a connection to a dead process
+         * can block the proxy for seconds while UCX tries to make it */
+        st = dfccl_fault_net_send(x, m, everyone & ~set);
         for (int r = 0; r < n && st == DFCCL_OK; r++) {
             if (r == g->rank || ((set >> r) & 1)) {
                 continue;

@@ -152,6 +152,10 @@ int dfccl_net_xchg_waiting(struct dfccl_rank_ctx *ctx, int gid)
 {
     return 0;
 }
+uint64_t dfccl_net_xchg_union(struct dfccl_rank_ctx *ctx, int gid, size_t off)
+{
+    return 0;
+}
 void dfccl_net_xchg_drop(struct dfccl_rank_ctx *ctx, int gid) {}
 
 #else /* HAVE_UCX */
@@ -1118,7 +1122,10 @@ static int dfccl_net_progress(struct dfccl_net *net)
             dfccl_net_peer_t *p = net->peers[i];
             ucp_request_param_t prm;
             ucs_status_ptr_t r;
-            if (p->watch <= 0 || p->failed || p->bye || dfccl_net_ep(net, i) == NULL) {
+            /* only where an endpoint is up already: making one to a dead
+             * process can block the proxy for seconds ("Endpoint
+             * timeout") */
+            if (p->watch <= 0 || p->failed || p->bye || p->ep == NULL) {
                 continue;
             }
             dfccl_net_host_param(&prm);
@@ -2287,6 +2294,25 @@ long dfccl_net_xchg_take(struct dfccl_rank_ctx *ctx, int gid, const void *key, s
         free(x);
     }
     return got;
+}
+
+uint64_t dfccl_net_xchg_union(struct dfccl_rank_ctx *ctx, int gid, size_t off)
+{
+    struct dfccl_net *net = ctx->net;
+    uint64_t u            = 0, w;
+
+    if (net == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&net->lock);
+    for (const dfccl_net_xmsg_t *x = net->xchg_in; x != NULL; x = x->next) {
+        if (x->gid == (gid & 0xfff) && x->len >= off + sizeof(w)) {
+            memcpy(&w, x->data + off, sizeof(w));
+            u |= w;
+        }
+    }
+    pthread_mutex_unlock(&net->lock);
+    return u;
 }
 
 int dfccl_net_xchg_waiting(struct dfccl_rank_ctx *ctx, int gid)

@@ -177,9 +177,31 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
             }
             continue;
         }
-        WAIT_OK(ar, "allreduce");
-        WAIT_OK(ag, "allgather");
-        WAIT_OK(br, "second allreduce");
+        if (getenv("FAULT_TEST_ACROSS_HOSTS") != NULL && it == DIE_AT - 1) {
+            /* Across hosts, the dead rank's last run may lack its data on
+             * a survivor though the dead rank completed it: its sends
+             * were with UCX, not yet delivered (rendezvous needs the
+             * sender). Such a run completes, or fails where another
+             * survivor completed it first; the later ones are exact. */
+            const int ids[3] = {ar, ag, br};
+            int whole = 1;
+            for (int k = 0; k < 3; k++) {
+                dfccl_status_t st = dfcclWait(ids[k], dfccl_test_wait_ms(30000), ctx);
+                DFCCL_TEST_CHECK(st == DFCCL_OK ||
+                                 (st == DFCCL_ERR_ABORTED &&
+                                  strstr(dfcclGetLastErrorMessage(), "completed this run")),
+                                 "iteration %d: run %d: %s (%s)", it, k,
+                                 dfcclGetErrorString(st), dfcclGetLastErrorMessage());
+                whole = whole && st == DFCCL_OK;
+            }
+            if (!whole) {
+                continue;
+            }
+        } else {
+            WAIT_OK(ar, "allreduce");
+            WAIT_OK(ag, "allgather");
+            WAIT_OK(br, "second allreduce");
+        }
 
         /* who took part: everyone before the death, the survivors from the
          * iteration the dead rank never joined */
@@ -345,6 +367,7 @@ static int hosts_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
 
     snprintf(tmo, sizeof(tmo), "%.0f", 60 * dfccl_test_scale_max());
     dfccl_test_setenv("DFCCL_TIMEOUT", tmo);
+    dfccl_test_setenv("FAULT_TEST_ACROSS_HOSTS", "1");
     hosts_env(rank, n, a->layout);
     return exclude_body(rank, n, oob, (void *)&a->mode);
 }
@@ -531,18 +554,11 @@ int main(void)
     /* across hosts: each its own case, so that CK_RUN_CASE picks one */
     tc = dfccl_test_case(s, "hosts", 600);
     tcase_add_test(tc, test_hosts_exclude);
-    /* Not yet in CI: these pass on an idle machine but, in a full `make
-     * check` on 2 busy cores, their survivors sometimes stall in the
-     * exclusion until their waits time out (under investigation);
-     * DFCCL_TEST_FAULT_HOSTS=all runs them. */
-    if (getenv("DFCCL_TEST_FAULT_HOSTS") != NULL &&
-        strcmp(getenv("DFCCL_TEST_FAULT_HOSTS"), "all") == 0) {
-        tc = dfccl_test_case(s, "hosts_more", 600);
-        tcase_add_test(tc, test_hosts_exclude_interleaved);
-        tcase_add_test(tc, test_hosts_exclude_mid_run);
-        tc = dfccl_test_case(s, "hosts_env", 300);
-        tcase_add_test(tc, test_hosts_exclude_env);
-    }
+    tc = dfccl_test_case(s, "hosts_more", 600);
+    tcase_add_test(tc, test_hosts_exclude_interleaved);
+    tcase_add_test(tc, test_hosts_exclude_mid_run);
+    tc = dfccl_test_case(s, "hosts_env", 300);
+    tcase_add_test(tc, test_hosts_exclude_env);
     tc = dfccl_test_case(s, "hosts_lone", 300);
     tcase_add_test(tc, test_hosts_exclude_lone);
     tc = dfccl_test_case(s, "hosts_default", 300);
