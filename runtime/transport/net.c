@@ -1128,7 +1128,7 @@ static int dfccl_net_progress(struct dfccl_net *net)
             if (p->watch <= 0 || p->failed || p->bye || p->ep == NULL) {
                 continue;
             }
-            dfccl_net_host_param(&prm);
+            dfccl_net_mem_param(&prm, NULL, UCS_MEMORY_TYPE_HOST);
             r = ucp_tag_send_nbx(p->ep, &net->beat_word, sizeof(net->beat_word),
                                  dfccl_net_tag(DFCCL_NET_CONNECT, 0, 0, 0, DFCCL_NET_BEAT_SEQ),
                                  &prm);
