@@ -368,6 +368,9 @@ struct dfccl_net {
      * regions, under region_lock) */
     int               own_mem;
     ucs_memory_type_t mem_type;
+    /* closed with requests UCX cannot end: its worker (and the UCX
+     * context) are not destroyed */
+    int               leak;
     pthread_mutex_t   region_lock;
     dfccl_net_region_t *regions;
     /* Lanes (DFCCL_NET_PROXIES): UCX workers of one UCX context, each with
@@ -2425,8 +2428,15 @@ static void dfccl_net_lane_close(struct dfccl_net *net, int control)
         memset(&prm, 0, sizeof(prm));
         prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
         /* flush what is in flight (the peer may still wait for it), but do
-         * not wait on a peer that has gone, or is going (it said goodbye) */
-        prm.flags = dfccl_net_peer_going(net->peers[i]) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+         * not wait on a peer that has gone, or is going (it said goodbye),
+         * nor from an aborted context, which flushes nothing more: a forced
+         * close also ends the sends still in flight (a rendezvous that a
+         * dead peer will never read), which would otherwise hold their
+         * memory registrations past the UCX context's end */
+        prm.flags = dfccl_net_peer_going(net->peers[i]) ||
+                            __atomic_load_n(&net->ctx->aborted, __ATOMIC_ACQUIRE)
+                        ? UCP_EP_CLOSE_FLAG_FORCE
+                        : 0;
         r         = ucp_ep_close_nbx(net->peers[i]->ep, &prm);
         t0        = dfccl_time_ns();
         while (r != NULL && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS &&
@@ -2441,6 +2451,17 @@ static void dfccl_net_lane_close(struct dfccl_net *net, int control)
                 }
             }
             ucp_request_free(r);
+        }
+    }
+    /* An aborted context's sends that a dead peer never took (a rendezvous
+     * waits for its reader) stay in UCX, which cannot end them without
+     * peer error handling, nor destroy a worker or context that holds
+     * them (UCX's own checks fail, or abort the process). Such a worker
+     * and its UCX context are left as they are: nothing progresses them
+     * any more, and the rank context is dead. */
+    if (__atomic_load_n(&net->ctx->aborted, __ATOMIC_ACQUIRE)) {
+        for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
+            net->leak |= dfccl_net_chan_busy(c);
         }
     }
     /* the channels go after their endpoints: a request still in flight
@@ -2483,8 +2504,10 @@ static void dfccl_net_lane_close(struct dfccl_net *net, int control)
         net->xchg_in        = x->next;
         free(x);
     }
-    ucp_worker_release_address(net->worker, net->addr);
-    ucp_worker_destroy(net->worker);
+    if (!net->leak) {
+        ucp_worker_release_address(net->worker, net->addr);
+        ucp_worker_destroy(net->worker);
+    }
     pthread_mutex_destroy(&net->lock);
     pthread_cond_destroy(&net->cond);
 }
@@ -2494,6 +2517,7 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
 {
     struct dfccl_net *net = ctx->net;
     ucp_context_h ucp;
+    int leak = 0;
 
     if (net == NULL) {
         return;
@@ -2524,21 +2548,31 @@ void dfccl_net_stop(struct dfccl_rank_ctx *ctx)
     /* the data lanes, then the control lane, whose goodbye comes last */
     for (int k = net->nlanes - 1; k >= 1; k--) {
         dfccl_net_lane_close(net->lanes[k], 0);
+        leak |= net->lanes[k]->leak;
         free(net->lanes[k]);
     }
     dfccl_net_lane_close(net, 1);
-    /* every channel is gone, and the daemon with them */
+    leak |= net->leak;
+    /* every channel is gone, and the daemon with them; a region that a
+     * request left in UCX may name stays mapped and allocated */
     while (net->regions != NULL) {
         dfccl_net_region_t *r = net->regions;
         net->regions          = r->next;
-        ucp_mem_unmap(net->ucp, r->memh);
-        ctx->be->dev_free(ctx, r->ptr);
+        if (!leak) {
+            ucp_mem_unmap(net->ucp, r->memh);
+            ctx->be->dev_free(ctx, r->ptr);
+        }
         free(r);
     }
     pthread_mutex_destroy(&net->region_lock);
     ucp = net->ucp;
     free(net);
     ctx->net = NULL;
+    if (leak) {
+        dfccl_debug("net transport: UCX still holds sends to a peer that is gone; its context "
+                    "is left as it is");
+        return;
+    }
     ucp_cleanup(ucp);
 }
 
