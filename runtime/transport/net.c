@@ -1178,6 +1178,9 @@ static int dfccl_net_progress(struct dfccl_net *net)
         if (c->closing && (c->broken || dfccl_net_flushed(c) || net->peers[c->peer]->failed ||
                            net->stop)) {
             *pp = c->next;
+            /* a send to a peer that is gone may never end (see
+             * dfccl_net_lane_close) */
+            net->leak |= dfccl_net_chan_busy(c);
             dfccl_net_chan_free(c);
             pthread_cond_broadcast(&net->cond);
             continue;
@@ -2453,16 +2456,15 @@ static void dfccl_net_lane_close(struct dfccl_net *net, int control)
             ucp_request_free(r);
         }
     }
-    /* An aborted context's sends that a dead peer never took (a rendezvous
-     * waits for its reader) stay in UCX, which cannot end them without
-     * peer error handling, nor destroy a worker or context that holds
-     * them (UCX's own checks fail, or abort the process). Such a worker
-     * and its UCX context are left as they are: nothing progresses them
-     * any more, and the rank context is dead. */
-    if (__atomic_load_n(&net->ctx->aborted, __ATOMIC_ACQUIRE)) {
-        for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
-            net->leak |= dfccl_net_chan_busy(c);
-        }
+    /* Sends that a dead peer never took (a rendezvous waits for its
+     * reader: an aborted context's, or a survivor's to a rank it excluded)
+     * stay in UCX, which cannot end them without peer error handling, nor
+     * destroy a worker or context that holds them (UCX's own checks fail,
+     * or abort the process). Such a worker and its UCX context are left as
+     * they are: nothing progresses them any more. Channels that flushed
+     * hold no request, so an orderly end destroys everything. */
+    for (dfccl_net_chan_t *c = net->chans; c != NULL; c = c->next) {
+        net->leak |= dfccl_net_chan_busy(c);
     }
     /* the channels go after their endpoints: a request still in flight
      * (an abandoned channel's) may read the channel's credit word */
