@@ -765,6 +765,32 @@ static int dfccl_net_take_left(struct dfccl_net *net, int gid, ucp_tag_message_h
     return 1;
 }
 
+/* Receive the 8-byte hash of a peer's worker address that a goodbye (bye)
+ * or a heartbeat carries, and mark the peers it names: going, or heard
+ * from now. */
+static int dfccl_net_take_hash(struct dfccl_net *net, ucp_tag_message_h msg,
+                               const ucp_tag_recv_info_t *info, int bye)
+{
+    uint64_t h = 0;
+
+    if (info->length != sizeof(h)) {
+        dfccl_net_drop(net, msg, info);
+        return 1;
+    }
+    DFCCL_CHECK(dfccl_net_recv_now(net, &h, sizeof(h), msg));
+    for (int i = 0; i < net->npeers; i++) {
+        if (dfccl_net_addr_hash(net->peers[i]->addr, net->peers[i]->len) != h) {
+            continue;
+        }
+        if (bye) {
+            net->peers[i]->bye = 1;
+        } else {
+            __atomic_store_n(&net->peers[i]->heard_ns, dfccl_time_ns(), __ATOMIC_RELEASE);
+        }
+    }
+    return 1;
+}
+
 /*
  * Handle one probed message: 1 when consumed, 0 when its collective is not
  * registered here yet (keep it pending), negative on failure.
@@ -818,36 +844,12 @@ static int dfccl_net_handle(struct dfccl_net *net, ucp_tag_message_h msg,
         __atomic_fetch_add(&net->arrivals, 1, __ATOMIC_RELEASE);
         return 1;
     }
-    if (type == DFCCL_NET_CONNECT && seq == DFCCL_NET_BEAT_SEQ) {
-        uint64_t h = 0;
-        if (info->length != sizeof(h)) {
-            dfccl_net_drop(net, msg, info);
-            return 1;
-        }
-        DFCCL_CHECK(dfccl_net_recv_now(net, &h, sizeof(h), msg));
-        for (int i = 0; i < net->npeers; i++) {
-            if (dfccl_net_addr_hash(net->peers[i]->addr, net->peers[i]->len) == h) {
-                __atomic_store_n(&net->peers[i]->heard_ns, dfccl_time_ns(), __ATOMIC_RELEASE);
-            }
-        }
-        return 1;
+    if (type == DFCCL_NET_CONNECT &&
+        (seq == DFCCL_NET_BEAT_SEQ || seq == DFCCL_NET_BYE_SEQ)) {
+        return dfccl_net_take_hash(net, msg, info, seq == DFCCL_NET_BYE_SEQ);
     }
     if (type == DFCCL_NET_CONNECT && seq == DFCCL_NET_LEFT_SEQ) {
         return dfccl_net_take_left(net, gid, msg, info);
-    }
-    if (type == DFCCL_NET_CONNECT && seq == DFCCL_NET_BYE_SEQ) {
-        uint64_t h = 0;
-        if (info->length != sizeof(h)) {
-            dfccl_net_drop(net, msg, info);
-            return 1;
-        }
-        DFCCL_CHECK(dfccl_net_recv_now(net, &h, sizeof(h), msg));
-        for (int i = 0; i < net->npeers; i++) {
-            if (dfccl_net_addr_hash(net->peers[i]->addr, net->peers[i]->len) == h) {
-                net->peers[i]->bye = 1;
-            }
-        }
-        return 1;
     }
     if (type == DFCCL_NET_CONNECT) {
         uint64_t v = 0;
