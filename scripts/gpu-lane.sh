@@ -218,6 +218,9 @@ if want gpu; then
             DFCCL_TEST_MAX_COUNT=1048579 test/gpu/test_gpu_allreduce
     done
     if [ -n "${DFCCL_UCX_CUDA:-}" ]; then
+        # test_net is built by the unit step's make check; a lane that runs
+        # the gpu step alone builds it here
+        step net-build make -C test/unit test_net
         for case in forced two_hosts; do
             step "net-gpu-memory-$case" env \
                 LD_LIBRARY_PATH="$DFCCL_UCX_CUDA/libucx/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
