@@ -5,14 +5,39 @@
 # every collective, on each rank count (one GPU per rank), with plots.
 #
 # usage: scripts/gpu-bench.sh -b BUILDDIR [-n "2 4"] [-o OUTDIR] [-c "allreduce ..."]
+#                              [-s "SECTION ..."]
 #
 #   -b BUILDDIR   a dfccl build directory configured with CUDA, NCCL, MPI and
 #                 UCX (the net transport and tools/bench/dfccl-ucx-bw)
 #   -n "N ..."    rank counts (default "2 4")
 #   -o OUTDIR     tables (.txt) and plots (.svg) go here (default $OUT or .)
 #   -c "C ..."    collectives (default: all seven)
+#   -s "S ..."    sections (default: all, in this order): colls cold net
+#                 disorder registered msccl trees straggler algos; a long
+#                 campaign split over several jobs runs a few at a time
 #
-# For each rank count and collective: 8 B to 64 KiB (factor 8, 200 timed
+# Sections, for each rank count:
+#   colls       every collective of -c, with NCCL;
+#   cold        allreduce after idling;
+#   net         (2 ranks) both libraries' network transports;
+#   disorder    8 allreduces per round in order and shuffled;
+#   registered  the memory of 1,000 registered allreduces;
+#   msccl       MSCCL programs from tools/msccl/msccl_gen.py against the
+#               built-in algorithm they stand in for and NCCL: one-phase
+#               all-pairs (1, 4 and 8 instances by size range) against the
+#               one-shot from 8 B to 256 KiB, and a 32-ring program against
+#               the ring from 16 MiB to 1 GiB; each pair is summed up in
+#               NAME-vs-NAME.txt (time / time per size);
+#   trees       tree and ctree against NCCL's Tree, the ring against NCCL's
+#               Ring, 256 KiB to 1 GiB;
+#   straggler   the last rank late by 0.1, 1 and 10 ms before every
+#               allreduce, with and without straggler tolerance (the
+#               others' time per call, summed up as above);
+#   algos       dfccl-bench --algos for every collective of -c, 8 B to
+#               1 GiB: each algorithm's predicted and measured time, and the
+#               picks of the model and of the static thresholds.
+#
+# colls: 8 B to 64 KiB (factor 8, 200 timed
 # calls: latency) and 256 KiB to 1 GiB (factor 4, 50 timed calls:
 # bandwidth), both with --compare nccl, --plot and --stats (each size's
 # median, p99 and slowest call next to the mean: a mean of a few calls
@@ -38,12 +63,15 @@ build=
 ranks="2 4"
 out=${OUT:-.}
 colls="allreduce allgather reducescatter reduce broadcast alltoall alltoallv"
+all_sections="colls cold net disorder registered msccl trees straggler algos"
+sections=$all_sections
 while [ $# -gt 0 ]; do
     case "$1" in
     -b) build=$2; shift 2 ;;
     -n) ranks=$2; shift 2 ;;
     -o) out=$2; shift 2 ;;
     -c) colls=$2; shift 2 ;;
+    -s) sections=$2; shift 2 ;;
     -h|--help) sed -n '3,/^set -u$/{/^set -u$/!p}' "$0"; exit 0 ;;
     *) echo "gpu-bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -54,6 +82,14 @@ if [ -z "$build" ] || [ ! -x "$bench" ]; then
     echo "gpu-bench: -b BUILDDIR with tools/bench/dfccl-bench is required (see --help)" >&2
     exit 2
 fi
+for sec in $sections; do
+    case " $all_sections " in
+    *" $sec "*) ;;
+    *) echo "gpu-bench: unknown section $sec (sections: $all_sections)" >&2; exit 2 ;;
+    esac
+done
+want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
+gen="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tools/msccl/msccl_gen.py"
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 rc=0
@@ -74,6 +110,17 @@ run() {
         echo "### $name FAILED (exit $st, or wrong elements)" | tee -a "$out/$name.txt"
         rc=1
     fi
+}
+
+# compare A B: per size, A's time over B's (column 5 of both tables), in
+# $out/A-vs-B.txt
+compare() {
+    awk -v a="$1" -v b="$2" '
+        FNR == 1 { f++ }
+        $1 ~ /^[0-9]+$/ && NF >= 8 { if (f == 1) t[$1] = $5; else if ($1 in t) {
+            if (!hdr++) printf "#%11s %10s %10s %8s\n", "size", a, b, "ratio"
+            printf "%12s %10.1f %10.1f %8.2f\n", $1, t[$1], $5, ($5 > 0 ? t[$1] / $5 : 0) } }' \
+        "$out/$1.txt" "$out/$2.txt" | tee "$out/$1-vs-$2.txt"
 }
 
 # UCX's ceiling between the two processes of a 2-rank job (dfccl-ucx-bw):
@@ -108,14 +155,17 @@ net_ceiling() {
 for n in $ranks; do
     mr=(mpirun --oversubscribe --bind-to none -np "$n" -x NCCL_NVLS_ENABLE=0)
     for c in $colls; do
+        want colls || break
         run "$c-small-${n}gpu" "${mr[@]}" "$bench" -c "$c" -b 8 -e 64K -f 8 -w 20 -n 200 \
             --compare nccl --stats --plot "$out/$c-small-${n}gpu.svg"
         run "$c-${n}gpu" "${mr[@]}" "$bench" -c "$c" -b 256K -e 1G -f 4 -w 3 -n 50 \
             --compare nccl --stats --plot "$out/$c-${n}gpu.svg"
     done
-    run "allreduce-cold-${n}gpu" "${mr[@]}" "$bench" -c allreduce -b 8 -e 64K -f 8 -w 5 \
-        -n 50 --cold 3000 --compare nccl --stats
-    if [ "$n" = 2 ]; then
+    if want cold; then
+        run "allreduce-cold-${n}gpu" "${mr[@]}" "$bench" -c allreduce -b 8 -e 64K -f 8 -w 5 \
+            -n 50 --cold 3000 --compare nccl --stats
+    fi
+    if [ "$n" = 2 ] && want net; then
         # every byte through a network transport: dfccl's UCX proxies, NCCL's net
         net=("${mr[@]}" -x DFCCL_NET=1 -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1)
         run "allreduce-net-small-2gpu" "${net[@]}" "$bench" -c allreduce -b 8 -e 64K -f 8 \
@@ -139,14 +189,71 @@ for n in $ranks; do
             wcol=8
         fi
     fi
-    wcol=7
-    run "allreduce-disorder-${n}gpu" "${mr[@]}" "$bench" -c allreduce --disorder 8 -b 1K \
-        -e 1G -f 8 -w 3 -n 20
-    wcol=8
-    # the registered runs print "#wrong N" in a sentence; dfccl-bench exits 1 if N > 0
-    run "allreduce-registered-small-${n}gpu" "${mr[@]}" "$bench" --registered 1000 -b 8 \
-        -e 1M
-    run "allreduce-registered-large-${n}gpu" "${mr[@]}" "$bench" --registered 1000 -b 1M \
-        -e 64M
+    if want disorder; then
+        wcol=7
+        run "allreduce-disorder-${n}gpu" "${mr[@]}" "$bench" -c allreduce --disorder 8 -b 1K \
+            -e 1G -f 8 -w 3 -n 20
+        wcol=8
+    fi
+    if want registered; then
+        # the registered runs print "#wrong N" in a sentence; dfccl-bench exits 1 if N > 0
+        run "allreduce-registered-small-${n}gpu" "${mr[@]}" "$bench" --registered 1000 -b 8 \
+            -e 1M
+        run "allreduce-registered-large-${n}gpu" "${mr[@]}" "$bench" --registered 1000 -b 1M \
+            -e 64M
+    fi
+    if want msccl; then
+        # small sizes: one-phase all-pairs, more instances as sizes grow
+        files=
+        for k in "1 0 32768" "4 32768 65536" "8 65536 262145"; do
+            set -- $k
+            python3 "$gen" allpairs-allreduce --ranks "$n" --phases 1 --instances "$1" \
+                --min-bytes "$2" --max-bytes "$3" -o "$out/ap$1-${n}gpu.xml" || rc=1
+            files=${files:+$files:}$out/ap$1-${n}gpu.xml
+        done
+        run "allreduce-oneshot-${n}gpu" "${mr[@]}" -x DFCCL_ALGO=oneshot "$bench" -b 8 \
+            -e 256K -f 4 -w 20 -n 100 --compare nccl
+        run "allreduce-allpairs-${n}gpu" "${mr[@]}" -x DFCCL_MSCCL_XML_FILES="$files" \
+            "$bench" -b 8 -e 256K -f 4 -w 20 -n 100 --compare nccl
+        compare "allreduce-allpairs-${n}gpu" "allreduce-oneshot-${n}gpu"
+        # large sizes: 32 rings; the bench registers a size at a time, and
+        # the program's connectors at 1 GiB pass the default budget
+        python3 "$gen" ring-allreduce --ranks "$n" --instances 32 --min-bytes 16777216 \
+            -o "$out/ring32-${n}gpu.xml" || rc=1
+        run "allreduce-ring-${n}gpu" "${mr[@]}" -x DFCCL_ALGO=ring -x NCCL_ALGO=Ring "$bench" \
+            -b 16M -e 1G -w 3 -n 10 --compare nccl
+        run "allreduce-ringprog-${n}gpu" "${mr[@]}" -x NCCL_ALGO=Ring \
+            -x DFCCL_MSCCL_XML_FILES="$out/ring32-${n}gpu.xml" -x DFCCL_CONN_BUDGET=4G \
+            "$bench" -b 16M -e 1G -w 3 -n 10 --compare nccl
+        compare "allreduce-ringprog-${n}gpu" "allreduce-ring-${n}gpu"
+    fi
+    if want trees; then
+        for t in tree ctree; do
+            run "allreduce-$t-${n}gpu" "${mr[@]}" -x DFCCL_ALGO=$t -x NCCL_ALGO=Tree "$bench" \
+                -b 256K -e 1G -f 4 -w 3 -n 10 --compare nccl --stats
+        done
+        if ! want msccl; then
+            run "allreduce-ring-${n}gpu" "${mr[@]}" -x DFCCL_ALGO=ring -x NCCL_ALGO=Ring \
+                "$bench" -b 256K -e 1G -f 4 -w 3 -n 10 --compare nccl
+        fi
+    fi
+    if want straggler; then
+        for late in 100 1000 10000; do
+            for mode in plain straggler; do
+                run "allreduce-late$late-$mode-${n}gpu" "${mr[@]}" "$bench" -b 4K -e 64M -f 16 \
+                    -w 5 -n 40 --late $late --stats $([ $mode = straggler ] && echo --straggler)
+            done
+            compare "allreduce-late$late-straggler-${n}gpu" "allreduce-late$late-plain-${n}gpu"
+        done
+    fi
+    if want algos; then
+        # a row per algorithm and size: its #wrong is column 7
+        wcol=7
+        for c in $colls; do
+            run "algos-$c-${n}gpu" "${mr[@]}" -x DFCCL_TUNER=model "$bench" -c "$c" --algos -b 8 -e 1G -f 8 -w 3 \
+                -n 10
+        done
+        wcol=8
+    fi
 done
 exit $rc
