@@ -5,7 +5,7 @@
 # every collective, on each rank count (one GPU per rank), with plots.
 #
 # usage: scripts/gpu-bench.sh -b BUILDDIR [-n "2 4"] [-o OUTDIR] [-c "allreduce ..."]
-#                              [-s "SECTION ..."]
+#                              [-s "SECTION ..."] [-C nccl|none]
 #
 #   -b BUILDDIR   a dfccl build directory configured with CUDA, NCCL, MPI and
 #                 UCX (the net transport and tools/bench/dfccl-ucx-bw)
@@ -15,6 +15,9 @@
 #   -s "S ..."    sections (default: all, in this order): colls cold net
 #                 disorder registered msccl trees straggler algos; a long
 #                 campaign split over several jobs runs a few at a time
+#   -C nccl|none  what dfccl is compared with in the same job (default nccl;
+#                 none: dfccl alone, e.g. ranks sharing one GPU, which NCCL
+#                 refuses)
 #
 # Sections, for each rank count:
 #   colls       every collective of -c, with NCCL;
@@ -39,7 +42,7 @@
 #
 # colls: 8 B to 64 KiB (factor 8, 200 timed
 # calls: latency) and 256 KiB to 1 GiB (factor 4, 50 timed calls:
-# bandwidth), both with --compare nccl, --plot and --stats (each size's
+# bandwidth), both with --compare nccl (-C), --plot and --stats (each size's
 # median, p99 and slowest call next to the mean: a mean of a few calls
 # moves with one slow call). Then, for allreduce: the cold latency
 # (--cold 3000, with --stats); on 2 ranks, the network transports forced on
@@ -65,6 +68,7 @@ out=${OUT:-.}
 colls="allreduce allgather reducescatter reduce broadcast alltoall alltoallv"
 all_sections="colls cold net disorder registered msccl trees straggler algos"
 sections=$all_sections
+cmp=(--compare nccl)
 while [ $# -gt 0 ]; do
     case "$1" in
     -b) build=$2; shift 2 ;;
@@ -72,6 +76,12 @@ while [ $# -gt 0 ]; do
     -o) out=$2; shift 2 ;;
     -c) colls=$2; shift 2 ;;
     -s) sections=$2; shift 2 ;;
+    -C) case "$2" in
+        none) cmp=() ;;
+        nccl) cmp=(--compare nccl) ;;
+        *) echo "gpu-bench: -C takes nccl or none, not $2" >&2; exit 2 ;;
+        esac
+        shift 2 ;;
     -h|--help) sed -n '3,/^set -u$/{/^set -u$/!p}' "$0"; exit 0 ;;
     *) echo "gpu-bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -157,21 +167,21 @@ for n in $ranks; do
     for c in $colls; do
         want colls || break
         run "$c-small-${n}gpu" "${mr[@]}" "$bench" -c "$c" -b 8 -e 64K -f 8 -w 20 -n 200 \
-            --compare nccl --stats --plot "$out/$c-small-${n}gpu.svg"
+            "${cmp[@]}" --stats --plot "$out/$c-small-${n}gpu.svg"
         run "$c-${n}gpu" "${mr[@]}" "$bench" -c "$c" -b 256K -e 1G -f 4 -w 3 -n 50 \
-            --compare nccl --stats --plot "$out/$c-${n}gpu.svg"
+            "${cmp[@]}" --stats --plot "$out/$c-${n}gpu.svg"
     done
     if want cold; then
         run "allreduce-cold-${n}gpu" "${mr[@]}" "$bench" -c allreduce -b 8 -e 64K -f 8 -w 5 \
-            -n 50 --cold 3000 --compare nccl --stats
+            -n 50 --cold 3000 "${cmp[@]}" --stats
     fi
     if [ "$n" = 2 ] && want net; then
         # every byte through a network transport: dfccl's UCX proxies, NCCL's net
         net=("${mr[@]}" -x DFCCL_NET=1 -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1)
         run "allreduce-net-small-2gpu" "${net[@]}" "$bench" -c allreduce -b 8 -e 64K -f 8 \
-            -w 20 -n 200 --compare nccl --stats
+            -w 20 -n 200 "${cmp[@]}" --stats
         run "allreduce-net-2gpu" "${net[@]}" "$bench" -c allreduce -b 256K -e 1G -f 4 -w 3 \
-            -n 10 --compare nccl --stats --plot "$out/allreduce-net-2gpu.svg"
+            -n 10 "${cmp[@]}" --stats --plot "$out/allreduce-net-2gpu.svg"
         net_ceiling
         # with a UCX built with CUDA (scripts/ucx-cuda.sh): the net's slots
         # on the GPU, and UCX's ceiling from GPU memory on the transports it
@@ -179,9 +189,9 @@ for n in $ranks; do
         if [ -n "${DFCCL_UCX_CUDA:-}" ]; then
             uc=(-x "LD_LIBRARY_PATH=$DFCCL_UCX_CUDA/libucx/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
             run "allreduce-net-gpumem-small-2gpu" "${net[@]}" "${uc[@]}" -x DFCCL_NET_MEM=device \
-                "$bench" -c allreduce -b 8 -e 64K -f 8 -w 20 -n 200 --compare nccl --stats
+                "$bench" -c allreduce -b 8 -e 64K -f 8 -w 20 -n 200 "${cmp[@]}" --stats
             run "allreduce-net-gpumem-2gpu" "${net[@]}" "${uc[@]}" -x DFCCL_NET_MEM=device \
-                "$bench" -c allreduce -b 256K -e 1G -f 4 -w 3 -n 10 --compare nccl --stats
+                "$bench" -c allreduce -b 256K -e 1G -f 4 -w 3 -n 10 "${cmp[@]}" --stats
             wcol=4
             run "ucx-bw-cuda-ucxcuda" "${mr[@]}" "${uc[@]}" \
                 -x UCX_TLS="${UCX_TLS:-tcp,sm,self},cuda_copy,cuda_ipc" "$ucxbw" -m cuda \
@@ -212,29 +222,29 @@ for n in $ranks; do
             files=${files:+$files:}$out/ap$1-${n}gpu.xml
         done
         run "allreduce-oneshot-${n}gpu" "${mr[@]}" -x DFCCL_ALGO=oneshot "$bench" -b 8 \
-            -e 256K -f 4 -w 20 -n 100 --compare nccl
+            -e 256K -f 4 -w 20 -n 100 "${cmp[@]}"
         run "allreduce-allpairs-${n}gpu" "${mr[@]}" -x DFCCL_MSCCL_XML_FILES="$files" \
-            "$bench" -b 8 -e 256K -f 4 -w 20 -n 100 --compare nccl
+            "$bench" -b 8 -e 256K -f 4 -w 20 -n 100 "${cmp[@]}"
         compare "allreduce-allpairs-${n}gpu" "allreduce-oneshot-${n}gpu"
         # large sizes: 32 rings; the bench registers a size at a time, and
         # the program's connectors at 1 GiB pass the default budget
         python3 "$gen" ring-allreduce --ranks "$n" --instances 32 --min-bytes 16777216 \
             -o "$out/ring32-${n}gpu.xml" || rc=1
         run "allreduce-ring-${n}gpu" "${mr[@]}" -x DFCCL_ALGO=ring -x NCCL_ALGO=Ring "$bench" \
-            -b 16M -e 1G -w 3 -n 10 --compare nccl
+            -b 16M -e 1G -w 3 -n 10 "${cmp[@]}"
         run "allreduce-ringprog-${n}gpu" "${mr[@]}" -x NCCL_ALGO=Ring \
             -x DFCCL_MSCCL_XML_FILES="$out/ring32-${n}gpu.xml" -x DFCCL_CONN_BUDGET=4G \
-            "$bench" -b 16M -e 1G -w 3 -n 10 --compare nccl
+            "$bench" -b 16M -e 1G -w 3 -n 10 "${cmp[@]}"
         compare "allreduce-ringprog-${n}gpu" "allreduce-ring-${n}gpu"
     fi
     if want trees; then
         for t in tree ctree; do
             run "allreduce-$t-${n}gpu" "${mr[@]}" -x DFCCL_ALGO=$t -x NCCL_ALGO=Tree "$bench" \
-                -b 256K -e 1G -f 4 -w 3 -n 10 --compare nccl --stats
+                -b 256K -e 1G -f 4 -w 3 -n 10 "${cmp[@]}" --stats
         done
         if ! want msccl; then
             run "allreduce-ring-${n}gpu" "${mr[@]}" -x DFCCL_ALGO=ring -x NCCL_ALGO=Ring \
-                "$bench" -b 256K -e 1G -f 4 -w 3 -n 10 --compare nccl
+                "$bench" -b 256K -e 1G -f 4 -w 3 -n 10 "${cmp[@]}"
         fi
     fi
     if want straggler; then
