@@ -382,8 +382,11 @@ dfccl_status_t dfccl_p2p_create(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg, si
 dfccl_status_t dfccl_p2p_attach(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg,
                                 const dfccl_conn_desc_t *desc);
 void dfccl_p2p_release(struct dfccl_rank_ctx *ctx, dfccl_seg_t *seg);
-/* 1 if this process's device can write into device `peer_device` */
-int dfccl_p2p_reachable(struct dfccl_rank_ctx *ctx, int peer_device);
+/* 1 if this process's device can write into a peer's device: its ordinal
+ * in the peer's process and its UUID (zeros: unknown, the ordinal is
+ * taken as ours) */
+int dfccl_p2p_reachable(struct dfccl_rank_ctx *ctx, int peer_device,
+                        const unsigned char peer_uuid[16]);
 #endif
 
 /* transport/net.c: the net (UCX) transport and its proxy thread */
@@ -702,6 +705,9 @@ struct dfccl_rank_ctx {
     const dfccl_backend_ops_t *be;
     dfccl_backend_t            backend;
     int                        device;
+    /* the GPU's UUID (CUDA backend; zeros elsewhere): ordinals name
+     * different GPUs in processes whose CUDA_VISIBLE_DEVICES differ */
+    unsigned char              device_uuid[16];
     void                      *be_priv;
     uint64_t                   uid;
 

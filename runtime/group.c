@@ -31,6 +31,7 @@ typedef struct {
     char     bell[64]; /* name of this rank's bell page, "" if it has none */
     int32_t  status;   /* DFCCL_OK, or why this rank cannot take part */
     int32_t  pad2;
+    unsigned char uuid[16]; /* its GPU's UUID (zeros on the host backend) */
 } dfccl_boot_info_t;
 
 #define DFCCL_BELL_BYTES 4096
@@ -540,7 +541,8 @@ static void dfccl_boot_attach(dfccl_group_boot_t b)
     /* Our segments are written by the previous rank, or by our proxy
      * (net): then they must be host memory (shm, registered with the GPU). */
     if (!g->prev_net && ctx->backend == DFCCL_BACKEND_CUDA &&
-        ctx->cfg.transport != DFCCL_TRANSPORT_SHM && dfccl_p2p_reachable(ctx, pv->device)) {
+        ctx->cfg.transport != DFCCL_TRANSPORT_SHM &&
+        dfccl_p2p_reachable(ctx, pv->device, pv->uuid)) {
         g->pool.transport = DFCCL_TRANSPORT_P2P;
     } else if (!g->prev_net && ctx->cfg.transport == DFCCL_TRANSPORT_P2P) {
         dfccl_boot_fail(b, dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclGroupCreate(%s): "
@@ -556,7 +558,7 @@ static void dfccl_boot_attach(dfccl_group_boot_t b)
 #ifdef HAVE_CUDART
         if (local && ctx->backend == DFCCL_BACKEND_CUDA) {
             local = g->pool.transport == DFCCL_TRANSPORT_P2P &&
-                    (i == rank || dfccl_p2p_reachable(ctx, b->all[i].device));
+                    (i == rank || dfccl_p2p_reachable(ctx, b->all[i].device, b->all[i].uuid));
         }
 #endif
     }
@@ -703,6 +705,7 @@ dfccl_status_t dfcclGroupBootStart(dfccl_rank_ctx_t ctx, int nranks, int rank,
     }
     b->me.backend = ctx->backend;
     b->me.device  = ctx->device;
+    memcpy(b->me.uuid, ctx->device_uuid, sizeof(b->me.uuid));
     dfccl_net_host_id(b->me.host_id, sizeof(b->me.host_id));
     b->me.gid = g->id;
     b->me.net = ctx->cfg.net != 0;
@@ -845,9 +848,11 @@ static dfccl_status_t dfccl_boot_finish(dfccl_group_boot_t b, const int32_t *wor
             g->all_local = g->all_local && words[i] > 0;
         }
         dfccl_group_links_nominal(g);
-        /* both ranks know both devices (exchange 1) */
+        /* both ranks know both GPUs (exchange 1), by UUID: ordinals of
+         * processes with different CUDA_VISIBLE_DEVICES do not compare */
         g->pair = n == 2 && g->all_local &&
-                  (g->ctx->backend == DFCCL_BACKEND_HOST || b->all[0].device != b->all[1].device);
+                  (g->ctx->backend == DFCCL_BACKEND_HOST ||
+                   memcmp(b->all[0].uuid, b->all[1].uuid, sizeof(b->all[0].uuid)) != 0);
         g->pool.attachers = g->all_local ? n - 1 : 1;
         dfccl_pool_unlink_dir(g);
         dfccl_shm_unlink(&g->bell_seg);

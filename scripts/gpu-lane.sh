@@ -43,6 +43,8 @@
 #      MPI_Init from the node-local rank: the collective matrix
 #      (test/mpi/test_coll --device, 2, 3 and 4 ranks), then with 2 ranks and
 #      each count of -r: every other MPI collective (test_allcolls --device),
+#      the collective matrix again with each rank seeing only its own GPU
+#      (CUDA_VISIBLE_DEVICES per rank, P2P forced),
 #      every CUDA memory kind (test_memkinds), a thread that never selects a
 #      device (test_thread_nodevice --device), a mismatched count under
 #      MPI_ERRORS_RETURN and MPI_ERRORS_ARE_FATAL (test_errors --device),
@@ -295,6 +297,14 @@ if want mpi; then
         mpi_cmd "$n"
         step "mpi-test_allcolls-device-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
             test/mpi/test_allcolls --device
+        # each rank sees only its own GPU, as under Slurm's --gpus-per-task
+        # or a per-rank wrapper script: every rank's GPU is its device 0, so
+        # the peers' GPUs are known by UUID, and reached by P2P (forced: a
+        # rank that cannot find the path fails the job)
+        step "mpi-test_coll-own-gpu-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
+            --mca coll_dfccl_transport p2p bash -c \
+            'export CUDA_VISIBLE_DEVICES=$((OMPI_COMM_WORLD_LOCAL_RANK % $0)); exec "$@"' \
+            "$ngpu" test/mpi/test_coll --device
         step "mpi-test_memkinds-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
             test/mpi/test_memkinds
         step "mpi-test_thread_nodevice-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \

@@ -139,6 +139,17 @@ static void dfccl_cuda_fini(struct dfccl_rank_ctx *ctx)
     ctx->be_priv = NULL;
 }
 
+/* The UUID of visible device `dev`, which names the same GPU in every
+ * process of the machine whatever its CUDA_VISIBLE_DEVICES. */
+dfccl_status_t dfccl_cuda_uuid(int dev, unsigned char uuid[16])
+{
+    struct cudaDeviceProp p;
+
+    DFCCL_CHECK(DFCCL_CUDA(cudaGetDeviceProperties(&p, dev)));
+    memcpy(uuid, p.uuid.bytes, 16);
+    return DFCCL_OK;
+}
+
 static dfccl_status_t dfccl_cuda_init(struct dfccl_rank_ctx *ctx)
 {
     dfccl_cuda_be_t *h;
@@ -156,6 +167,7 @@ static dfccl_status_t dfccl_cuda_init(struct dfccl_rank_ctx *ctx)
         return dfccl_error(DFCCL_ERR_UNSUPPORTED, "dfcclInit: device %d cannot map host "
                            "memory, which the daemon's queues need", dev);
     }
+    DFCCL_CHECK(dfccl_cuda_uuid(dev, ctx->device_uuid));
     h = calloc(1, sizeof(*h));
     if (h == NULL) {
         return dfccl_error(DFCCL_ERR_NO_MEMORY, "cuda backend: out of host memory");

@@ -31,6 +31,9 @@
 dfccl_status_t dfccl_cuda_device_enter(const struct dfccl_rank_ctx *ctx, int *prev_p);
 void dfccl_cuda_device_leave(const struct dfccl_rank_ctx *ctx, int prev);
 
+/* The UUID of visible device `dev` (cudaDeviceProp.uuid). */
+dfccl_status_t dfccl_cuda_uuid(int dev, unsigned char uuid[16]);
+
 /* Zero `bytes` of device memory through the backend's private stream. */
 dfccl_status_t dfccl_cuda_memset(struct dfccl_rank_ctx *ctx, void *ptr, size_t bytes);
 

@@ -11,7 +11,9 @@
  */
 #include "../backend/cuda_int.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -149,11 +151,125 @@ static int peer_enable(int device, int peer_device)
     return 1;
 }
 
-int dfccl_p2p_reachable(struct dfccl_rank_ctx *ctx, int peer_device)
+/*
+ * A peer's GPU that CUDA_VISIBLE_DEVICES hides from this process (as
+ * Slurm's --gpus-per-task and per-rank wrapper scripts do) has no ordinal
+ * here, so CUDA cannot say whether we reach it; CUDA IPC still maps its
+ * memory where the two GPUs have peer access. NVML sees every GPU of the
+ * machine by UUID: it is the driver's own library, opened at run time so
+ * that dfccl neither links it nor needs its header (the few declarations
+ * below are its stable C interface).
+ */
+typedef struct dfccl_nvml_dev *dfccl_nvml_dev_t;
+#define DFCCL_NVML_P2P_WRITE 1 /* NVML_P2P_CAPS_INDEX_WRITE */
+static struct {
+    pthread_once_t once;
+    int (*get_by_uuid)(const char *, dfccl_nvml_dev_t *);
+    int (*p2p_status)(dfccl_nvml_dev_t, dfccl_nvml_dev_t, int, int *);
+} nvml = {PTHREAD_ONCE_INIT, NULL, NULL};
+
+static void nvml_open(void)
 {
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    int (*init)(void);
+
+    if (h == NULL) {
+        return;
+    }
+    *(void **)&init              = dlsym(h, "nvmlInit_v2");
+    *(void **)&nvml.get_by_uuid  = dlsym(h, "nvmlDeviceGetHandleByUUID");
+    *(void **)&nvml.p2p_status   = dlsym(h, "nvmlDeviceGetP2PStatus");
+    if (init == NULL || nvml.get_by_uuid == NULL || nvml.p2p_status == NULL || init() != 0) {
+        nvml.get_by_uuid = NULL;
+        nvml.p2p_status  = NULL;
+    }
+}
+
+/* NVML's name of a GPU: "GPU-" and the UUID's bytes in 8-4-4-4-12 groups. */
+static void nvml_uuid_name(const unsigned char u[16], char name[48])
+{
+    char *p = name + sprintf(name, "GPU-");
+
+    for (int i = 0; i < 16; i++) {
+        p += sprintf(p, "%s%02x", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
+    }
+}
+
+/* 1 if NVML says GPU `from` can write into GPU `to`; 0 if it says not, or
+ * cannot say (no NVML). */
+static int nvml_p2p_write(const unsigned char from[16], const unsigned char to[16])
+{
+    char a[48], b[48];
+    dfccl_nvml_dev_t da, db;
+    int status = -1;
+
+    pthread_once(&nvml.once, nvml_open);
+    if (nvml.p2p_status == NULL) {
+        return 0;
+    }
+    nvml_uuid_name(from, a);
+    nvml_uuid_name(to, b);
+    return nvml.get_by_uuid(a, &da) == 0 && nvml.get_by_uuid(b, &db) == 0 &&
+           nvml.p2p_status(da, db, DFCCL_NVML_P2P_WRITE, &status) == 0 && status == 0;
+}
+
+/* The visible GPUs' UUIDs, read once: cudaGetDeviceProperties is slow. */
+static struct {
+    pthread_once_t once;
+    int            n;
+    unsigned char  uuid[DFCCL_PEER_MAX_DEVICES][16];
+} visible = {PTHREAD_ONCE_INIT, 0, {{0}}};
+
+static void visible_read(void)
+{
+    int n = 0;
+
+    if (DFCCL_CUDA(cudaGetDeviceCount(&n)) != DFCCL_OK) {
+        return;
+    }
+    n = n < DFCCL_PEER_MAX_DEVICES ? n : DFCCL_PEER_MAX_DEVICES;
+    for (int d = 0; d < n; d++) {
+        if (dfccl_cuda_uuid(d, visible.uuid[d]) != DFCCL_OK) {
+            return;
+        }
+        visible.n = d + 1;
+    }
+}
+
+/* The ordinal here of the GPU with UUID `uuid`, or -1 if it is hidden. */
+static int p2p_ordinal_of(const unsigned char uuid[16])
+{
+    pthread_once(&visible.once, visible_read);
+    for (int d = 0; d < visible.n; d++) {
+        if (memcmp(visible.uuid[d], uuid, 16) == 0) {
+            return d;
+        }
+    }
+    return -1;
+}
+
+int dfccl_p2p_reachable(struct dfccl_rank_ctx *ctx, int peer_device,
+                        const unsigned char peer_uuid[16])
+{
+    static const unsigned char none[16];
     int can = 0, prev;
 
-    if (peer_device == ctx->device) {
+    if (memcmp(peer_uuid, none, 16) != 0) {
+        if (memcmp(peer_uuid, ctx->device_uuid, 16) == 0) {
+            return 1; /* another process on our GPU: IPC works */
+        }
+        peer_device = p2p_ordinal_of(peer_uuid);
+        if (peer_device < 0) {
+            can = nvml_p2p_write(peer_uuid, ctx->device_uuid) &&
+                  nvml_p2p_write(ctx->device_uuid, peer_uuid);
+            dfccl_info("p2p transport: a peer's GPU is hidden from device %d by "
+                       "CUDA_VISIBLE_DEVICES; %s", ctx->device,
+                       can ? "NVML reports peer access both ways: CUDA IPC maps its memory"
+                           : "NVML does not report peer access both ways (or is missing): "
+                             "shared host memory instead");
+            return can;
+        }
+    } else if (peer_device == ctx->device) {
         return 1; /* another process on the same device: IPC works */
     }
     if (peer_device < 0 ||
