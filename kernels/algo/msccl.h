@@ -232,6 +232,8 @@ DFCCL_F_DEVICE int dfccl_msccl_run(dfccl_exec_t *x)
                     return rc;
                 }
             }
+            /* a diagnostic build's stages: step k of the first loop done */
+            DFCCL_STAMP(x->ctl, DFCCL_STAGE_SENT0 + DFCCL_MIN(x->dyn.step, 5u));
             if (s->hasdep) {
                 dfccl_ms_publish(x, &tb->done[tb->tb],
                                  base + 2 + (uint64_t)x->dyn.loop * (uint64_t)tb->nsteps +
