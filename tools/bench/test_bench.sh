@@ -6,7 +6,8 @@
 # the registration report, and bad command lines that must fail with one
 # message naming the option; --model's table; --algos' table of every
 # algorithm per size; scripts/demo.sh --help; dfccl-ucx-bw's table and
-# its refusals, where it was built (MPI and UCX).
+# its refusals, where it was built (MPI and UCX); dfccl-pybench.py --host
+# through the coll component, where Open MPI, mpi4py and NumPy are.
 # Two MPI ranks when the bench was built with MPI, one process otherwise.
 set -u
 bench=${DFCCL_BENCH:-$(dirname "$0")/dfccl-bench}
@@ -221,6 +222,122 @@ else
         { [ $rc -eq 0 ] && awk '$1 == 8 && $4 == 0 { ok = 1 } END { exit !ok }' "$out"; }
     verdict $? "dfccl-ucx-bw -m cuda: exit $rc (3: refused with its reason, 0: a checked row)" \
                "$(grep -m1 '^dfccl-ucx-bw: -m cuda' "$out")"
+fi
+
+# dfccl-pybench.py --host: mpi4py on NumPy arrays through the dfccl coll
+# component's host backend (coll_dfccl_backend host), 2 ranks, each
+# collective it times at 3 sizes. Each run must exit 0 with a row per size
+# and no wrong element, and both ranks' statistics lines of the component
+# (coll_dfccl_verbose 1) must count collectives: dfccl ran them. A backend
+# that --backends names and that cannot be imported is refused (exit 3) in
+# one line that names it: a torch.py on PYTHONPATH that raises ImportError
+# hides torch, whatever this machine has installed. A wrong result fails
+# the run (exit 1) and is counted: a sitecustomize.py on PYTHONPATH puts in
+# MPI.COMM_WORLD's place a communicator whose Allgather adds 1 to the first
+# element rank 1 receives (the bench has no hook of its own for that). And
+# two mistakes in the command line, refused with exit 2 in one line each.
+# Skipped without a python3 that imports mpi4py and NumPy, without mpirun,
+# or without the component (built with Open MPI only).
+pybench=${DFCCL_PYBENCH:-$(cd "$(dirname "$0")" && pwd)/dfccl-pybench.py}
+comp=${DFCCL_COMPONENT_DIR:-$(dirname "$bench")/../../ompi_coll_dfccl/.libs}
+py=
+for p in ${DFCCL_PYTHON:-} python3 /usr/bin/python3; do
+    if "$p" -c 'import mpi4py, numpy' >/dev/null 2>&1; then
+        py=$p
+        break
+    fi
+done
+if [ -z "$py" ]; then
+    echo "SKIP: dfccl-pybench (no python3 imports mpi4py and numpy: apt-get install" \
+         "python3-mpi4py python3-numpy, or set DFCCL_PYTHON)"
+elif ! command -v mpirun >/dev/null 2>&1; then
+    echo "SKIP: dfccl-pybench (no mpirun)"
+elif [ ! -f "$comp/mca_coll_dfccl.so" ]; then
+    echo "SKIP: dfccl-pybench ($comp/mca_coll_dfccl.so not built: it needs Open MPI)"
+else
+    sysdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null |
+             sed -n 's/^path:pkglibdir://p')
+    stub=$(mktemp -d)
+    pypath= # put before PYTHONPATH for a run, when set
+    # pyrun ARGS...: the bench on 2 ranks, the component on its host backend
+    pyrun() {
+        (
+            pp=${PYTHONPATH:-}
+            [ -z "$pypath" ] || pp=$pypath${pp:+:$pp}
+            [ -z "$pp" ] || export PYTHONPATH="$pp"
+            OMPI_MCA_mca_base_component_path="$comp${sysdir:+:$sysdir}"
+            export OMPI_MCA_mca_base_component_path
+            timeout -k 5 "$limit" mpirun --oversubscribe -np 2 --mca coll_dfccl_backend host \
+                --mca coll_dfccl_verbose 1 "$py" "$pybench" "$@" >"$out" 2>&1
+        )
+    }
+    # pyrows W: the sizes of the rows (got), and how many rows have
+    # something other than W in column 6, dfccl's wrong elements (off)
+    pyrows() {
+        got=$(awk '$1 ~ /^[0-9]+$/ { printf "%s%s", sep, $1; sep = " " }' "$out")
+        off=$(awk -v w="$1" '$1 ~ /^[0-9]+$/ && $6 != w' "$out" | wc -l)
+    }
+    for c in allreduce allgather reducescatter broadcast alltoall; do
+        pyrun --host -c $c -b 64 -e 64K -f 16 -w 1 -n 3
+        rc=$?
+        pyrows 0
+        ran=$(grep '^dfccl: rank [01]: collectives' "$out" | awk '$5 > 0' | wc -l)
+        [ $rc -eq 0 ] && [ "$got" = "64 1024 16384" ] && [ "$off" -eq 0 ] && [ "$ran" -eq 2 ]
+        verdict $? "dfccl-pybench --host -c $c: exit $rc, rows for sizes '$got' (64 1024" \
+                   "16384), $off with wrong elements, collectives run by dfccl on $ran of 2" \
+                   "ranks"
+    done
+
+    mkdir "$stub/hidden" "$stub/faulty"
+    printf 'raise ImportError("hidden by test_bench.sh")\n' >"$stub/hidden/torch.py"
+    pypath=$stub/hidden
+    pyrun --backends torch -b 64 -e 64
+    rc=$?
+    pypath=
+    lines=$(grep -c '^dfccl-pybench: ' "$out")
+    [ $rc -eq 3 ] && [ "$lines" -eq 1 ] &&
+        grep -q '^dfccl-pybench: --backends torch: cannot import torch (hidden by' "$out"
+    verdict $? "dfccl-pybench --backends torch, torch missing: exit $rc (3)," \
+               "$(grep -m1 '^dfccl-pybench: ' "$out")"
+
+    cat >"$stub/faulty/sitecustomize.py" <<'EOF'
+from mpi4py import MPI
+
+
+class FaultyWorld(MPI.Intracomm):
+    """A world whose Allgather gets one element wrong on rank 1."""
+
+    def Allgather(self, sendbuf, recvbuf):
+        super().Allgather(sendbuf, recvbuf)
+        if self.Get_rank() == 1:
+            recvbuf[0] += 1
+
+
+MPI.COMM_WORLD = FaultyWorld(MPI.COMM_WORLD)
+EOF
+    pypath=$stub/faulty
+    pyrun --host -c allgather -b 64 -e 64K -f 16 -w 1 -n 3
+    rc=$?
+    pypath=
+    pyrows 1
+    [ $rc -eq 1 ] && [ "$got" = "64 1024 16384" ] && [ "$off" -eq 0 ] &&
+        grep -q '^# dfccl-pybench: WRONG RESULTS: dfccl 3 elements' "$out"
+    verdict $? "dfccl-pybench, an Allgather wrong by one element: exit $rc (1), rows for" \
+               "sizes '$got', $off without exactly 1 wrong element"
+
+    pybad() { # needle args...
+        needle=$1
+        shift
+        pyrun "$@"
+        rc=$?
+        lines=$(grep -c '^dfccl-pybench: ' "$out")
+        [ $rc -eq 2 ] && [ "$lines" -eq 1 ] && grep -q -- "$needle" "$out" &&
+            ! grep -q '^ *[0-9][0-9]* ' "$out"
+        verdict $? "dfccl-pybench $* refused: exit $rc (2), $(grep -m1 '^dfccl-pybench: ' "$out")"
+    }
+    pybad "invalid choice: 'gather'" --host -c gather
+    pybad 'runs the dfccl backend only .*not torch' --host --backends dfccl,torch
+    rm -rf "$stub"
 fi
 
 # A mistake in the command line (issue 55, item 12): refused (exit status
