@@ -145,10 +145,16 @@ static const char *const type_names[] = {"int8", "uint8", "int32", "uint32", "in
                                          "uint64", "half", "bfloat16", "float", "double"};
 static const char *const op_names[]   = {"sum", "prod", "min", "max", "avg"};
 
-static void bench_die(const char *fmt, const char *arg)
+static void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void bench_die(const char *fmt, ...)
 {
+    va_list ap;
+
     fprintf(stderr, "dfccl-bench: ");
-    fprintf(stderr, fmt, arg);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fprintf(stderr, "\n");
 #ifdef DFCCL_BENCH_MPI
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -330,7 +336,7 @@ static void bench_copy(bench_t *b, void *dst, const void *src, size_t bytes)
          * before its data lands, and the daemon is not ordered after it */
         if (cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) != cudaSuccess ||
             cudaStreamSynchronize(cudaStreamLegacy) != cudaSuccess) {
-            bench_die("cudaMemcpy failed%s", "");
+            bench_die("cudaMemcpy failed");
         }
         return;
     }
@@ -471,7 +477,7 @@ static size_t bench_a2a_layout(bench_t *b, const bench_opts_t *o, size_t c)
         got += b->rcnt[q];
     }
     if (sent != c * (size_t)b->nranks || got != sent) {
-        bench_die("alltoallv's counts do not add up to n times the count per pair%s", "");
+        bench_die("alltoallv's counts do not add up to n times the count per pair");
     }
     return sent;
 }
@@ -1167,7 +1173,7 @@ static int bench_registered(bench_t *b, bench_opts_t *o)
 
     ids = calloc((size_t)n, sizeof(*ids));
     if (ids == NULL) {
-        bench_die("out of host memory%s", "");
+        bench_die("out of host memory");
     }
     for (bytes = o->min_bytes; bytes <= o->max_bytes && nsizes < 64; bytes *= 4) {
         bench_counts(o, b->nranks, bytes, &count, &reg[nsizes], &in[nsizes], &out[nsizes]);
@@ -1497,7 +1503,7 @@ int main(int argc, char **argv)
     }
     b.on_gpu = dfcclGetBackend(b.ctx) == DFCCL_BACKEND_CUDA;
     if (o.nccl && !b.on_gpu) {
-        bench_die("--compare nccl needs the CUDA backend%s", "");
+        bench_die("--compare nccl needs the CUDA backend");
     }
     if (!max_set) {
         /* --disorder: a round's N outputs together take the usual limit */
@@ -1535,7 +1541,7 @@ int main(int argc, char **argv)
     b.calls = malloc((size_t)o.iters * sizeof(double));
     b.scnt  = calloc(4 * (size_t)b.nranks, sizeof(size_t));
     if (b.host == NULL || b.calls == NULL || b.scnt == NULL) {
-        bench_die("out of host memory%s", "");
+        bench_die("out of host memory");
     }
     b.sdsp = b.scnt + b.nranks;
     b.rcnt = b.sdsp + b.nranks;
@@ -1549,7 +1555,7 @@ int main(int argc, char **argv)
         MPI_Bcast(&uid, sizeof(uid), MPI_BYTE, 0, MPI_COMM_WORLD);
         if (ncclCommInitRank(&b.comm, b.nranks, uid, b.rank) != ncclSuccess ||
             cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking) != cudaSuccess) {
-            bench_die("NCCL initialization failed%s", "");
+            bench_die("NCCL initialization failed");
         }
     }
 #endif
@@ -1628,7 +1634,7 @@ int main(int argc, char **argv)
                  b.nranks, b.on_gpu ? "cuda" : "host");
         b.plot = bench_plot_new(title);
         if (b.plot == NULL) {
-            bench_die("--plot: out of memory%s", "");
+            bench_die("--plot: out of memory");
         }
     }
     for (bytes = o.min_bytes; bytes <= o.max_bytes && b.nids + 64 <= 1024;) {
