@@ -3,7 +3,8 @@
  * dfccl-bench: nccl-tests-style bandwidth tables for dfccl collectives.
  *
  *   mpirun -np N dfccl-bench [-c allreduce] [-t float] [-o sum] [-b 8] [-e 1G]
- *                            [-f 2] [-w 5] [-n 20] [-r root] [--compare nccl]
+ *                            [-f 2] [-w 5] [-n 20] [-r root]
+ *                            [--compare nccl[,nccl-sym][,nccl-graph] | nccl-best]
  *
  * One line per size: size (bytes), count (elements), type, op, time (us per
  * call, the slowest rank's mean), algbw = size / time and busbw = algbw times
@@ -29,7 +30,17 @@
  * cudaStreamSynchronize. With --compare nccl (built when configure finds
  * NCCL), NCCL runs the same collective on the same buffers in the same
  * process (NVLink multicast off), and the table adds NCCL's columns and the
- * ratio of NCCL's time to dfccl's (above 1: dfccl is faster).
+ * ratio of NCCL's time to dfccl's (above 1: dfccl is faster). --compare
+ * takes a comma-separated list of NCCL's variants, each timed and checked
+ * alike: nccl (that plain call), nccl-sym (the call on buffers of its own
+ * from ncclMemAlloc, registered once as symmetric windows, where NCCL 2.27.3
+ * and later run symmetric kernels), nccl-graph (the call captured once per
+ * size in a CUDA graph, and each timed call a cudaGraphLaunch then the
+ * synchronize), and nccl-best for all three. With any variant but nccl
+ * alone, NCCL's columns are those of the fastest variant at the size (the
+ * ratio is against it; #wrong adds up all of theirs), then its name and
+ * each variant's time. A variant that cannot run says so on one line and
+ * shows '-'.
  *
  * --disorder N times rounds of N collectives per size posted in one order on
  * every rank against rounds in a random order per rank (what deadlocks a
@@ -78,7 +89,19 @@
 #if defined(HAVE_NCCL) && defined(DFCCL_BENCH_MPI)
 #define DFCCL_BENCH_NCCL 1
 #include <nccl.h>
+/* nccl-sym: symmetric windows came with NCCL 2.27.3 */
+#if defined(NCCL_VERSION) && defined(NCCL_VERSION_CODE)
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 3)
+#define DFCCL_BENCH_NCCL_SYM 1
 #endif
+#endif
+#endif
+
+/* --compare's NCCL variants, in the order they run and their columns lie */
+enum { BENCH_NCCL_PLAIN, BENCH_NCCL_SYM, BENCH_NCCL_GRAPH, BENCH_NCCL_NVARIANTS };
+#define BENCH_NCCL_BIT(_v) (1 << (_v))
+#define BENCH_NCCL_ALL     (BENCH_NCCL_BIT(BENCH_NCCL_NVARIANTS) - 1)
+static const char *const nccl_variant_names[] = {"nccl", "nccl-sym", "nccl-graph"};
 
 typedef struct {
     int    coll;    /* dfccl_coll_kind_t: allreduce, allgather, reducescatter, reduce,
@@ -90,7 +113,7 @@ typedef struct {
     double factor;
     int    warmup, iters;
     int    check;
-    int    nccl;
+    int    nccl;    /* --compare: the NCCL variants to run (BENCH_NCCL_BIT each), 0: none */
     int    cold_us; /* > 0: idle this long before every timed call */
     int    late_us; /* > 0: the last rank idles this long before every timed call */
     int    straggler; /* --straggler: allreduces registered with DFCCL_COLL_STRAGGLER */
@@ -122,6 +145,15 @@ typedef struct {
 #ifdef DFCCL_BENCH_NCCL
     ncclComm_t       comm;
     cudaStream_t     stream;
+    int              nccl_off;     /* the variants that cannot run (BENCH_NCCL_BIT each) */
+    void            *sym_sbuf, *sym_rbuf; /* nccl-sym's buffers, sym_bytes each */
+    size_t           sym_bytes;
+    int              sym_windows;  /* every rank registered both as windows */
+#ifdef DFCCL_BENCH_NCCL_SYM
+    ncclWindow_t     sym_swin, sym_rwin;
+#endif
+    cudaGraph_t      graph;        /* nccl-graph: the size's call, captured */
+    cudaGraphExec_t  graph_exec;
 #endif
 } bench_t;
 
@@ -222,6 +254,39 @@ static int bench_pick(const char *s, const char *const *names, int n, const char
     }
     bench_usage_error("%s: unknown %s '%s'; the %ss are %s", opt, what, s, what, list);
     return -1;
+}
+
+/* --compare's comma-separated list: a mask of the variants it names
+ * (BENCH_NCCL_BIT each; nccl-best: all), or a usage error naming them. */
+static int bench_parse_compare(const char *list)
+{
+    const char *p = list;
+    int mask = 0;
+
+    for (;;) {
+        const size_t len = strcspn(p, ",");
+        int v;
+
+        for (v = 0; v < BENCH_NCCL_NVARIANTS; v++) {
+            if (strlen(nccl_variant_names[v]) == len &&
+                strncmp(p, nccl_variant_names[v], len) == 0) {
+                mask |= BENCH_NCCL_BIT(v);
+                break;
+            }
+        }
+        if (v == BENCH_NCCL_NVARIANTS) {
+            if (len != strlen("nccl-best") || strncmp(p, "nccl-best", len) != 0) {
+                bench_usage_error("--compare: unknown variant '%.*s' in '%s'; the variants are "
+                                  "nccl, nccl-sym, nccl-graph and nccl-best (all three), "
+                                  "comma-separated", (int)len, p, list);
+            }
+            mask |= BENCH_NCCL_ALL;
+        }
+        if (p[len] == '\0') {
+            return mask;
+        }
+        p += len + 1;
+    }
 }
 
 /* An integer option in [lo, hi], or a usage error naming the option. */
@@ -660,23 +725,216 @@ static ncclResult_t bench_nccl_alltoall(bench_t *b, ncclDataType_t t, size_t esz
     return r != ncclSuccess ? r : end;
 }
 
-static void bench_nccl_run(bench_t *b, const bench_opts_t *o, size_t reg)
+/* What a failed collective of o->coll was called, for its message. */
+static const char *const nccl_call_names[] = {"ncclAllReduce",     "ncclAllGather",
+                                              "ncclReduceScatter", "ncclReduce",
+                                              "ncclBroadcast",     "ncclSend/ncclRecv group",
+                                              "ncclSend/ncclRecv group"};
+
+/* A CUDA or NCCL call of the comparison that failed, named as written:
+ * fatal ends the run, else it is said and the caller goes on (teardown). */
+static void bench_call_failed(const char *call, const char *err, int fatal)
+{
+    if (fatal) {
+        bench_die("%s failed: %s", call, err);
+    }
+    fprintf(stderr, "dfccl-bench: %s failed: %s\n", call, err);
+}
+
+#define BENCH_CUDA(_call, _fatal)                                              \
+    do {                                                                       \
+        cudaError_t _e = (_call);                                              \
+        if (_e != cudaSuccess) {                                               \
+            bench_call_failed(#_call, cudaGetErrorString(_e), (_fatal));       \
+        }                                                                      \
+    } while (0)
+
+#define BENCH_NCCL(_call, _fatal)                                              \
+    do {                                                                       \
+        ncclResult_t _r = (_call);                                             \
+        if (_r != ncclSuccess) {                                               \
+            bench_call_failed(#_call, ncclGetErrorString(_r), (_fatal));       \
+        }                                                                      \
+    } while (0)
+
+/* The collective on b->sbuf and b->rbuf, enqueued on the stream. */
+static ncclResult_t bench_nccl_post(bench_t *b, const bench_opts_t *o, size_t reg)
 {
     ncclDataType_t t = nccl_types[o->dtype];
     ncclRedOp_t op   = nccl_ops[o->op];
-    ncclResult_t r;
 
     switch (o->coll) {
-    case 0: r = ncclAllReduce(b->sbuf, b->rbuf, reg, t, op, b->comm, b->stream); break;
-    case 1: r = ncclAllGather(b->sbuf, b->rbuf, reg, t, b->comm, b->stream); break;
-    case 2: r = ncclReduceScatter(b->sbuf, b->rbuf, reg, t, op, b->comm, b->stream); break;
-    case 3: r = ncclReduce(b->sbuf, b->rbuf, reg, t, op, o->root, b->comm, b->stream); break;
-    case 5: case 6: r = bench_nccl_alltoall(b, t, dfccl_dtype_size(o->dtype)); break;
-    default: r = ncclBroadcast(b->sbuf, b->rbuf, reg, t, o->root, b->comm, b->stream); break;
+    case 0: return ncclAllReduce(b->sbuf, b->rbuf, reg, t, op, b->comm, b->stream);
+    case 1: return ncclAllGather(b->sbuf, b->rbuf, reg, t, b->comm, b->stream);
+    case 2: return ncclReduceScatter(b->sbuf, b->rbuf, reg, t, op, b->comm, b->stream);
+    case 3: return ncclReduce(b->sbuf, b->rbuf, reg, t, op, o->root, b->comm, b->stream);
+    case 5: case 6: return bench_nccl_alltoall(b, t, dfccl_dtype_size(o->dtype));
+    default: return ncclBroadcast(b->sbuf, b->rbuf, reg, t, o->root, b->comm, b->stream);
     }
-    if (r != ncclSuccess || cudaStreamSynchronize(b->stream) != cudaSuccess) {
-        bench_die("nccl collective failed: %s", ncclGetErrorString(r));
+}
+
+/* One call of variant v, timed as dfccl's run and wait are: the collective
+ * (nccl-graph: a launch of the size's graph), then the stream synchronized. */
+static void bench_nccl_run(bench_t *b, const bench_opts_t *o, int v, size_t reg)
+{
+    if (v == BENCH_NCCL_GRAPH) {
+        BENCH_CUDA(cudaGraphLaunch(b->graph_exec, b->stream), 1);
+    } else {
+        ncclResult_t r = bench_nccl_post(b, o, reg);
+
+        if (r != ncclSuccess) {
+            bench_die("%s (--compare %s) failed: %s", nccl_call_names[o->coll],
+                      nccl_variant_names[v], ncclGetErrorString(r));
+        }
     }
+    BENCH_CUDA(cudaStreamSynchronize(b->stream), 1);
+}
+
+/*
+ * Whether variant v can run on every rank: `why` is this rank's reason it
+ * cannot, or empty. If any rank cannot, rank 0 says so in one line, with
+ * the first such rank's reason, and the variant is off from here on (its
+ * column shows -). `where` (may be empty) says from which size.
+ */
+static int bench_nccl_agree(bench_t *b, int v, const char *where, const char *why)
+{
+    int mine = why[0] != '\0' ? b->rank : b->nranks, first;
+    char msg[256];
+
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first == b->nranks) {
+        return 1;
+    }
+    snprintf(msg, sizeof(msg), "%s", why);
+    MPI_Bcast(msg, (int)sizeof(msg), MPI_CHAR, first, MPI_COMM_WORLD);
+    if (b->rank == 0) {
+        printf("# --compare %s cannot run%s on rank %d: %s; its column shows -\n",
+               nccl_variant_names[v], where, first, msg);
+        fflush(stdout);
+    }
+    b->nccl_off |= BENCH_NCCL_BIT(v);
+    return 0;
+}
+
+/* nccl-graph: the size's collective (an all-to-all's whole group) captured
+ * on the stream and instantiated, before its timed calls. On failure, why
+ * gets this rank's reason and nothing is kept. */
+static void bench_graph_capture(bench_t *b, const bench_opts_t *o, size_t reg, char *why,
+                                size_t len)
+{
+    cudaError_t e;
+    ncclResult_t r;
+
+    /* thread-local: dfccl's own threads go on using CUDA meanwhile */
+    e = cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) {
+        snprintf(why, len, "cudaStreamBeginCapture failed: %s", cudaGetErrorString(e));
+        return;
+    }
+    r = bench_nccl_post(b, o, reg);
+    e = cudaStreamEndCapture(b->stream, &b->graph); /* always, to end the capture */
+    if (r != ncclSuccess) {
+        snprintf(why, len, "%s failed while captured: %s", nccl_call_names[o->coll],
+                 ncclGetErrorString(r));
+    } else if (e != cudaSuccess) {
+        snprintf(why, len, "cudaStreamEndCapture failed: %s", cudaGetErrorString(e));
+    } else if ((e = cudaGraphInstantiateWithFlags(&b->graph_exec, b->graph, 0)) !=
+               cudaSuccess) {
+        b->graph_exec = NULL;
+        snprintf(why, len, "cudaGraphInstantiateWithFlags failed: %s", cudaGetErrorString(e));
+    } else {
+        return;
+    }
+    if (b->graph != NULL) {
+        BENCH_CUDA(cudaGraphDestroy(b->graph), 0);
+        b->graph = NULL;
+    }
+}
+
+/* nccl-graph: the size's graph, once its calls are done. */
+static void bench_graph_free(bench_t *b)
+{
+    if (b->graph_exec != NULL) {
+        BENCH_CUDA(cudaGraphExecDestroy(b->graph_exec), 1);
+        b->graph_exec = NULL;
+    }
+    if (b->graph != NULL) {
+        BENCH_CUDA(cudaGraphDestroy(b->graph), 1);
+        b->graph = NULL;
+    }
+}
+
+/*
+ * nccl-sym's buffers: a send and a receive buffer of `bytes` (-e, rounded
+ * up to a page) from ncclMemAlloc, each registered as a symmetric window.
+ * Registration is collective: the ranks first agree that each has its
+ * memory, then that each has both windows. If any cannot, the variant is
+ * off; windows some ranks did get go with the communicator.
+ */
+static void bench_sym_setup(bench_t *b, size_t bytes)
+{
+    char why[256] = "";
+#ifdef DFCCL_BENCH_NCCL_SYM
+    int ver = 0;
+    ncclResult_t r;
+
+    b->sym_bytes = (bytes + 4095) & ~(size_t)4095; /* NCCL_WIN_REQUIRED_ALIGNMENT in 2.28 */
+    if ((r = ncclGetVersion(&ver)) != ncclSuccess) {
+        snprintf(why, sizeof(why), "ncclGetVersion failed: %s", ncclGetErrorString(r));
+    } else if (ver < NCCL_VERSION(2, 27, 3)) {
+        snprintf(why, sizeof(why), "the NCCL library loaded is %d.%d.%d, and symmetric "
+                 "windows need 2.27.3 or later", ver / 10000, ver / 100 % 100, ver % 100);
+    } else if ((r = ncclMemAlloc(&b->sym_sbuf, b->sym_bytes)) != ncclSuccess ||
+               (r = ncclMemAlloc(&b->sym_rbuf, b->sym_bytes)) != ncclSuccess) {
+        snprintf(why, sizeof(why), "ncclMemAlloc of %zu bytes failed: %s", b->sym_bytes,
+                 ncclGetErrorString(r));
+    }
+    if (!bench_nccl_agree(b, BENCH_NCCL_SYM, "", why)) {
+        return;
+    }
+    r = ncclCommWindowRegister(b->comm, b->sym_sbuf, b->sym_bytes, &b->sym_swin,
+                               NCCL_WIN_COLL_SYMMETRIC);
+    if (r == ncclSuccess) {
+        r = ncclCommWindowRegister(b->comm, b->sym_rbuf, b->sym_bytes, &b->sym_rwin,
+                                   NCCL_WIN_COLL_SYMMETRIC);
+    }
+    if (r != ncclSuccess) {
+        snprintf(why, sizeof(why), "ncclCommWindowRegister failed: %s (NCCL_DEBUG=WARN says "
+                 "why)", ncclGetErrorString(r));
+    } else if (b->sym_swin == NULL || b->sym_rwin == NULL) {
+        snprintf(why, sizeof(why), "ncclCommWindowRegister gave no window: NCCL cannot make "
+                 "symmetric windows on these GPUs (NCCL_DEBUG=INFO says why)");
+    }
+    b->sym_windows = bench_nccl_agree(b, BENCH_NCCL_SYM, "", why);
+#else
+    (void)bytes;
+    snprintf(why, sizeof(why), "dfccl-bench was built with NCCL %d.%d, and symmetric windows "
+             "need 2.27.3 or later", NCCL_MAJOR, NCCL_MINOR);
+    bench_nccl_agree(b, BENCH_NCCL_SYM, "", why);
+#endif
+}
+
+/* NCCL's side of the teardown: windows (on every rank, as they were
+ * registered), the communicator, then nccl-sym's memory and the stream. A
+ * failure is said and the rest goes on. */
+static void bench_nccl_finish(bench_t *b)
+{
+#ifdef DFCCL_BENCH_NCCL_SYM
+    if (b->sym_windows) {
+        BENCH_NCCL(ncclCommWindowDeregister(b->comm, b->sym_swin), 0);
+        BENCH_NCCL(ncclCommWindowDeregister(b->comm, b->sym_rwin), 0);
+    }
+#endif
+    BENCH_NCCL(ncclCommDestroy(b->comm), 0);
+#ifdef DFCCL_BENCH_NCCL_SYM
+    if (b->sym_sbuf != NULL) {
+        BENCH_NCCL(ncclMemFree(b->sym_sbuf), 0);
+    }
+    if (b->sym_rbuf != NULL) {
+        BENCH_NCCL(ncclMemFree(b->sym_rbuf), 0);
+    }
+#endif
+    BENCH_CUDA(cudaStreamDestroy(b->stream), 0);
 }
 #endif
 
@@ -791,7 +1049,8 @@ static void bench_skip_note(const bench_t *b, const bench_opts_t *o, size_t byte
 /*
  * --stats: after a size's row, a comment line with the median, 99th
  * percentile and slowest of the timed calls (each the slowest rank's;
- * NCCL's too with --compare) and what the daemon did
+ * with --compare, those of NCCL's variant cn_name too: the fastest one)
+ * and what the daemon did
  * during the timed calls (the most on any rank): launches, and of them
  * those of a stuck daemon that news from a peer brought forward; voluntary
  * quits of blocks, preemptions and context loads. A call much
@@ -800,7 +1059,7 @@ static void bench_skip_note(const bench_t *b, const bench_opts_t *o, size_t byte
  */
 static void bench_print_stats(bench_t *b, const char *what, const dfccl_stats_t *s0,
                               const dfccl_stats_t *s1, const bench_calls_t *c,
-                              const bench_calls_t *cn)
+                              const bench_calls_t *cn, const char *cn_name)
 {
     double launches = bench_max((double)(s1->launches - s0->launches));
     double bells    = bench_max((double)(s1->peer_relaunches - s0->peer_relaunches));
@@ -812,7 +1071,7 @@ static void bench_print_stats(bench_t *b, const char *what, const dfccl_stats_t 
         printf("#   %s: median %.1f us, p99 %.1f us, slowest %.1f us", what, c->p50, c->p99,
                c->slowest);
         if (cn != NULL) {
-            printf(" (NCCL %.1f, %.1f, %.1f)", cn->p50, cn->p99, cn->slowest);
+            printf(" (%s %.1f, %.1f, %.1f)", cn_name, cn->p50, cn->p99, cn->slowest);
         }
         printf("; daemon, most on a rank: %.0f launches (%.0f on a peer's bell), %.0f quits, "
                "%.0f preemptions, %.0f context loads\n", launches, bells, quits, preempt, loads);
@@ -828,14 +1087,181 @@ static double bench_busbw_factor(const bench_opts_t *o, int n)
     }
 }
 
+#ifdef DFCCL_BENCH_NCCL
+/* Whether the table has more than plain NCCL's columns: any variant but
+ * nccl alone. */
+static int bench_nccl_multi(const bench_opts_t *o)
+{
+    return o->nccl != BENCH_NCCL_BIT(BENCH_NCCL_PLAIN);
+}
+
+/* Short names of the variants for the table's columns, and what each is. */
+static const char *const nccl_variant_cols[] = {"nccl", "sym", "graph"};
+static const char *const nccl_variant_what[] = {
+    "nccl: on the bench's buffers", "sym (nccl-sym): on ncclMemAlloc buffers in symmetric windows",
+    "graph (nccl-graph): launched from a CUDA graph captured once per size"};
+
+/* Rank 0, above the column names of a table with several variants: what
+ * its NCCL columns hold. */
+static void bench_nccl_legend(const bench_opts_t *o)
+{
+    printf("# NCCL's variants, each call followed by cudaStreamSynchronize:\n");
+    for (int v = 0; v < BENCH_NCCL_NVARIANTS; v++) {
+        if (o->nccl & BENCH_NCCL_BIT(v)) {
+            printf("#   %s\n", nccl_variant_what[v]);
+        }
+    }
+    printf("# best time, algbw, busbw: the fastest variant's at the size; best/dfccl: its time "
+           "over dfccl's\n# #wrong: all variants' wrong elements (a line after the row splits "
+           "them when any)\n");
+}
+
+/* One size's NCCL variants: time (us; < 0: it did not run), wrong elements
+ * and, with --stats, the calls; best: the fastest that ran, or -1. */
+typedef struct {
+    double        t[BENCH_NCCL_NVARIANTS];
+    long          wrong[BENCH_NCCL_NVARIANTS];
+    bench_calls_t calls[BENCH_NCCL_NVARIANTS];
+    int           best;
+} bench_nccl_res_t;
+
+/*
+ * Variant v at one size (`size` bytes, as the row prints it), timed and
+ * checked as dfccl is. nccl-sym runs on its own buffers, which it puts in
+ * b->sbuf and b->rbuf meanwhile (bench_fill, bench_check and
+ * bench_nccl_post take them from there); nccl-graph captures the size's
+ * call first. Returns 0, or -1 if the variant could not run (said, and
+ * off from here).
+ */
+static int bench_nccl_variant(bench_t *b, const bench_opts_t *o, int v, size_t size,
+                              size_t reg, size_t in, size_t out, bench_nccl_res_t *res)
+{
+    void *const sbuf = b->sbuf, *const rbuf = b->rbuf;
+    const size_t esz = dfccl_dtype_size(o->dtype);
+    char why[256] = "", where[48];
+    long wrong = 0;
+    double t;
+
+    if (v == BENCH_NCCL_SYM) {
+        b->sbuf = b->sym_sbuf;
+        b->rbuf = b->sym_rbuf;
+    }
+    bench_fill(b, o, in);
+    if (v == BENCH_NCCL_GRAPH) {
+        bench_graph_capture(b, o, reg, why, sizeof(why));
+        snprintf(where, sizeof(where), " from %zu bytes", size);
+        if (!bench_nccl_agree(b, v, where, why)) {
+            bench_graph_free(b);
+            return -1;
+        }
+    }
+    BENCH_TIME(b, o, bench_nccl_run(b, o, v, reg), &t, NULL);
+    if (o->stats) {
+        res->calls[v] = bench_calls(b);
+    }
+    if (o->check) {
+        bench_clear(b, b->rbuf, out * esz);
+        bench_fill(b, o, in);
+        bench_nccl_run(b, o, v, reg);
+        wrong = bench_sum(bench_check(b, o, reg, out));
+    }
+    bench_graph_free(b);
+    b->sbuf       = sbuf;
+    b->rbuf       = rbuf;
+    res->t[v]     = t;
+    res->wrong[v] = wrong;
+    return 0;
+}
+
+/* Every variant asked for that can still run, one after the other. */
+static void bench_nccl_size(bench_t *b, const bench_opts_t *o, size_t size, size_t reg,
+                            size_t in, size_t out, bench_nccl_res_t *res)
+{
+    res->best = -1;
+    for (int v = 0; v < BENCH_NCCL_NVARIANTS; v++) {
+        res->t[v]     = -1.0;
+        res->wrong[v] = 0;
+        if (!(o->nccl & BENCH_NCCL_BIT(v)) || (b->nccl_off & BENCH_NCCL_BIT(v)) ||
+            bench_nccl_variant(b, o, v, size, reg, in, out, res) != 0) {
+            continue;
+        }
+        if (res->best < 0 || res->t[v] < res->t[res->best]) {
+            res->best = v;
+        }
+    }
+}
+
+/* The wrong elements of all the variants of a size. */
+static long bench_nccl_wrong(const bench_nccl_res_t *res)
+{
+    long wrong = 0;
+
+    for (int v = 0; v < BENCH_NCCL_NVARIANTS; v++) {
+        wrong += res->wrong[v];
+    }
+    return wrong;
+}
+
+/*
+ * Rank 0's NCCL columns of a row: the fastest variant's time, algbw,
+ * busbw, every variant's wrong elements together and the ratio of its time
+ * to dfccl's t (plain NCCL alone: only these, as they always were); with
+ * more variants, the fastest one's name and each one's time ('-': it did
+ * not run).
+ */
+static void bench_nccl_print(const bench_opts_t *o, const bench_nccl_res_t *res, double t,
+                             double gb, double f)
+{
+    if (res->best >= 0) {
+        const double tn = res->t[res->best];
+        printf("  %10.1f %8.2f %8.2f %7ld %7.2f", tn, gb / tn, gb / tn * f,
+               bench_nccl_wrong(res), tn / t);
+    } else {
+        printf("  %10s %8s %8s %7s %7s", "-", "-", "-", "-", "-");
+    }
+    if (!bench_nccl_multi(o)) {
+        return;
+    }
+    printf("  %-5s", res->best >= 0 ? nccl_variant_cols[res->best] : "-");
+    for (int v = 0; v < BENCH_NCCL_NVARIANTS; v++) {
+        if (!(o->nccl & BENCH_NCCL_BIT(v))) {
+            continue;
+        }
+        if (res->t[v] >= 0) {
+            printf(" %8.1f", res->t[v]);
+        } else {
+            printf(" %8s", "-");
+        }
+    }
+}
+
+/* Rank 0, after a row whose NCCL variants got wrong elements: how many
+ * each (the row has only their sum). */
+static void bench_nccl_print_wrong(const bench_opts_t *o, size_t size,
+                                   const bench_nccl_res_t *res)
+{
+    if (bench_nccl_wrong(res) == 0 || !bench_nccl_multi(o)) {
+        return;
+    }
+    printf("#   %zu bytes: wrong elements:", size);
+    for (int v = 0, n = 0; v < BENCH_NCCL_NVARIANTS; v++) {
+        if (res->t[v] >= 0) {
+            printf("%s %s %ld", n++ ? "," : "", nccl_variant_names[v], res->wrong[v]);
+        }
+    }
+    printf("\n");
+}
+#endif
+
 static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
 {
     size_t count, reg, in, out, esz = dfccl_dtype_size(o->dtype);
-    double t, tn = -1.0, f = bench_busbw_factor(o, b->nranks), gb; /* tn: NCCL's time */
+    double t, tn = -1.0, f = bench_busbw_factor(o, b->nranks), gb; /* tn: NCCL's best time */
     bench_calls_t calls = {0, 0, 0};
-    const bench_calls_t *cn = NULL; /* NCCL's, once timed */
+    const bench_calls_t *cn = NULL; /* NCCL's best variant's, once timed */
+    const char *cn_name = "NCCL";
 #ifdef DFCCL_BENCH_NCCL
-    bench_calls_t calls_nccl;
+    bench_nccl_res_t res;
 #endif
     dfccl_stats_t s[2];
     long wrong = 0;
@@ -865,32 +1291,30 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
     /* Kept registered until the end: connector memory is not reused while
      * a peer may still be finishing its last call. */
     b->ids[b->nids++] = id;
-    if (b->rank == 0) {
-        printf("%12zu %12zu %8s %6s %10.1f %8.2f %8.2f %7ld", count * esz, count,
-               type_names[o->dtype], bench_has_op(o) ? op_names[o->op] : "none", t, gb / t,
-               gb / t * f, wrong);
-    }
 #ifdef DFCCL_BENCH_NCCL
     if (o->nccl) {
-        long wn = 0;
-        BENCH_TIME(b, o, bench_nccl_run(b, o, reg), &tn, NULL);
-        if (o->stats) {
-            calls_nccl = bench_calls(b);
-            cn         = &calls_nccl;
-        }
-        if (o->check) {
-            bench_clear(b, b->rbuf, out * esz);
-            bench_fill(b, o, in);
-            bench_nccl_run(b, o, reg);
-            wn = bench_sum(bench_check(b, o, reg, out));
-        }
-        if (b->rank == 0) {
-            printf("  %10.1f %8.2f %8.2f %7ld %7.2f", tn, gb / tn, gb / tn * f, wn, tn / t);
+        /* before the row is printed: a variant that cannot run says so */
+        bench_nccl_size(b, o, count * esz, reg, in, out, &res);
+        if (res.best >= 0) {
+            tn = res.t[res.best];
+            if (o->stats) {
+                cn      = &res.calls[res.best];
+                cn_name = bench_nccl_multi(o) ? nccl_variant_names[res.best] : "NCCL";
+            }
         }
     }
 #endif
     if (b->rank == 0) {
         dfccl_coll_info_t info;
+
+        printf("%12zu %12zu %8s %6s %10.1f %8.2f %8.2f %7ld", count * esz, count,
+               type_names[o->dtype], bench_has_op(o) ? op_names[o->op] : "none", t, gb / t,
+               gb / t * f, wrong);
+#ifdef DFCCL_BENCH_NCCL
+        if (o->nccl) {
+            bench_nccl_print(o, &res, t, gb, f);
+        }
+#endif
         /* the algorithm that ran (NCCL tells only with NCCL_DEBUG=INFO) */
         if (dfcclGetCollInfo(id, b->ctx, &info) == DFCCL_OK) {
             printf("  %s/%d/%s", info.algo, info.nchannels, info.proto);
@@ -900,9 +1324,14 @@ static void bench_size(bench_t *b, const bench_opts_t *o, size_t bytes)
             }
         }
         printf("\n");
+#ifdef DFCCL_BENCH_NCCL
+        if (o->nccl) {
+            bench_nccl_print_wrong(o, count * esz, &res);
+        }
+#endif
     }
     if (o->stats) {
-        bench_print_stats(b, "calls", &s[0], &s[1], &calls, cn);
+        bench_print_stats(b, "calls", &s[0], &s[1], &calls, cn, cn_name);
     }
     if (b->rank == 0) {
         fflush(stdout);
@@ -1119,8 +1548,8 @@ static void bench_disorder_size(bench_t *b, const bench_opts_t *o, size_t bytes)
                gb * n / t_ord * f, t_shuf, gb * n / t_shuf * f, wrong, t_ord / t_shuf);
     }
     if (o->stats) {
-        bench_print_stats(b, "ordered rounds", &so[0], &so[1], &c_ord, NULL);
-        bench_print_stats(b, "shuffled rounds", &ss[0], &ss[1], &c_shuf, NULL);
+        bench_print_stats(b, "ordered rounds", &so[0], &so[1], &c_ord, NULL, NULL);
+        bench_print_stats(b, "shuffled rounds", &ss[0], &ss[1], &c_shuf, NULL, NULL);
     }
     if (b->rank == 0) {
         fflush(stdout);
@@ -1262,14 +1691,14 @@ static int bench_registered(bench_t *b, bench_opts_t *o)
     return wrong != 0;
 }
 
-/* Everything main set up, in reverse: NCCL, the registered collectives (once
- * every rank is done with them), the group, the context, the buffers, MPI. */
+/* Everything main set up, in reverse: NCCL (bench_nccl_finish), the
+ * registered collectives (once every rank is done with them), the group, the
+ * context, the buffers, MPI. */
 static void bench_finish(bench_t *b, const bench_opts_t *o)
 {
 #ifdef DFCCL_BENCH_NCCL
     if (o->nccl) {
-        ncclCommDestroy(b->comm);
-        cudaStreamDestroy(b->stream);
+        bench_nccl_finish(b);
     }
 #endif
     (void)o;
@@ -1304,8 +1733,13 @@ static void bench_usage(void)
            "  -n, --iters N        timed calls per size (20)\n"
            "  -r, --root N         root of reduce and broadcast (0)\n"
            "  -k, --check 0|1      count wrong elements after the timing (1)\n"
-           "      --compare nccl   run NCCL on the same buffers too (its algorithm from\n"
-           "                       NCCL_ALGO, e.g. Tree or Ring; dfccl's from DFCCL_ALGO)\n"
+           "      --compare LIST   run NCCL too (its algorithm from NCCL_ALGO, e.g. Tree\n"
+           "                       or Ring; dfccl's from DFCCL_ALGO); LIST, comma-separated:\n"
+           "                       nccl: the same call on the same buffers; nccl-sym: on\n"
+           "                       ncclMemAlloc buffers in symmetric windows (NCCL 2.27.3+);\n"
+           "                       nccl-graph: launched from a CUDA graph of the call;\n"
+           "                       nccl-best: all three. Beyond nccl alone, the table adds\n"
+           "                       each one's time and compares dfccl with the fastest\n"
            "      --cold US        idle US microseconds before every timed call (longer\n"
            "                       than DFCCL_QUIT_US: the daemon has quit, and each call\n"
            "                       includes its relaunch); times are per call\n"
@@ -1322,7 +1756,7 @@ static void bench_usage(void)
            "                       time, as the OSU benchmarks time a call: the calls\n"
            "                       do not follow one another back to back\n"
            "      --plot FILE.svg  draw busbw and time against size (dfccl, and NCCL with\n"
-           "                       --compare nccl) into FILE.svg\n"
+           "                       --compare: its fastest variant) into FILE.svg\n"
            "      --disorder N     rounds of N collectives of each size, posted in the same\n"
            "                       order on every rank, then in a random order per rank\n"
            "                       and round; prints both and the throughput ratio; -e\n"
@@ -1426,13 +1860,11 @@ int main(int argc, char **argv)
 #endif
             return 0;
         case 'C':
-            if (strcmp(optarg, "nccl") != 0) {
-                bench_usage_error("--compare takes 'nccl', not '%s'", optarg);
-            }
+            o.nccl |= bench_parse_compare(optarg);
 #ifndef DFCCL_BENCH_NCCL
-            bench_usage_error("--compare nccl: dfccl-bench was built without NCCL or MPI");
+            bench_usage_error("--compare %s: dfccl-bench was built without NCCL or MPI",
+                              optarg);
 #endif
-            o.nccl = 1;
             break;
         default:
             if (c == 'h') {
@@ -1503,7 +1935,8 @@ int main(int argc, char **argv)
     }
     b.on_gpu = dfcclGetBackend(b.ctx) == DFCCL_BACKEND_CUDA;
     if (o.nccl && !b.on_gpu) {
-        bench_die("--compare nccl needs the CUDA backend");
+        bench_die("--compare needs the CUDA backend (a GPU, and DFCCL_BACKEND unset, auto or "
+                  "cuda)");
     }
     if (!max_set) {
         /* --disorder: a round's N outputs together take the usual limit */
@@ -1550,13 +1983,11 @@ int main(int argc, char **argv)
     if (o.nccl) {
         ncclUniqueId uid;
         if (b.rank == 0) {
-            ncclGetUniqueId(&uid);
+            BENCH_NCCL(ncclGetUniqueId(&uid), 1);
         }
         MPI_Bcast(&uid, sizeof(uid), MPI_BYTE, 0, MPI_COMM_WORLD);
-        if (ncclCommInitRank(&b.comm, b.nranks, uid, b.rank) != ncclSuccess ||
-            cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking) != cudaSuccess) {
-            bench_die("NCCL initialization failed");
-        }
+        BENCH_NCCL(ncclCommInitRank(&b.comm, b.nranks, uid, b.rank), 1);
+        BENCH_CUDA(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking), 1);
     }
 #endif
 
@@ -1619,19 +2050,42 @@ int main(int argc, char **argv)
             printf("# straggler-tolerant allreduces (DFCCL_COLL_STRAGGLER), wait %s\n",
                    o.straggler_wait_us > 0 ? "from --straggler-wait" : "by the ski-rental rule");
         }
+#ifdef DFCCL_BENCH_NCCL
+        if (o.nccl && bench_nccl_multi(&o)) {
+            bench_nccl_legend(&o);
+        }
+#endif
         printf("#%11s %12s %8s %6s %10s %8s %8s %7s", "size", "count", "type", "redop",
                "time", "algbw", "busbw", "#wrong");
-        if (o.nccl) {
+#ifdef DFCCL_BENCH_NCCL
+        if (o.nccl && bench_nccl_multi(&o)) {
+            printf("  %10s %8s %8s %7s %7s  %-5s", "best time", "algbw", "busbw", "#wrong",
+                   "best/dfccl", "best");
+            for (int v = 0; v < BENCH_NCCL_NVARIANTS; v++) {
+                if (o.nccl & BENCH_NCCL_BIT(v)) {
+                    printf(" %8s", nccl_variant_cols[v]);
+                }
+            }
+        } else if (o.nccl) {
             printf("  %10s %8s %8s %7s %7s", "nccl time", "algbw", "busbw", "#wrong",
                    "nccl/dfccl");
         }
+#endif
         printf("  algo/channels/proto\n");
     }
+#ifdef DFCCL_BENCH_NCCL
+    if (o.nccl & BENCH_NCCL_BIT(BENCH_NCCL_SYM)) {
+        /* after the header, where a line says if it cannot run */
+        bench_sym_setup(&b, o.max_bytes);
+    }
+#endif
     if (o.plot != NULL && b.rank == 0) {
         char title[160];
-        snprintf(title, sizeof(title), "%s, %s, %s, %d rank(s), %s backend", coll_names[o.coll],
-                 type_names[o.dtype], bench_has_op(&o) ? op_names[o.op] : "no op",
-                 b.nranks, b.on_gpu ? "cuda" : "host");
+        snprintf(title, sizeof(title), "%s, %s, %s, %d rank(s), %s backend%s",
+                 coll_names[o.coll], type_names[o.dtype],
+                 bench_has_op(&o) ? op_names[o.op] : "no op", b.nranks,
+                 b.on_gpu ? "cuda" : "host",
+                 o.nccl & ~BENCH_NCCL_BIT(BENCH_NCCL_PLAIN) ? "; NCCL: its fastest variant" : "");
         b.plot = bench_plot_new(title);
         if (b.plot == NULL) {
             bench_die("--plot: out of memory");
