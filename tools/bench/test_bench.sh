@@ -4,7 +4,7 @@
 # sizes with its results checked (#wrong must be 0; all-to-all's every
 # received element, alltoallv's blocks uneven), the disorder rounds and
 # the registration report, and bad command lines that must fail with one
-# message naming the option; --model's table; --algos' table of every
+# message naming the option (--compare's variants too); --model's table; --algos' table of every
 # algorithm per size; scripts/demo.sh --help; dfccl-ucx-bw's table and
 # its refusals, where it was built (MPI and UCX); dfccl-pybench.py --host
 # through the coll component, where Open MPI, mpi4py and NumPy are.
@@ -374,6 +374,25 @@ bad "unknown option, or one without its value: '--bogus'" --bogus
 bad "unexpected argument 'extra'" extra
 bad '--algos runs what dfcclRegister takes: not alltoallv' --algos -c alltoallv
 bad '--disorder, --registered and --algos run alone' --algos --stats
+# --compare takes a comma-separated list of NCCL's variants: an unknown or
+# empty one is refused by name. Where the bench has no NCCL (or no MPI) any
+# list is refused saying so; where it has, a good list gets past the parser
+# and the host backend refuses the comparison.
+variants='the variants are nccl, nccl-sym, nccl-graph and nccl-best (all three)'
+bad "--compare: unknown variant 'nccl-fast' in 'nccl,nccl-fast'; $variants" --compare nccl,nccl-fast
+bad "--compare: unknown variant '' in 'nccl-sym,'; $variants" --compare nccl-sym,
+if ldd "$real" 2>/dev/null | grep -q libnccl && ldd "$real" 2>/dev/null | grep -q libmpi; then
+    # shellcheck disable=SC2086
+    timeout -k 5 "$limit" $launch "$bench" --compare nccl-sym,nccl-graph -b 8 -e 8 >"$out" 2>&1
+    rc=$?
+    # (every rank says it, and their lines may run into one another)
+    [ $rc -ne 0 ] && grep -q -- '--compare needs the CUDA backend' "$out" &&
+        ! grep -q 'unknown variant' "$out"
+    verdict $? "dfccl-bench --compare nccl-sym,nccl-graph on the host backend: exit $rc," \
+               "refused for the backend, not the list"
+else
+    bad '--compare nccl-best: dfccl-bench was built without NCCL or MPI' --compare nccl-best
+fi
 "$bench" --help >"$out" 2>&1
 if [ $? -ne 0 ] || ! grep -q '^usage: ' "$out"; then
     echo "FAIL: dfccl-bench --help"
