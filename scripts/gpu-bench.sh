@@ -5,7 +5,7 @@
 # every collective, on each rank count (one GPU per rank), with plots.
 #
 # usage: scripts/gpu-bench.sh -b BUILDDIR [-n "2 4"] [-o OUTDIR] [-c "allreduce ..."]
-#                              [-s "SECTION ..."] [-C nccl|none]
+#                              [-s "SECTION ..."] [-C nccl|nccl-best|none]
 #
 #   -b BUILDDIR   a dfccl build directory configured with CUDA, NCCL, MPI and
 #                 UCX (the net transport and tools/bench/dfccl-ucx-bw)
@@ -15,8 +15,10 @@
 #   -s "S ..."    sections (default: all, in this order): colls cold net
 #                 disorder registered msccl trees straggler algos; a long
 #                 campaign split over several jobs runs a few at a time
-#   -C nccl|none  what dfccl is compared with in the same job (default nccl;
-#                 none: dfccl alone, e.g. ranks sharing one GPU, which NCCL
+#   -C WHAT       what dfccl is compared with in the same job: nccl (the
+#                 default), nccl-best (plain NCCL, NCCL on symmetric buffers
+#                 and NCCL from a CUDA graph: the fastest at each size), or
+#                 none (dfccl alone, e.g. ranks sharing one GPU, which NCCL
 #                 refuses)
 #
 # Sections, for each rank count:
@@ -78,8 +80,8 @@ while [ $# -gt 0 ]; do
     -s) sections=$2; shift 2 ;;
     -C) case "$2" in
         none) cmp=() ;;
-        nccl) cmp=(--compare nccl) ;;
-        *) echo "gpu-bench: -C takes nccl or none, not $2" >&2; exit 2 ;;
+        nccl|nccl-best) cmp=(--compare "$2") ;;
+        *) echo "gpu-bench: -C takes nccl, nccl-best or none, not $2" >&2; exit 2 ;;
         esac
         shift 2 ;;
     -h|--help) sed -n '3,/^set -u$/{/^set -u$/!p}' "$0"; exit 0 ;;
@@ -115,7 +117,7 @@ run() {
     st=${PIPESTATUS[0]}
     # column 8 is dfccl's #wrong, column 12 NCCL's
     if [ "$st" != 0 ] || awk -v w=$wcol '$1 ~ /^[0-9]+$/ && NF >= w && ($w != 0 ||
-                               (w == 8 && NF >= 12 && $12 != 0)) {bad=1}
+                               (w == 8 && NF >= 12 && $12 ~ /^[0-9]+$/ && $12 != 0)) {bad=1}
                                END {exit !bad}' "$out/$name.txt"; then
         echo "### $name FAILED (exit $st, or wrong elements)" | tee -a "$out/$name.txt"
         rc=1
