@@ -1149,7 +1149,9 @@ static dfccl_status_t dfccl_coll_deregister(dfccl_rank_ctx_t ctx, int coll_id, d
                                "in flight; wait for it first");
     }
     memset(&zero, 0, sizeof(zero));
-    st = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.colls[coll_id], &zero, sizeof(zero));
+    if (!ctx->device_lost) { /* else the daemon's copy is gone with the device */
+        st = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.colls[coll_id], &zero, sizeof(zero));
+    }
     if (c->deferred) {
         c->deferred = 0;
         ctx->ndeferred--;
@@ -1246,6 +1248,7 @@ dfccl_status_t dfcclDeregister(int coll_id, dfccl_rank_ctx_t ctx)
     if (ctx == NULL) {
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclDeregister: ctx is NULL");
     }
+    (void)dfccl_ctx_device_lost(ctx);
     pthread_mutex_lock(&ctx->lock);
     st = dfccl_coll_lookup(ctx, coll_id, "dfcclDeregister", "", &c);
     if (st != DFCCL_OK) {

@@ -361,17 +361,18 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
     if (ctx == NULL) {
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclDestroy: ctx is NULL");
     }
+    (void)dfccl_ctx_device_lost(ctx);
     dfccl_coll_strag_settle(ctx);
     dfccl_refresh_settle(ctx);
     pthread_mutex_lock(&ctx->lock);
-    if ((ctx->inflight > 0 || ctx->npending > 0) && !ctx->aborted) {
+    if ((ctx->inflight > 0 || ctx->npending > 0) && !ctx->aborted && !ctx->device_lost) {
         uint64_t n = ctx->inflight;
         pthread_mutex_unlock(&ctx->lock);
         return dfccl_error(DFCCL_ERR_BUSY, "dfcclDestroy: %llu collective(s) still in flight; "
                            "wait for them (dfcclWait) before destroying the context",
                            (unsigned long long)n);
     }
-    if (ctx->launched_ever && !ctx->aborted) {
+    if (ctx->launched_ever && !ctx->aborted && !ctx->device_lost) {
         ctx->exit_posted = 1;
         st = dfccl_ctx_submit(ctx, DFCCL_SQE_EXIT, -1, NULL, NULL);
     }
@@ -379,7 +380,8 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
 
     /* The exit SQE makes every block return; a block that quit before
      * reading it is relaunched to read it. */
-    for (int tries = 0; st == DFCCL_OK && ctx->launched_ever && !ctx->aborted; tries++) {
+    for (int tries = 0; st == DFCCL_OK && ctx->launched_ever && !ctx->aborted && !ctx->device_lost;
+         tries++) {
         int exited = 1;
         ctx->be->wait_idle(ctx);
         for (uint32_t b = 0; b < ctx->args.nblocks; b++) {
@@ -394,7 +396,7 @@ dfccl_status_t dfcclDestroy(dfccl_rank_ctx_t ctx)
         st = dfccl_ctx_maybe_launch(ctx, 1);
         pthread_mutex_unlock(&ctx->lock);
     }
-    if (ctx->aborted) {
+    if (ctx->aborted && !ctx->device_lost) {
         ctx->be->wait_idle(ctx);
     }
     dfccl_ctx_print_stages(ctx);

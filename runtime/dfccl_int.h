@@ -136,6 +136,9 @@ typedef struct {
     /* make the context's device current on the calling thread (a helper
      * thread whose libraries touch device memory); NULL: nothing to do */
     dfccl_status_t (*bind_thread)(struct dfccl_rank_ctx *ctx);
+    /* 1 if the device was reset under the context (cudaDeviceReset): the
+     * memory and streams of the backend are gone; NULL: cannot happen */
+    int (*lost)(struct dfccl_rank_ctx *ctx);
 } dfccl_backend_ops_t;
 
 extern const dfccl_backend_ops_t dfccl_backend_host;
@@ -708,6 +711,8 @@ struct dfccl_rank_ctx {
     /* the GPU's UUID (CUDA backend; zeros elsewhere): ordinals name
      * different GPUs in processes whose CUDA_VISIBLE_DEVICES differ */
     unsigned char              device_uuid[16];
+    /* set by dfccl_ctx_device_lost: the backend's ops do nothing since */
+    int                        device_lost;
     void                      *be_priv;
     uint64_t                   uid;
 
@@ -822,6 +827,24 @@ struct dfccl_rank_ctx {
     dfccl_status_t (*group_register)(struct dfccl_group *g);
     dfccl_status_t (*group_retire)(struct dfccl_group *g);
 };
+
+/*
+ * Whether the device was reset under the context (cudaDeviceReset before
+ * MPI_Finalize, say): every CUDA allocation and stream of it is gone, the
+ * daemon with them. Asked where the context is taken apart, which then
+ * frees only what is the process's own: nothing waits for a daemon that
+ * cannot answer, and no CUDA call is made on what the reset freed.
+ */
+static inline int dfccl_ctx_device_lost(struct dfccl_rank_ctx *ctx)
+{
+    if (!ctx->device_lost && ctx->be->lost != NULL && ctx->be->lost(ctx)) {
+        ctx->device_lost = 1;
+        dfccl_info("device %d was reset while dfccl used it (cudaDeviceReset before "
+                   "dfcclDestroy or MPI_Finalize): its GPU memory is gone; dfccl frees its "
+                   "host memory only", ctx->device);
+    }
+    return ctx->device_lost;
+}
 
 /* group.c */
 void dfccl_group_free(struct dfccl_group *g);

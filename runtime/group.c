@@ -986,6 +986,7 @@ dfccl_status_t dfcclGroupDestroy(dfccl_group_t g)
         return dfccl_error(DFCCL_ERR_INVALID_ARG, "dfcclGroupDestroy: group is NULL");
     }
     ctx = g->ctx;
+    (void)dfccl_ctx_device_lost(ctx);
     if (ctx->group_retire != NULL) {
         DFCCL_CHECK(ctx->group_retire(g)); /* DFCCL_PROFILE_EVERY's collectives */
     }

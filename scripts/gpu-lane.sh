@@ -48,6 +48,7 @@
 #      every CUDA memory kind (test_memkinds), a thread that never selects a
 #      device (test_thread_nodevice --device), a mismatched count under
 #      MPI_ERRORS_RETURN and MPI_ERRORS_ARE_FATAL (test_errors --device),
+#      a program that resets its device before MPI_Finalize (test_devreset),
 #      the deadlock examples, and mpi4py with CuPy (test/mpi/test_mpi4py.py
 #      --cupy and examples/python/train_dp.py --cupy, under DFCCL_PYTHON or
 #      python3); each MPI run must show dfccl's statistics with collectives
@@ -287,7 +288,7 @@ if want mpi; then
             --mca coll_dfccl_backend cuda --mca coll_dfccl_verbose 1)
     }
     make -C "$build/test/mpi" test_coll test_allcolls test_memkinds test_thread_nodevice \
-        test_errors >/dev/null 2>&1
+        test_errors test_devreset >/dev/null 2>&1
     for n in 2 3 4; do
         mpi_cmd "$n"
         step "mpi-test_coll-device-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
@@ -313,6 +314,9 @@ if want mpi; then
             test/mpi/test_errors --device
         step "mpi-test_errors-fatal-${n}ranks" bash -c 'mpi_fatal "$@"' _ "$n" \
             'starting the mismatched' "${mr[@]}" test/mpi/test_errors --device --fatal
+        # the device reset before MPI_Finalize, as CUDA's samples end
+        step "mpi-test_devreset-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
+            test/mpi/test_devreset --device
         for ex in mpi_disorder mpi_threads mpi_devsync; do
             step "mpi-${ex}-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" "examples/$ex"
         done

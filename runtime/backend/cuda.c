@@ -30,10 +30,17 @@ typedef struct {
     void           *stage;
 } dfccl_cuda_be_t;
 
+static dfccl_status_t dfccl_cuda_host_alloc(struct dfccl_rank_ctx *ctx, size_t bytes,
+                                            void **ptr_p);
+static void dfccl_cuda_host_free(struct dfccl_rank_ctx *ctx, void *ptr);
+
 dfccl_status_t dfccl_cuda_device_enter(const struct dfccl_rank_ctx *ctx, int *prev_p)
 {
     int cur;
 
+    if (ctx->device_lost) {
+        return DFCCL_ERR_CUDA; /* said once, by dfccl_ctx_device_lost */
+    }
     DFCCL_CHECK(DFCCL_CUDA(cudaGetDevice(&cur)));
     if (cur != ctx->device) {
         DFCCL_CHECK(DFCCL_CUDA(cudaSetDevice(ctx->device)));
@@ -119,10 +126,8 @@ static void dfccl_cuda_fini(struct dfccl_rank_ctx *ctx)
     if (h == NULL) {
         return;
     }
+    dfccl_cuda_host_free(ctx, h->stage);
     if (dfccl_cuda_device_enter(ctx, &prev) == DFCCL_OK) {
-        if (h->stage != NULL) {
-            (void)DFCCL_CUDA(cudaFreeHost(h->stage));
-        }
         if (h->done != NULL) {
             (void)DFCCL_CUDA(cudaEventDestroy(h->done));
         }
@@ -186,8 +191,7 @@ static dfccl_status_t dfccl_cuda_init(struct dfccl_rank_ctx *ctx)
         st = DFCCL_CUDA(cudaEventCreateWithFlags(&h->done, cudaEventDisableTiming));
     }
     if (st == DFCCL_OK) {
-        st = DFCCL_CUDA(cudaHostAlloc(&h->stage, DFCCL_CUDA_STAGE_BYTES,
-                                      cudaHostAllocPortable));
+        st = dfccl_cuda_host_alloc(ctx, DFCCL_CUDA_STAGE_BYTES, &h->stage);
     }
     if (st != DFCCL_OK) {
         dfccl_cuda_fini(ctx);
@@ -245,31 +249,71 @@ static void dfccl_cuda_dev_free(struct dfccl_rank_ctx *ctx, void *ptr)
     }
 }
 
+/*
+ * Host memory that the daemon maps: the process's own pages, registered
+ * with CUDA, rather than cudaHostAlloc's. A program may reset the device
+ * (cudaDeviceReset, as CUDA's samples do before they exit) before dfccl is
+ * finalized: that frees every CUDA allocation, and pages of cudaHostAlloc
+ * would vanish under the host threads that read the queues. Registered
+ * pages only lose their mapping, and stay readable until dfccl frees them.
+ */
 static dfccl_status_t dfccl_cuda_host_alloc(struct dfccl_rank_ctx *ctx, size_t bytes,
                                             void **ptr_p)
 {
+    const size_t page = 4096, len = (bytes + page - 1) / page * page + (bytes == 0) * page;
     dfccl_status_t st;
     void *p = NULL;
     int prev;
 
-    DFCCL_CHECK(dfccl_cuda_device_enter(ctx, &prev));
-    st = DFCCL_CUDA(cudaHostAlloc(&p, bytes ? bytes : 1,
-                                  cudaHostAllocMapped | cudaHostAllocPortable));
-    dfccl_cuda_device_leave(ctx, prev);
-    if (st != DFCCL_OK) {
+    if (posix_memalign(&p, page, len) != 0) {
         return dfccl_error(DFCCL_ERR_NO_MEMORY, "cuda backend: cannot allocate %zu bytes of "
-                           "mapped host memory", bytes);
+                           "host memory", bytes);
     }
-    memset(p, 0, bytes);
+    memset(p, 0, len);
+    st = dfccl_cuda_device_enter(ctx, &prev);
+    if (st == DFCCL_OK) {
+        st = DFCCL_CUDA(cudaHostRegister(p, len, cudaHostRegisterMapped |
+                                                     cudaHostRegisterPortable));
+        dfccl_cuda_device_leave(ctx, prev);
+    }
+    if (st != DFCCL_OK) {
+        free(p);
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "cuda backend: cannot pin and map %zu bytes of "
+                           "host memory (cudaHostRegister)", bytes);
+    }
     *ptr_p = p;
     return DFCCL_OK;
 }
 
 static void dfccl_cuda_host_free(struct dfccl_rank_ctx *ctx, void *ptr)
 {
-    if (ptr != NULL) {
-        (void)DFCCL_CUDA(cudaFreeHost(ptr));
+    int prev;
+
+    if (ptr == NULL) {
+        return;
     }
+    if (dfccl_cuda_device_enter(ctx, &prev) == DFCCL_OK) {
+        (void)DFCCL_CUDA(cudaHostUnregister(ptr));
+        dfccl_cuda_device_leave(ctx, prev);
+    }
+    free(ptr);
+}
+
+/* Whether the device was reset since dfcclInit: our pinned staging pages
+ * are no longer known to CUDA then. */
+static int dfccl_cuda_lost(struct dfccl_rank_ctx *ctx)
+{
+    dfccl_cuda_be_t *h = ctx->be_priv;
+    struct cudaPointerAttributes at;
+
+    if (h == NULL || h->stage == NULL) {
+        return 0;
+    }
+    if (cudaPointerGetAttributes(&at, h->stage) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    return at.type != cudaMemoryTypeHost;
 }
 
 static void *dfccl_cuda_host_dev_ptr(struct dfccl_rank_ctx *ctx, void *ptr)
@@ -466,4 +510,5 @@ const dfccl_backend_ops_t dfccl_backend_cuda = {
     .host_register   = dfccl_cuda_host_register,
     .host_unregister = dfccl_cuda_host_unregister,
     .bind_thread     = dfccl_cuda_bind_thread,
+    .lost            = dfccl_cuda_lost,
 };
