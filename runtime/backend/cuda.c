@@ -14,7 +14,10 @@
 #include "../../kernels/daemon_host.h"
 #include "../../kernels/port.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string.h>
 
 #define DFCCL_CUDA_STAGE_BYTES (1ul << 20)
@@ -250,43 +253,50 @@ static void dfccl_cuda_dev_free(struct dfccl_rank_ctx *ctx, void *ptr)
 }
 
 /*
- * Host memory that the daemon maps: the process's own pages, registered
+ * Host memory that the daemon maps: pages of our own mapping, registered
  * with CUDA, rather than cudaHostAlloc's. A program may reset the device
  * (cudaDeviceReset, as CUDA's samples do before they exit) before dfccl is
  * finalized: that frees every CUDA allocation, and pages of cudaHostAlloc
  * would vanish under the host threads that read the queues. Registered
- * pages only lose their mapping, and stay readable until dfccl frees them.
+ * pages only lose their registration, and stay readable until dfccl
+ * unmaps them. A mapping of their own (not the heap's pages) keeps what
+ * the driver does to pinned pages away from other data. The page before
+ * the memory holds the mapping's length.
  */
 static dfccl_status_t dfccl_cuda_host_alloc(struct dfccl_rank_ctx *ctx, size_t bytes,
                                             void **ptr_p)
 {
-    const size_t page = 4096, len = (bytes + page - 1) / page * page + (bytes == 0) * page;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t len  = ((bytes ? bytes : 1) + page - 1) / page * page;
     dfccl_status_t st;
-    void *p = NULL;
+    char *m;
     int prev;
 
-    if (posix_memalign(&p, page, len) != 0) {
-        return dfccl_error(DFCCL_ERR_NO_MEMORY, "cuda backend: cannot allocate %zu bytes of "
-                           "host memory", bytes);
+    m = mmap(NULL, page + len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "cuda backend: cannot map %zu bytes of host "
+                           "memory: %s", bytes, strerror(errno));
     }
-    memset(p, 0, len);
+    *(size_t *)(void *)m = page + len; /* mmap's pages come zeroed */
     st = dfccl_cuda_device_enter(ctx, &prev);
     if (st == DFCCL_OK) {
-        st = DFCCL_CUDA(cudaHostRegister(p, len, cudaHostRegisterMapped |
-                                                     cudaHostRegisterPortable));
+        st = DFCCL_CUDA(cudaHostRegister(m + page, len, cudaHostRegisterMapped |
+                                                            cudaHostRegisterPortable));
         dfccl_cuda_device_leave(ctx, prev);
     }
     if (st != DFCCL_OK) {
-        free(p);
+        munmap(m, page + len);
         return dfccl_error(DFCCL_ERR_NO_MEMORY, "cuda backend: cannot pin and map %zu bytes of "
                            "host memory (cudaHostRegister)", bytes);
     }
-    *ptr_p = p;
+    *ptr_p = m + page;
     return DFCCL_OK;
 }
 
 static void dfccl_cuda_host_free(struct dfccl_rank_ctx *ctx, void *ptr)
 {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *m;
     int prev;
 
     if (ptr == NULL) {
@@ -296,7 +306,8 @@ static void dfccl_cuda_host_free(struct dfccl_rank_ctx *ctx, void *ptr)
         (void)DFCCL_CUDA(cudaHostUnregister(ptr));
         dfccl_cuda_device_leave(ctx, prev);
     }
-    free(ptr);
+    m = (char *)ptr - page;
+    munmap(m, *(size_t *)(void *)m);
 }
 
 /* Whether the device was reset since dfcclInit: our pinned staging pages
