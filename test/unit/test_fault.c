@@ -77,6 +77,20 @@ static int sum_ok(const float *h, size_t count, int it, const int *alive, int na
     return 1;
 }
 
+/* An allgather's output of iteration `it` from the `nalive` ranks `alive`,
+ * in that order. */
+static int ag_ok(const int32_t *hg, int it, const int *alive, int nalive)
+{
+    for (int k = 0; k < nalive; k++) {
+        for (size_t i = 0; i < AG_COUNT; i++) {
+            if (hg[(size_t)k * AG_COUNT + i] != alive[k] * 1000 + it) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 /* Wait for `id`, expecting DFCCL_OK. */
 #define WAIT_OK(_id, _what)                                                                 \
     do {                                                                                    \
@@ -181,22 +195,47 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
             /* Across hosts, the dead rank's last run may lack its data on
              * a survivor though the dead rank completed it: its sends
              * were with UCX, not yet delivered (rendezvous needs the
-             * sender). Such a run completes, or fails where another
+             * sender). Such a run completes, with the dead rank's data or
+             * run again over the survivors, or fails where another
              * survivor completed it first; the later ones are exact. */
             const int ids[3] = {ar, ag, br};
-            int whole = 1;
+            int all[8], surv[8], nsurv = 0; /* at most 8 ranks, as alive[] */
+            dfccl_status_t st[3];
+            for (int r = 0; r < n; r++) {
+                all[r] = r;
+                if (r != DEAD_RANK) {
+                    surv[nsurv++] = r;
+                }
+            }
             for (int k = 0; k < 3; k++) {
-                dfccl_status_t st = dfcclWait(ids[k], dfccl_test_wait_ms(30000), ctx);
-                DFCCL_TEST_CHECK(st == DFCCL_OK ||
-                                 (st == DFCCL_ERR_ABORTED &&
+                st[k] = dfcclWait(ids[k], dfccl_test_wait_ms(30000), ctx);
+                DFCCL_TEST_CHECK(st[k] == DFCCL_OK ||
+                                 (st[k] == DFCCL_ERR_ABORTED &&
                                   strstr(dfcclGetLastErrorMessage(), "completed this run")),
                                  "iteration %d: run %d: %s (%s)", it, k,
-                                 dfcclGetErrorString(st), dfcclGetLastErrorMessage());
-                whole = whole && st == DFCCL_OK;
+                                 dfcclGetErrorString(st[k]), dfcclGetLastErrorMessage());
             }
-            if (!whole) {
-                continue;
+            if (st[0] == DFCCL_OK) {
+                dfccl_test_get(ctx, h, recv, AR_COUNT * sizeof(float));
+                DFCCL_TEST_CHECK(sum_ok(h, AR_COUNT, it, all, n, NULL) ||
+                                     sum_ok(h, AR_COUNT, it, surv, nsurv, "allreduce"),
+                                 "iteration %d: neither the sum over %d ranks nor over the "
+                                 "survivors", it, n);
             }
+            if (st[1] == DFCCL_OK) {
+                dfccl_test_get(ctx, hg, agrecv, (size_t)n * AG_COUNT * sizeof(int32_t));
+                DFCCL_TEST_CHECK(ag_ok(hg, it, all, n) || ag_ok(hg, it, surv, nsurv),
+                                 "iteration %d: the allgather holds neither the %d ranks' "
+                                 "blocks nor the survivors'", it, n);
+            }
+            if (st[2] == DFCCL_OK) {
+                dfccl_test_get(ctx, h, brecv, B_COUNT * sizeof(float));
+                DFCCL_TEST_CHECK(sum_ok(h, B_COUNT, it, all, n, NULL) ||
+                                     sum_ok(h, B_COUNT, it, surv, nsurv, "second allreduce"),
+                                 "iteration %d: neither the sum over %d ranks nor over the "
+                                 "survivors", it, n);
+            }
+            continue;
         } else {
             WAIT_OK(ar, "allreduce");
             WAIT_OK(ag, "allgather");
