@@ -91,6 +91,60 @@ static int ag_ok(const int32_t *hg, int it, const int *alive, int nalive)
     return 1;
 }
 
+/* The n ranks (*all) and the survivors of DEAD_RANK (*surv, *nsurv). */
+static void ranks_of(int n, int all[8], int surv[8], int *nsurv)
+{
+    *nsurv = 0;
+    for (int r = 0; r < n; r++) {
+        all[r] = r;
+        if (r != DEAD_RANK) {
+            surv[(*nsurv)++] = r;
+        }
+    }
+}
+
+/* A run that DEAD_RANK was in when it died completed: h holds the sum over
+ * all n ranks (its data came through) or over the survivors (run again
+ * without it); `what` names it in the message about the survivors' sum. */
+static int sum_whole_or_survivors(const float *h, size_t count, int it, int n,
+                                  const char *what)
+{
+    int all[8], surv[8], nsurv;
+
+    ranks_of(n, all, surv, &nsurv);
+    return sum_ok(h, count, it, all, n, NULL) || sum_ok(h, count, it, surv, nsurv, what);
+}
+
+static int ag_whole_or_survivors(const int32_t *hg, int it, int n)
+{
+    int all[8], surv[8], nsurv;
+
+    ranks_of(n, all, surv, &nsurv);
+    return ag_ok(hg, it, all, n) || ag_ok(hg, it, surv, nsurv);
+}
+
+/* Wait for the three runs (ids) that DEAD_RANK was in when it died: each
+ * completes, or fails where another survivor completed it first (st: how
+ * each ended). With `say`, each end is printed. 0, or 1 after a failed
+ * check (message printed). */
+static int wait_cut_runs(dfccl_rank_ctx_t ctx, const int ids[3], int it, int say,
+                         dfccl_status_t st[3])
+{
+    for (int k = 0; k < 3; k++) {
+        st[k] = dfcclWait(ids[k], dfccl_test_wait_ms(30000), ctx);
+        DFCCL_TEST_CHECK(st[k] == DFCCL_OK ||
+                         (st[k] == DFCCL_ERR_ABORTED &&
+                          strstr(dfcclGetLastErrorMessage(), "completed this run")),
+                         "iteration %d: run %d: %s (%s)", it, k, dfcclGetErrorString(st[k]),
+                         dfcclGetLastErrorMessage());
+        if (say) {
+            printf("mid-run death: rank 0, run %d of iteration %d: %s\n", k, it,
+                   dfcclGetErrorString(st[k]));
+        }
+    }
+    return 0;
+}
+
 /* Wait for `id`, expecting DFCCL_OK. */
 #define WAIT_OK(_id, _what)                                                                 \
     do {                                                                                    \
@@ -168,26 +222,15 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
             /* the runs the dead rank was in: each completes with its data
              * (it got that far), runs again over the survivors, or fails
              * where another survivor completed it first */
-            const int ids[3] = {ar, ag, br}, all[4] = {0, 1, 2, 3}, surv[3] = {0, 1, 3};
-            for (int k = 0; k < 3; k++) {
-                dfccl_status_t st = dfcclWait(ids[k], dfccl_test_wait_ms(30000), ctx);
-                DFCCL_TEST_CHECK(st == DFCCL_OK ||
-                                 (st == DFCCL_ERR_ABORTED &&
-                                  strstr(dfcclGetLastErrorMessage(), "completed this run")),
-                                 "iteration %d: run %d: %s (%s)", it, k,
-                                 dfcclGetErrorString(st), dfcclGetLastErrorMessage());
-                if (rank == 0) {
-                    printf("mid-run death: rank 0, run %d of iteration %d: %s\n", k, it,
-                           dfcclGetErrorString(st));
-                }
-                if (k == 0 && st == DFCCL_OK) {
-                    /* whole: the dead rank's data and all, or the survivors' */
-                    dfccl_test_get(ctx, h, recv, AR_COUNT * sizeof(float));
-                    DFCCL_TEST_CHECK(sum_ok(h, AR_COUNT, it, all, 4, NULL) ||
-                                     sum_ok(h, AR_COUNT, it, surv, 3, "allreduce"),
-                                     "iteration %d: neither the sum over 4 ranks nor over the "
-                                     "survivors", it);
-                }
+            const int ids[3] = {ar, ag, br};
+            dfccl_status_t st[3];
+            DFCCL_TEST_CHECK(wait_cut_runs(ctx, ids, it, rank == 0, st) == 0, "iteration %d",
+                             it);
+            if (st[0] == DFCCL_OK) {
+                dfccl_test_get(ctx, h, recv, AR_COUNT * sizeof(float));
+                DFCCL_TEST_CHECK(sum_whole_or_survivors(h, AR_COUNT, it, n, "allreduce"),
+                                 "iteration %d: neither the sum over %d ranks nor over the "
+                                 "survivors", it, n);
             }
             continue;
         }
@@ -199,39 +242,23 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
              * run again over the survivors, or fails where another
              * survivor completed it first; the later ones are exact. */
             const int ids[3] = {ar, ag, br};
-            int all[8], surv[8], nsurv = 0; /* at most 8 ranks, as alive[] */
             dfccl_status_t st[3];
-            for (int r = 0; r < n; r++) {
-                all[r] = r;
-                if (r != DEAD_RANK) {
-                    surv[nsurv++] = r;
-                }
-            }
-            for (int k = 0; k < 3; k++) {
-                st[k] = dfcclWait(ids[k], dfccl_test_wait_ms(30000), ctx);
-                DFCCL_TEST_CHECK(st[k] == DFCCL_OK ||
-                                 (st[k] == DFCCL_ERR_ABORTED &&
-                                  strstr(dfcclGetLastErrorMessage(), "completed this run")),
-                                 "iteration %d: run %d: %s (%s)", it, k,
-                                 dfcclGetErrorString(st[k]), dfcclGetLastErrorMessage());
-            }
+            DFCCL_TEST_CHECK(wait_cut_runs(ctx, ids, it, 0, st) == 0, "iteration %d", it);
             if (st[0] == DFCCL_OK) {
                 dfccl_test_get(ctx, h, recv, AR_COUNT * sizeof(float));
-                DFCCL_TEST_CHECK(sum_ok(h, AR_COUNT, it, all, n, NULL) ||
-                                     sum_ok(h, AR_COUNT, it, surv, nsurv, "allreduce"),
+                DFCCL_TEST_CHECK(sum_whole_or_survivors(h, AR_COUNT, it, n, "allreduce"),
                                  "iteration %d: neither the sum over %d ranks nor over the "
                                  "survivors", it, n);
             }
             if (st[1] == DFCCL_OK) {
                 dfccl_test_get(ctx, hg, agrecv, (size_t)n * AG_COUNT * sizeof(int32_t));
-                DFCCL_TEST_CHECK(ag_ok(hg, it, all, n) || ag_ok(hg, it, surv, nsurv),
+                DFCCL_TEST_CHECK(ag_whole_or_survivors(hg, it, n),
                                  "iteration %d: the allgather holds neither the %d ranks' "
                                  "blocks nor the survivors'", it, n);
             }
             if (st[2] == DFCCL_OK) {
                 dfccl_test_get(ctx, h, brecv, B_COUNT * sizeof(float));
-                DFCCL_TEST_CHECK(sum_ok(h, B_COUNT, it, all, n, NULL) ||
-                                     sum_ok(h, B_COUNT, it, surv, nsurv, "second allreduce"),
+                DFCCL_TEST_CHECK(sum_whole_or_survivors(h, B_COUNT, it, n, "second allreduce"),
                                  "iteration %d: neither the sum over %d ranks nor over the "
                                  "survivors", it, n);
             }
