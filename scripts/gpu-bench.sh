@@ -244,10 +244,8 @@ for n in $ranks; do
             run "allreduce-$t-${n}gpu" "${mr[@]}" -x DFCCL_ALGO=$t -x NCCL_ALGO=Tree "$bench" \
                 -b 256K -e 1G -f 4 -w 3 -n 10 "${cmp[@]}" --stats
         done
-        if ! want msccl; then
-            run "allreduce-ring-${n}gpu" "${mr[@]}" -x DFCCL_ALGO=ring -x NCCL_ALGO=Ring \
-                "$bench" -b 256K -e 1G -f 4 -w 3 -n 10 "${cmp[@]}"
-        fi
+        run "allreduce-ring-trees-${n}gpu" "${mr[@]}" -x DFCCL_ALGO=ring -x NCCL_ALGO=Ring \
+            "$bench" -b 256K -e 1G -f 4 -w 3 -n 10 "${cmp[@]}" --stats
     fi
     if want straggler; then
         for late in 100 1000 10000; do
