@@ -836,9 +836,12 @@ int mca_coll_dfccl_call(mca_coll_dfccl_module_t *m, const mca_coll_dfccl_args_t 
         __atomic_fetch_add(&cm->fallbacks, 1, __ATOMIC_RELAXED);
         return mca_coll_dfccl_previous(m, a, a->form, a->sbuf, a->rbuf, request);
     }
-    /* one rank (MPI_COMM_SELF): nothing for dfccl to do, its buffers are
-     * only staged for the previous module */
-    dfccl_route(a, ompi_comm_size(a->comm) > 1 ? plan_fn : NULL, &rt);
+    /* One rank (MPI_COMM_SELF, a single-process run): host buffers are a
+     * memcpy for the previous module, but device buffers would be staged
+     * through the host both ways, so dfccl's one-rank group takes those. */
+    dfccl_route(a, ompi_comm_size(a->comm) > 1 || cm->mode == MCA_COLL_DFCCL_MODE_CUDA ? plan_fn
+                                                                                      : NULL,
+                &rt);
     if (a->form != MCA_COLL_DFCCL_PERSISTENT) {
         return dfccl_dispatch(m, a, &rt, NULL, request);
     }

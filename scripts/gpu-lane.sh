@@ -41,7 +41,7 @@
 #      the MPI
 #      component on device buffers, every program choosing its GPU after
 #      MPI_Init from the node-local rank: the collective matrix
-#      (test/mpi/test_coll --device, 2, 3 and 4 ranks), then with 2 ranks and
+#      (test/mpi/test_coll --device, 1, 2, 3 and 4 ranks), then with 2 ranks and
 #      each count of -r: every other MPI collective (test_allcolls --device),
 #      the collective matrix again with each rank seeing only its own GPU
 #      (CUDA_VISIBLE_DEVICES per rank, P2P forced),
@@ -289,7 +289,7 @@ if want mpi; then
     }
     make -C "$build/test/mpi" test_coll test_allcolls test_memkinds test_thread_nodevice \
         test_errors test_devreset >/dev/null 2>&1
-    for n in 2 3 4; do
+    for n in 1 2 3 4; do
         mpi_cmd "$n"
         step "mpi-test_coll-device-${n}ranks" bash -c 'mpi_check "$@"' _ "$n" "${mr[@]}" \
             test/mpi/test_coll --device
