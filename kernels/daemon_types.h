@@ -133,6 +133,10 @@ typedef struct {
     int32_t                recv;
     int32_t                nsteps;
     const dfccl_ms_step_t *steps;
+    /* the channel its primitives run on: the channel of its index, with
+     * its own send and receive connectors (those of channel `chan`'s
+     * regions), written once the peers' regions are known */
+    const struct dfccl_chan *view;
 } dfccl_ms_tb_t;
 
 /* The most ranks of a one-shot or mesh collective (dfccl_chan_t.peer). */
@@ -347,8 +351,18 @@ typedef struct {
     char     pad2[DFCCL_CACHELINE - 8 * sizeof(uint64_t)];
 } dfccl_conn_ctrl_t;
 
+/* The mesh's layout (mesh, MSCCL programs, trees): a channel's region holds
+ * its control words, then a connector per other rank, in rank order, each
+ * its control words and nslots slots (twice as large in LL). Where in
+ * rank `owner`'s region the connector of sender q starts. */
+#define DFCCL_MESH_CONN_BYTES(nslots, slot_bytes, ll)                                            \
+    (sizeof(dfccl_conn_ctrl_t) + (uint64_t)(nslots) * (uint64_t)(slot_bytes) * ((ll) ? 2u : 1u))
+#define DFCCL_MESH_CONN_AT(owner, q, nslots, slot_bytes, ll)                                     \
+    (sizeof(dfccl_conn_ctrl_t) + (uint64_t)((q) < (owner) ? (q) : (q) - 1) *                    \
+                                     DFCCL_MESH_CONN_BYTES(nslots, slot_bytes, ll))
+
 /* One channel of a registered collective: its part of the data and its ring. */
-typedef struct {
+typedef struct dfccl_chan {
     uint64_t           off;       /* first element of this channel's range */
     uint64_t           cnt;       /* elements in this channel's range */
     dfccl_conn_ctrl_t *recv_ctrl; /* own connector (prev -> me) */

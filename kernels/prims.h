@@ -193,6 +193,30 @@ DFCCL_F_DEVICE void dfccl_ll_put(char *p, uint64_t i, uint64_t bytes, uint64_t v
     }
 }
 
+/* An LL primitive's source words of one thread's turn (lines i0, i0 + nt,
+ * ...): into sv for a reduction, into v where nothing is received. */
+DFCCL_F_DEVICE void dfccl_ll_src(uint32_t flags, const char *src, uint64_t bytes,
+                                 uint64_t nlines, uint64_t i0, uint64_t nt, uint64_t *v,
+                                 uint64_t *sv)
+{
+    const int reduce = (flags & DFCCL_P_REDUCE) != 0, recv = (flags & DFCCL_P_RECV) != 0;
+
+    if (!reduce && recv) {
+        return;
+    }
+    for (int u = 0; u < DFCCL_LL_UNROLL; u++) {
+        const uint64_t i = i0 + (uint64_t)u * nt;
+        const uint64_t w = i < nlines ? dfccl_ll_get(src, i, bytes) : 0;
+
+        if (reduce) {
+            sv[u] = w;
+        }
+        if (!recv) {
+            v[u] = w;
+        }
+    }
+}
+
 /*
  * The LL form of a primitive (st->proto == DFCCL_K_PROTO_LL, slices of at
  * most DFCCL_LL_MAX_BYTES): a slot holds one 16-byte line per 8 bytes of
@@ -236,6 +260,14 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
     uint32_t rflag = 0, sflag = 0;
     int ok = 1;
 
+    uint64_t v[DFCCL_LL_UNROLL], sv[DFCCL_LL_UNROLL];
+
+    /* The source (of a reduction, or of a send) is read before the lines
+     * are polled and before the send credit is checked: its load is then
+     * off the ring's path (the peer's line arrives last), and it is
+     * replayed harmlessly if the primitive is STUCK. Each thread's first
+     * lines are read here, the others at the top of their turn. */
+    dfccl_ll_src(flags, src, bytes, nlines, (uint64_t)DFCCL_TID, nt, v, sv);
     if (flags & DFCCL_P_RECV) {
         rl    = ch->recv_data + (x->dyn.recv_seq % st->nslots) * stride;
         rflag = (uint32_t)(x->dyn.recv_seq + 1);
@@ -249,16 +281,8 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
     }
 
     for (uint64_t i0 = (uint64_t)DFCCL_TID; ok && i0 < nlines; i0 += nt * DFCCL_LL_UNROLL) {
-        uint64_t v[DFCCL_LL_UNROLL], sv[DFCCL_LL_UNROLL];
-
-        /* The source of a reduction is read before the lines are polled:
-         * its load is then off the ring's path (the peer's line arrives
-         * last), and it is replayed harmlessly if the primitive is STUCK. */
-        if (reduce) {
-            for (int u = 0; u < DFCCL_LL_UNROLL; u++) {
-                const uint64_t i = i0 + (uint64_t)u * nt;
-                sv[u] = i < nlines ? dfccl_ll_get(src, i, bytes) : 0;
-            }
+        if (i0 != (uint64_t)DFCCL_TID) {
+            dfccl_ll_src(flags, src, bytes, nlines, i0, nt, v, sv);
         }
         if (flags & DFCCL_P_RECV) {
             uint32_t got = 0, d0, d1;
@@ -287,11 +311,6 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
             }
             if (!ok) {
                 break;
-            }
-        } else {
-            for (int u = 0; u < DFCCL_LL_UNROLL; u++) {
-                const uint64_t i = i0 + (uint64_t)u * nt;
-                v[u] = i < nlines ? dfccl_ll_get(src, i, bytes) : 0;
             }
         }
         for (int u = 0; u < DFCCL_LL_UNROLL; u++) {

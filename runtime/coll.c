@@ -487,8 +487,11 @@ static int dfccl_coll_resolve(struct dfccl_rank_ctx *ctx, int id)
         c->chans[ch].send_ctrl = dev;
         c->chans[ch].send_data = (char *)dev + sizeof(dfccl_conn_ctrl_t);
     }
-    st = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.chans[(size_t)id * nb], c->chans,
-                             (size_t)c->st.nchannels * sizeof(dfccl_chan_t));
+    st = c->st.algo == DFCCL_K_ALGO_MSCCL ? dfccl_msccl_resolve(ctx, c) : DFCCL_OK;
+    if (st == DFCCL_OK) {
+        st = ctx->be->memcpy_h2d(ctx, (void *)&ctx->args.chans[(size_t)id * nb], c->chans,
+                                 (size_t)c->st.nchannels * sizeof(dfccl_chan_t));
+    }
     if (st != DFCCL_OK) {
         return st;
     }

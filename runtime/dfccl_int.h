@@ -641,6 +641,7 @@ typedef struct {
      * counters, and its scratch buffer (device memory); "msccl:<name>" */
     const struct dfccl_msccl_prog *ms_prog;
     void               *ms_dev;
+    dfccl_chan_t       *ms_views;   /* its thread blocks' channels (in ms_dev) */
     void               *ms_scratch;
     char                ms_name[160];
     /* Fault exclusion (fault.c): DFCCL_CFAULT_* of its run in flight, and
@@ -1106,11 +1107,13 @@ int dfccl_tree_sends_to(const dfccl_coll_static_t *st, int ch, int q);
 uint32_t dfccl_algo_team(const dfccl_config_t *cfg, uint64_t bytes);
 
 /* algo/msccl.c: an MSCCL program's thread blocks in device memory, for
- * collective c (registered with that algorithm) on g; released with
- * dfccl_msccl_release; whether a thread block of ours sends to rank q on
- * channel ch (the peers' regions to find) */
+ * collective c (registered with that algorithm) on g; their channels, with
+ * their connectors, once the peers' regions are found (c->chans holds
+ * them); released with dfccl_msccl_release; whether a thread block of ours
+ * sends to rank q on channel ch (the peers' regions to find) */
 dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group *g,
                                  dfccl_coll_t *c);
+dfccl_status_t dfccl_msccl_resolve(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c);
 void dfccl_msccl_release(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c);
 int dfccl_msccl_sends_to(const dfccl_coll_t *c, int ch, int q);
 

@@ -31,21 +31,13 @@
 
 #include "ring.h"
 
-/* Bytes of one sender's connector in a mesh region, after the region's
- * own control words (the signature). */
-DFCCL_F_DEVICE uint64_t dfccl_mesh_conn_bytes(const dfccl_coll_static_t *st)
-{
-    return sizeof(dfccl_conn_ctrl_t) + (uint64_t)st->nslots * st->slot_bytes *
-                                           (st->proto == DFCCL_K_PROTO_LL ? 2u : 1u);
-}
-
-/* The connector for sender q in rank `owner`'s `region`: its control words
- * and slots. A region holds one per other rank, in rank order. */
+/* The connector for sender q in rank `owner`'s `region` (the layout of
+ * DFCCL_MESH_CONN_AT): its control words and slots. */
 DFCCL_F_DEVICE void dfccl_mesh_conn(const dfccl_coll_static_t *st, char *region, int owner,
                                     int q, dfccl_conn_ctrl_t **ctrl_p, char **data_p)
 {
-    const uint64_t k = (uint64_t)(q < owner ? q : q - 1);
-    char *c          = region + sizeof(dfccl_conn_ctrl_t) + k * dfccl_mesh_conn_bytes(st);
+    char *c = region + DFCCL_MESH_CONN_AT(owner, q, st->nslots, st->slot_bytes,
+                                          st->proto == DFCCL_K_PROTO_LL);
 
     *ctrl_p = (dfccl_conn_ctrl_t *)(void *)c;
     *data_p = c + sizeof(dfccl_conn_ctrl_t);

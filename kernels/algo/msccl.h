@@ -10,6 +10,9 @@
  * way, so every connector has one writer and one reader, whose sequences
  * (dyn.send_seq, dyn.recv_seq) pair up run after run.
  *
+ * The thread block's primitives run on its view of the channel
+ * (tb->view), which the host wrote with its connectors.
+ *
  * Every chunk has the same number of elements; the program runs once per
  * loop, each loop on the next slot's worth of every chunk. A step moves its
  * cnt chunks as cnt primitives. Where a step waits for a step of another
@@ -164,7 +167,6 @@ DFCCL_F_DEVICE int dfccl_msccl_run(dfccl_exec_t *x)
     uint64_t nloops, base, copy_n;
     const char *copy_from = NULL;
     char *copy_to = NULL, *b[3];
-    dfccl_chan_t view;
     int rc;
 
     if (tb == NULL) {
@@ -192,25 +194,7 @@ DFCCL_F_DEVICE int dfccl_msccl_run(dfccl_exec_t *x)
         }
     }
     x->dyn.phase = 2;
-    view = *home;
-    if (tb->chan >= 0) {
-        /* channel chan's chan_t: its own region and the peers' */
-        const dfccl_chan_t *cc = home + (tb->chan - tb->tb);
-        dfccl_conn_ctrl_t *ctrl;
-        char *data;
-
-        if (tb->send >= 0) {
-            dfccl_mesh_conn(x->st, cc->peer[tb->send], tb->send, x->st->rank, &ctrl, &data);
-            view.send_ctrl = ctrl;
-            view.send_data = data;
-        }
-        if (tb->recv >= 0) {
-            dfccl_mesh_conn(x->st, (char *)cc->recv_ctrl, x->st->rank, tb->recv, &ctrl, &data);
-            view.recv_ctrl = ctrl;
-            view.recv_data = data;
-        }
-    }
-    x->ch = &view;
+    x->ch        = tb->view;
     for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.step = 0) {
         for (; x->dyn.step < (uint32_t)tb->nsteps; x->dyn.step++, x->dyn.slice = 0) {
             const dfccl_ms_step_t *s = &tb->steps[x->dyn.step];

@@ -42,7 +42,7 @@ size_t dfccl_algo_sender_conns(const dfccl_config_t *cfg, dfccl_coll_static_t *s
         st->proto  = DFCCL_K_PROTO_LL;
         st->nslots = dfccl_algo_ll_slots(cfg, st->slot_bytes, (size_t)cfg->nslots);
     }
-    conn = sizeof(dfccl_conn_ctrl_t) + (size_t)st->nslots * st->slot_bytes * (ll ? 2 : 1);
+    conn = (size_t)DFCCL_MESH_CONN_BYTES(st->nslots, st->slot_bytes, ll);
     /* a connector per other rank */
     return sizeof(dfccl_conn_ctrl_t) + (size_t)(st->nranks > 1 ? st->nranks - 1 : 0) * conn;
 }

@@ -213,7 +213,7 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
     const dfccl_msccl_gpu_t *gpu;
     const uint64_t cin = p != NULL ? (uint64_t)dfccl_ms_in_chunks(p) : 1;
     const uint64_t ce  = dfccl_ms_in_elems(st->kind, st->count, g->nranks) / cin;
-    size_t total = 0, o_done, o_nsteps, o_steps, bytes, sbytes;
+    size_t total = 0, o_done, o_nsteps, o_views, o_steps, bytes, sbytes;
     dfccl_ms_tb_t *tbs;
     char *h, *dev = NULL;
     static int ll128_said;
@@ -233,7 +233,8 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
     }
     o_done   = (size_t)gpu->ntbs * sizeof(dfccl_ms_tb_t);
     o_nsteps = o_done + (size_t)gpu->ntbs * sizeof(uint64_t);
-    o_steps  = (o_nsteps + (size_t)gpu->ntbs * sizeof(int32_t) + 7) & ~(size_t)7;
+    o_views  = (o_nsteps + (size_t)gpu->ntbs * sizeof(int32_t) + 7) & ~(size_t)7;
+    o_steps  = o_views + (size_t)gpu->ntbs * sizeof(dfccl_chan_t);
     bytes    = o_steps + total * sizeof(dfccl_ms_step_t);
     sbytes   = (size_t)gpu->chunks[2] * ce * st->elem_size;
     h        = calloc(1, bytes);
@@ -251,7 +252,8 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
         }
         return rc;
     }
-    c->ms_dev = dev;
+    c->ms_dev   = dev;
+    c->ms_views = (dfccl_chan_t *)(void *)(dev + o_views);
     tbs       = (dfccl_ms_tb_t *)(void *)h;
     total     = 0;
     for (int t = 0; t < gpu->ntbs; t++) {
@@ -272,6 +274,7 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
         tbs[t].recv         = b->recv;
         tbs[t].nsteps       = b->nsteps;
         tbs[t].steps        = (const dfccl_ms_step_t *)(const void *)(dev + o_steps) + total;
+        tbs[t].view         = (const dfccl_chan_t *)(const void *)(dev + o_views) + t;
         for (int i = 0; i < b->nsteps; i++) {
             const dfccl_msccl_step_t *m = &b->steps[i];
             s[i].type   = m->type;
@@ -297,7 +300,49 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
     c->ms_prog = p;
     snprintf(c->ms_name, sizeof(c->ms_name), "msccl:%s", p->name);
     c->bytes += bytes + sbytes;
-    return DFCCL_OK;
+    /* the channels as far as they are known (all of them on one rank) */
+    return dfccl_msccl_resolve(ctx, c);
+}
+
+dfccl_status_t dfccl_msccl_resolve(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c)
+{
+    const dfccl_coll_static_t *st = &c->st;
+    const dfccl_msccl_gpu_t *gpu  = &c->ms_prog->gpus[st->rank];
+    const int ll                  = st->proto == DFCCL_K_PROTO_LL;
+    dfccl_chan_t *v = calloc((size_t)gpu->ntbs, sizeof(*v));
+    dfccl_status_t rc;
+
+    if (v == NULL) {
+        return dfccl_error(DFCCL_ERR_NO_MEMORY, "MSCCL program %s: out of host memory",
+                           c->ms_prog->name);
+    }
+    for (int t = 0; t < gpu->ntbs; t++) {
+        const dfccl_msccl_tb_t *b = &gpu->tbs[t];
+
+        v[t] = c->chans[t];
+        if (b->chan < 0) {
+            continue;
+        }
+        /* a peer we send nothing (count 0) was not looked for */
+        if (b->send >= 0 && c->chans[b->chan].peer[b->send] != NULL) {
+            v[t].send_ctrl = (dfccl_conn_ctrl_t *)(void *)(c->chans[b->chan].peer[b->send] +
+                                                           DFCCL_MESH_CONN_AT(b->send, st->rank,
+                                                                              st->nslots,
+                                                                              st->slot_bytes, ll));
+            v[t].send_data = (char *)v[t].send_ctrl + sizeof(dfccl_conn_ctrl_t);
+        }
+        if (b->recv >= 0) {
+            v[t].recv_ctrl = (dfccl_conn_ctrl_t *)(void *)((char *)c->chans[b->chan].recv_ctrl +
+                                                           DFCCL_MESH_CONN_AT(st->rank, b->recv,
+                                                                              st->nslots,
+                                                                              st->slot_bytes, ll));
+            v[t].recv_data = (char *)v[t].recv_ctrl + sizeof(dfccl_conn_ctrl_t);
+        }
+    }
+    rc = ctx->be->memcpy_h2d(ctx, c->ms_views, v,
+                             (size_t)gpu->ntbs * sizeof(*v));
+    free(v);
+    return rc;
 }
 
 void dfccl_msccl_release(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c)
@@ -309,6 +354,7 @@ void dfccl_msccl_release(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c)
         ctx->be->dev_free(ctx, c->ms_scratch);
     }
     c->ms_dev     = NULL;
+    c->ms_views   = NULL;
     c->ms_scratch = NULL;
     c->ms_prog    = NULL;
 }
