@@ -337,6 +337,9 @@ DFCCL_F_DEVICE int dfccl_prim_ll(dfccl_exec_t *x, uint32_t flags, const char *sr
     if (!dfccl_team_all(ok, x->nthreads)) {
         return DFCCL_PRIM_STUCK; /* nothing committed */
     }
+    if (flags & DFCCL_P_RECV) {
+        DFCCL_STAMP(x->ctl, DFCCL_STAGE_ARRIVED0); /* a diagnostic build */
+    }
     if (stash) { /* each thread its own lines: no barrier needed */
         for (uint64_t i = (uint64_t)DFCCL_TID; i < nlines; i += nt) {
             dfccl_ll_put(dst, i, bytes, scratch[i]);

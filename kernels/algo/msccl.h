@@ -195,6 +195,7 @@ DFCCL_F_DEVICE int dfccl_msccl_run(dfccl_exec_t *x)
     }
     x->dyn.phase = 2;
     x->ch        = tb->view;
+    DFCCL_STAMP(x->ctl, DFCCL_STAGE_CREDIT); /* a diagnostic build: the start done */
     for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.step = 0) {
         for (; x->dyn.step < (uint32_t)tb->nsteps; x->dyn.step++, x->dyn.slice = 0) {
             const dfccl_ms_step_t *s = &tb->steps[x->dyn.step];
@@ -216,8 +217,11 @@ DFCCL_F_DEVICE int dfccl_msccl_run(dfccl_exec_t *x)
                     return rc;
                 }
             }
-            /* a diagnostic build's stages: step k of the first loop done */
-            DFCCL_STAMP(x->ctl, DFCCL_STAGE_SENT0 + DFCCL_MIN(x->dyn.step, 5u));
+            /* a diagnostic build's stages: step k of the first loop done
+             * (a receiving step's lines arrived at ARRIVED0, dfccl_prim_ll) */
+            DFCCL_STAMP(x->ctl, x->dyn.step == 0 ? DFCCL_STAGE_SENT0
+                                                 : DFCCL_STAGE_REDUCED +
+                                                       DFCCL_MIN(x->dyn.step - 1, 3u));
             if (s->hasdep) {
                 dfccl_ms_publish(x, &tb->done[tb->tb],
                                  base + 2 + (uint64_t)x->dyn.loop * (uint64_t)tb->nsteps +
