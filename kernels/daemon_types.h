@@ -117,6 +117,12 @@ typedef struct {
  * thread block counts its progress in done[tb]: per run, 1 + loops x steps
  * events (the input copied, then each step), cumulative over runs, and
  * publishes the count where a step of another thread block waits for it.
+ *
+ * In memory it is followed by the channel its primitives run on
+ * (DFCCL_MS_VIEW: the channel of its index, with its own send and receive
+ * connectors, those of channel `chan`'s regions, written once the peers'
+ * regions are known), then by its steps (DFCCL_MS_STEPS): a run finds all
+ * three from the one pointer, without waiting for a read in between.
  */
 typedef struct {
     uint64_t               chunk_elems;
@@ -132,12 +138,14 @@ typedef struct {
     int32_t                send;         /* peers, or -1 */
     int32_t                recv;
     int32_t                nsteps;
-    const dfccl_ms_step_t *steps;
-    /* the channel its primitives run on: the channel of its index, with
-     * its own send and receive connectors (those of channel `chan`'s
-     * regions), written once the peers' regions are known */
-    const struct dfccl_chan *view;
 } dfccl_ms_tb_t;
+
+#define DFCCL_MS_VIEW(tb)  ((const struct dfccl_chan *)(const void *)((tb) + 1))
+#define DFCCL_MS_STEPS(tb) ((const dfccl_ms_step_t *)(const void *)(DFCCL_MS_VIEW(tb) + 1))
+/* Bytes of a thread block of nsteps steps with its channel and steps. */
+#define DFCCL_MS_TB_BYTES(nsteps)                                                                \
+    ((sizeof(dfccl_ms_tb_t) + sizeof(struct dfccl_chan) +                                       \
+      (uint64_t)(nsteps) * sizeof(dfccl_ms_step_t) + 15) & ~(uint64_t)15)
 
 /* The most ranks of a one-shot or mesh collective (dfccl_chan_t.peer). */
 #define DFCCL_ONESHOT_MAX_RANKS 8

@@ -641,7 +641,6 @@ typedef struct {
      * counters, and its scratch buffer (device memory); "msccl:<name>" */
     const struct dfccl_msccl_prog *ms_prog;
     void               *ms_dev;
-    dfccl_chan_t       *ms_views;   /* its thread blocks' channels (in ms_dev) */
     void               *ms_scratch;
     char                ms_name[160];
     /* Fault exclusion (fault.c): DFCCL_CFAULT_* of its run in flight, and

@@ -11,7 +11,9 @@
  * (dyn.send_seq, dyn.recv_seq) pair up run after run.
  *
  * The thread block's primitives run on its view of the channel
- * (tb->view), which the host wrote with its connectors.
+ * (DFCCL_MS_VIEW), which the host wrote with its connectors; the view and
+ * the steps follow the thread block in memory, and a run asks for their
+ * first lines at once.
  *
  * Every chunk has the same number of elements; the program runs once per
  * loop, each loop on the next slot's worth of every chunk. A step moves its
@@ -31,6 +33,10 @@
 #define DFCCL_KERNELS_ALGO_MSCCL_H_
 
 #include "alltoall.h"
+
+/* Lines of a thread block (with its channel and steps) a run asks for
+ * at its start. */
+#define DFCCL_MS_PREFETCH_LINES 4
 
 /* Wait, at most x->spin polls, until *p reaches `target`; 0 if it did not
  * (the threads running the program return STUCK). The counters stay on
@@ -172,6 +178,14 @@ DFCCL_F_DEVICE int dfccl_msccl_run(dfccl_exec_t *x)
     if (tb == NULL) {
         return DFCCL_PRIM_DONE; /* no thread block of this rank on this channel */
     }
+    /* the thread block, its channel and its first steps, and the rest of
+     * the collective's constants: one wait for all of them, not one each */
+    if (DFCCL_TID < DFCCL_MS_PREFETCH_LINES) {
+        dfccl_prefetch_l1((const char *)tb + (uint64_t)DFCCL_TID * 128u);
+    } else if (DFCCL_TID < DFCCL_MS_PREFETCH_LINES + 2) { /* its first and last line */
+        dfccl_prefetch_l1((const char *)x->st + (DFCCL_TID - DFCCL_MS_PREFETCH_LINES) *
+                                                    (sizeof(*x->st) - 1));
+    }
     nloops = DFCCL_DIV_UP(tb->chunk_elems, L);
     base   = x->dyn.calls * (1 + nloops * (uint64_t)tb->nsteps);
     dfccl_ms_buffers(x, tb, b, &copy_from, &copy_to, &copy_n);
@@ -194,11 +208,11 @@ DFCCL_F_DEVICE int dfccl_msccl_run(dfccl_exec_t *x)
         }
     }
     x->dyn.phase = 2;
-    x->ch        = tb->view;
+    x->ch        = DFCCL_MS_VIEW(tb);
     DFCCL_STAMP(x->ctl, DFCCL_STAGE_CREDIT); /* a diagnostic build: the start done */
     for (; x->dyn.loop < nloops; x->dyn.loop++, x->dyn.step = 0) {
         for (; x->dyn.step < (uint32_t)tb->nsteps; x->dyn.step++, x->dyn.slice = 0) {
-            const dfccl_ms_step_t *s = &tb->steps[x->dyn.step];
+            const dfccl_ms_step_t *s = &DFCCL_MS_STEPS(tb)[x->dyn.step];
 
             if (x->dyn.slice == 0 && s->depid >= 0) {
                 const uint64_t e = 1 + nloops * (uint64_t)tb->nsteps_of[s->depid];

@@ -213,8 +213,7 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
     const dfccl_msccl_gpu_t *gpu;
     const uint64_t cin = p != NULL ? (uint64_t)dfccl_ms_in_chunks(p) : 1;
     const uint64_t ce  = dfccl_ms_in_elems(st->kind, st->count, g->nranks) / cin;
-    size_t total = 0, o_done, o_nsteps, o_views, o_steps, bytes, sbytes;
-    dfccl_ms_tb_t *tbs;
+    size_t o_done, o_nsteps, bytes = 0, sbytes;
     char *h, *dev = NULL;
     static int ll128_said;
     dfccl_status_t rc;
@@ -227,15 +226,15 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
         dfccl_log_msg(0, __FILE__, __LINE__, "MSCCL program %s asks for LL128, which dfccl runs "
                       "as LL", p->name);
     }
+    /* each thread block with its channel and steps (DFCCL_MS_TB_BYTES),
+     * then the counters */
     gpu = &p->gpus[st->rank];
     for (int t = 0; t < gpu->ntbs; t++) {
-        total += (size_t)gpu->tbs[t].nsteps;
+        bytes += (size_t)DFCCL_MS_TB_BYTES(gpu->tbs[t].nsteps);
     }
-    o_done   = (size_t)gpu->ntbs * sizeof(dfccl_ms_tb_t);
+    o_done   = bytes;
     o_nsteps = o_done + (size_t)gpu->ntbs * sizeof(uint64_t);
-    o_views  = (o_nsteps + (size_t)gpu->ntbs * sizeof(int32_t) + 7) & ~(size_t)7;
-    o_steps  = o_views + (size_t)gpu->ntbs * sizeof(dfccl_chan_t);
-    bytes    = o_steps + total * sizeof(dfccl_ms_step_t);
+    bytes    = o_nsteps + (size_t)gpu->ntbs * sizeof(int32_t);
     sbytes   = (size_t)gpu->chunks[2] * ce * st->elem_size;
     h        = calloc(1, bytes);
     if (h == NULL) {
@@ -252,29 +251,28 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
         }
         return rc;
     }
-    c->ms_dev   = dev;
-    c->ms_views = (dfccl_chan_t *)(void *)(dev + o_views);
-    tbs       = (dfccl_ms_tb_t *)(void *)h;
-    total     = 0;
-    for (int t = 0; t < gpu->ntbs; t++) {
+    c->ms_dev = dev;
+    for (int t = 0; t < st->nchannels; t++) {
+        c->chans[t].msccl = NULL;
+    }
+    for (size_t t = 0, o = 0; t < (size_t)gpu->ntbs; t++) {
         const dfccl_msccl_tb_t *b = &gpu->tbs[t];
-        dfccl_ms_step_t *s = (dfccl_ms_step_t *)(void *)(h + o_steps) + total;
+        dfccl_ms_tb_t *tb  = (dfccl_ms_tb_t *)(void *)(h + o);
+        dfccl_ms_step_t *s = (dfccl_ms_step_t *)(uintptr_t)DFCCL_MS_STEPS(tb);
 
         ((int32_t *)(void *)(h + o_nsteps))[t] = b->nsteps;
-        tbs[t].chunk_elems  = ce;
-        tbs[t].scratch      = c->ms_scratch;
-        tbs[t].done         = (uint64_t *)(void *)(dev + o_done);
-        tbs[t].nsteps_of    = (const int32_t *)(const void *)(dev + o_nsteps);
-        tbs[t].ntbs         = gpu->ntbs;
-        tbs[t].inplace_only = !p->outofplace;
-        tbs[t].in_chunks    = (int32_t)cin;
-        tbs[t].tb           = t;
-        tbs[t].chan         = b->chan;
-        tbs[t].send         = b->send;
-        tbs[t].recv         = b->recv;
-        tbs[t].nsteps       = b->nsteps;
-        tbs[t].steps        = (const dfccl_ms_step_t *)(const void *)(dev + o_steps) + total;
-        tbs[t].view         = (const dfccl_chan_t *)(const void *)(dev + o_views) + t;
+        tb->chunk_elems  = ce;
+        tb->scratch      = c->ms_scratch;
+        tb->done         = (uint64_t *)(void *)(dev + o_done);
+        tb->nsteps_of    = (const int32_t *)(const void *)(dev + o_nsteps);
+        tb->ntbs         = gpu->ntbs;
+        tb->inplace_only = !p->outofplace;
+        tb->in_chunks    = (int32_t)cin;
+        tb->tb           = (int32_t)t;
+        tb->chan         = b->chan;
+        tb->send         = b->send;
+        tb->recv         = b->recv;
+        tb->nsteps       = b->nsteps;
         for (int i = 0; i < b->nsteps; i++) {
             const dfccl_msccl_step_t *m = &b->steps[i];
             s[i].type   = m->type;
@@ -287,15 +285,13 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
             s[i].depid  = m->depid;
             s[i].deps   = m->deps;
         }
-        total += (size_t)b->nsteps;
+        c->chans[t].msccl = (const dfccl_ms_tb_t *)(const void *)(dev + o);
+        o += (size_t)DFCCL_MS_TB_BYTES(b->nsteps);
     }
     rc = ctx->be->memcpy_h2d(ctx, dev, h, bytes);
     free(h);
     if (rc != DFCCL_OK) {
         return rc;
-    }
-    for (int t = 0; t < st->nchannels; t++) {
-        c->chans[t].msccl = t < gpu->ntbs ? (const dfccl_ms_tb_t *)(const void *)dev + t : NULL;
     }
     c->ms_prog = p;
     snprintf(c->ms_name, sizeof(c->ms_name), "msccl:%s", p->name);
@@ -339,8 +335,11 @@ dfccl_status_t dfccl_msccl_resolve(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c)
             v[t].recv_data = (char *)v[t].recv_ctrl + sizeof(dfccl_conn_ctrl_t);
         }
     }
-    rc = ctx->be->memcpy_h2d(ctx, c->ms_views, v,
-                             (size_t)gpu->ntbs * sizeof(*v));
+    rc = DFCCL_OK;
+    for (int t = 0; t < gpu->ntbs && rc == DFCCL_OK; t++) {
+        rc = ctx->be->memcpy_h2d(ctx, (void *)(uintptr_t)DFCCL_MS_VIEW(c->chans[t].msccl), &v[t],
+                                 sizeof(v[t]));
+    }
     free(v);
     return rc;
 }
@@ -354,7 +353,6 @@ void dfccl_msccl_release(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c)
         ctx->be->dev_free(ctx, c->ms_scratch);
     }
     c->ms_dev     = NULL;
-    c->ms_views   = NULL;
     c->ms_scratch = NULL;
     c->ms_prog    = NULL;
 }
