@@ -142,6 +142,9 @@ typedef struct {
 
 #define DFCCL_MS_VIEW(tb)  ((const struct dfccl_chan *)(const void *)((tb) + 1))
 #define DFCCL_MS_STEPS(tb) ((const dfccl_ms_step_t *)(const void *)(DFCCL_MS_VIEW(tb) + 1))
+/* A run asks for this many bytes from its thread block on (kernels/algo/
+ * msccl.h), which the allocation holds however few steps the last has. */
+#define DFCCL_MS_PREFETCH_BYTES 512u
 /* Bytes of a thread block of nsteps steps with its channel and steps. */
 #define DFCCL_MS_TB_BYTES(nsteps)                                                                \
     ((sizeof(dfccl_ms_tb_t) + sizeof(struct dfccl_chan) +                                       \

@@ -36,7 +36,7 @@
 
 /* Lines of a thread block (with its channel and steps) a run asks for
  * at its start. */
-#define DFCCL_MS_PREFETCH_LINES 4
+#define DFCCL_MS_PREFETCH_LINES (DFCCL_MS_PREFETCH_BYTES / 128u)
 
 /* Wait, at most x->spin polls, until *p reaches `target`; 0 if it did not
  * (the threads running the program return STUCK). The counters stay on

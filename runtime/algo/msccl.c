@@ -234,7 +234,8 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
     }
     o_done   = bytes;
     o_nsteps = o_done + (size_t)gpu->ntbs * sizeof(uint64_t);
-    bytes    = o_nsteps + (size_t)gpu->ntbs * sizeof(int32_t);
+    /* the lines a run asks for past its thread block stay inside */
+    bytes    = o_nsteps + (size_t)gpu->ntbs * sizeof(int32_t) + DFCCL_MS_PREFETCH_BYTES;
     sbytes   = (size_t)gpu->chunks[2] * ce * st->elem_size;
     h        = calloc(1, bytes);
     if (h == NULL) {
