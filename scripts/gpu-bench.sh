@@ -13,8 +13,8 @@
 #   -o OUTDIR     tables (.txt) and plots (.svg) go here (default $OUT or .)
 #   -c "C ..."    collectives (default: all seven)
 #   -s "S ..."    sections (default: all, in this order): colls cold net
-#                 disorder registered msccl trees straggler algos; a long
-#                 campaign split over several jobs runs a few at a time
+#                 disorder registered msccl trees straggler algos python; a
+#                 long campaign split over several jobs runs a few at a time
 #   -C WHAT       what dfccl is compared with in the same job: nccl (the
 #                 default), nccl-best (plain NCCL, NCCL on symmetric buffers
 #                 and NCCL from a CUDA graph: the fastest at each size), or
@@ -40,7 +40,14 @@
 #               others' time per call, summed up as above);
 #   algos       dfccl-bench --algos for every collective of -c, 8 B to
 #               1 GiB: each algorithm's predicted and measured time, and the
-#               picks of the model and of the static thresholds.
+#               picks of the model and of the static thresholds;
+#   python      tools/bench/dfccl-pybench.py for the collectives of -c it
+#               has (allreduce, allgather, reducescatter, broadcast,
+#               alltoall), 8 B to 256 MiB: mpi4py on CuPy arrays through the
+#               component (BUILDDIR/ompi_coll_dfccl) against CuPy's NCCL
+#               communicator and torch.distributed, under DFCCL_PYTHON or
+#               python3; the NCCL backends need a GPU per rank (skipped, with
+#               a line, where ranks share one), and -C has no say here.
 #
 # colls: 8 B to 64 KiB (factor 8, 200 timed
 # calls: latency) and 256 KiB to 1 GiB (factor 4, 50 timed calls:
@@ -68,7 +75,7 @@ build=
 ranks="2 4"
 out=${OUT:-.}
 colls="allreduce allgather reducescatter reduce broadcast alltoall alltoallv"
-all_sections="colls cold net disorder registered msccl trees straggler algos"
+all_sections="colls cold net disorder registered msccl trees straggler algos python"
 sections=$all_sections
 cmp=(--compare nccl)
 while [ $# -gt 0 ]; do
@@ -102,6 +109,7 @@ for sec in $sections; do
 done
 want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
 gen="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tools/msccl/msccl_gen.py"
+pybench="$(dirname "$gen")/../bench/dfccl-pybench.py"
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 rc=0
@@ -264,6 +272,28 @@ for n in $ranks; do
                 -n 10
         done
         wcol=8
+    fi
+    if want python; then
+        comp="$(cd "$build" && pwd)/ompi_coll_dfccl/.libs"
+        sysdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null |
+                 sed -n 's/^path:pkglibdir://p')
+        if [ ! -f "$comp/mca_coll_dfccl.so" ]; then
+            echo "### python: skipped, $comp/mca_coll_dfccl.so was not built (it needs Open MPI)"
+        else
+            # a row per size: dfccl's wrong elements are column 6; the
+            # script exits 1 when any backend's result is wrong
+            wcol=6
+            for c in $colls; do
+                case $c in
+                allreduce | allgather | reducescatter | broadcast | alltoall) ;;
+                *) continue ;;
+                esac
+                run "python-$c-${n}gpu" "${mr[@]}" \
+                    --mca mca_base_component_path "$comp${sysdir:+:$sysdir}" \
+                    "${DFCCL_PYTHON:-python3}" "$pybench" -c "$c" -b 8 -e 256M -f 8 -w 5 -n 50
+            done
+            wcol=8
+        fi
     fi
 done
 exit $rc
