@@ -299,6 +299,24 @@ static int dfccl_mx_step(dfccl_mx_t *mx, const dfccl_msccl_prog_t *p, const dfcc
                              "numbered 0, 1, 2, ... in order, and this is step %d", s, tid, gid,
                              index);
     }
+    {
+        /* some executors' residual add reads two more buffers that their
+         * own API passes in: no call of MPI or dfccl has them */
+        char *t = dfccl_mx_str(n, "type");
+        int ra  = t != NULL && (strcmp(t, "ra") == 0 || strcmp(t, "res") == 0);
+
+        if (ra) {
+            DFCCL_MX_FAIL(mx, line, "<step type=\"%s\">: a residual add, which takes its two "
+                          "operands from an executor's own compute API; dfccl runs programs "
+                          "of s, r, rcs, rrs, rrc, rrcs, cpy, re and nop steps", t);
+        }
+        if (t != NULL) {
+            xmlFree(t);
+        }
+        if (ra) {
+            return -1;
+        }
+    }
     if (dfccl_mx_enum(mx, n, "type", dfccl_msccl_types, DFCCL_MSCCL_NTYPES, 0, 0, &type) != 0 ||
         dfccl_mx_buf(mx, n, "srcbuf", &st->srcbuf) != 0 ||
         dfccl_mx_buf(mx, n, "dstbuf", &st->dstbuf) != 0) {

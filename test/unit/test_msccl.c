@@ -149,6 +149,7 @@ static const bad_t bads[] = {
     {3, "    <tb id=\"0\"", "    <foo/>\n    <tb id=\"0\"", "pair.xml:3:", "only <tb> elements"},
     {5, "s=\"1\"", "s=\"2\"", "pair.xml:5:", "numbered 0, 1, 2"},
     {5, "type=\"rrc\"", "type=\"rrx\"", "pair.xml:5:", "must be s, r, rcs"},
+    {5, "type=\"rrc\"", "type=\"ra\"", "pair.xml:5:", "a residual add"},
     {5, "srcbuf=\"i\"", "srcbuf=\"x\"", "pair.xml:5:", "must be i, o or s"},
     {5, "srcoff=\"0\"", "srcoff=\"2\"", "pair.xml:5:", "buffer i (srcbuf), which has 2 chunks"},
     {5, "cnt=\"1\"", "cnt=\"0\"", "pair.xml:5:", "at least 1"},
