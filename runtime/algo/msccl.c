@@ -205,6 +205,35 @@ DFCCL_ALGO_DEFINE(msccl, DFCCL_K_ALGO_MSCCL,
                   "thread blocks and channels within DFCCL_MAX_BLOCKS, on one host with every "
                   "rank writing to every other)");
 
+/* Thread block t's channel (b: its part of the program): channel t's, with
+ * its own connectors in channel b->chan's regions, as far as c->chans
+ * knows them (a peer it sends nothing, count 0, was not looked for). */
+static void dfccl_ms_view(const dfccl_coll_t *c, const dfccl_msccl_tb_t *b, int t,
+                          dfccl_chan_t *v)
+{
+    const dfccl_coll_static_t *st = &c->st;
+    const int ll                  = st->proto == DFCCL_K_PROTO_LL;
+
+    *v = c->chans[t];
+    if (b->chan < 0) {
+        return;
+    }
+    if (b->send >= 0 && c->chans[b->chan].peer[b->send] != NULL) {
+        v->send_ctrl = (dfccl_conn_ctrl_t *)(void *)(c->chans[b->chan].peer[b->send] +
+                                                     DFCCL_MESH_CONN_AT(b->send, st->rank,
+                                                                        st->nslots,
+                                                                        st->slot_bytes, ll));
+        v->send_data = (char *)v->send_ctrl + sizeof(dfccl_conn_ctrl_t);
+    }
+    if (b->recv >= 0) {
+        v->recv_ctrl = (dfccl_conn_ctrl_t *)(void *)((char *)c->chans[b->chan].recv_ctrl +
+                                                     DFCCL_MESH_CONN_AT(st->rank, b->recv,
+                                                                        st->nslots,
+                                                                        st->slot_bytes, ll));
+        v->recv_data = (char *)v->recv_ctrl + sizeof(dfccl_conn_ctrl_t);
+    }
+}
+
 dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group *g,
                                  dfccl_coll_t *c)
 {
@@ -287,6 +316,9 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
             s[i].deps   = m->deps;
         }
         c->chans[t].msccl = (const dfccl_ms_tb_t *)(const void *)(dev + o);
+        /* its channel as far as it is known (the whole of it on one rank);
+         * dfccl_msccl_resolve writes it again once the peers' are found */
+        dfccl_ms_view(c, b, (int)t, (dfccl_chan_t *)(uintptr_t)DFCCL_MS_VIEW(tb));
         o += (size_t)DFCCL_MS_TB_BYTES(b->nsteps);
     }
     rc = ctx->be->memcpy_h2d(ctx, dev, h, bytes);
@@ -297,51 +329,21 @@ dfccl_status_t dfccl_msccl_setup(struct dfccl_rank_ctx *ctx, struct dfccl_group 
     c->ms_prog = p;
     snprintf(c->ms_name, sizeof(c->ms_name), "msccl:%s", p->name);
     c->bytes += bytes + sbytes;
-    /* the channels as far as they are known (all of them on one rank) */
-    return dfccl_msccl_resolve(ctx, c);
+    return DFCCL_OK;
 }
 
 dfccl_status_t dfccl_msccl_resolve(struct dfccl_rank_ctx *ctx, dfccl_coll_t *c)
 {
-    const dfccl_coll_static_t *st = &c->st;
-    const dfccl_msccl_gpu_t *gpu  = &c->ms_prog->gpus[st->rank];
-    const int ll                  = st->proto == DFCCL_K_PROTO_LL;
-    dfccl_chan_t *v = calloc((size_t)gpu->ntbs, sizeof(*v));
-    dfccl_status_t rc;
+    const dfccl_msccl_gpu_t *gpu = &c->ms_prog->gpus[c->st.rank];
+    dfccl_status_t rc            = DFCCL_OK;
 
-    if (v == NULL) {
-        return dfccl_error(DFCCL_ERR_NO_MEMORY, "MSCCL program %s: out of host memory",
-                           c->ms_prog->name);
-    }
-    for (int t = 0; t < gpu->ntbs; t++) {
-        const dfccl_msccl_tb_t *b = &gpu->tbs[t];
-
-        v[t] = c->chans[t];
-        if (b->chan < 0) {
-            continue;
-        }
-        /* a peer we send nothing (count 0) was not looked for */
-        if (b->send >= 0 && c->chans[b->chan].peer[b->send] != NULL) {
-            v[t].send_ctrl = (dfccl_conn_ctrl_t *)(void *)(c->chans[b->chan].peer[b->send] +
-                                                           DFCCL_MESH_CONN_AT(b->send, st->rank,
-                                                                              st->nslots,
-                                                                              st->slot_bytes, ll));
-            v[t].send_data = (char *)v[t].send_ctrl + sizeof(dfccl_conn_ctrl_t);
-        }
-        if (b->recv >= 0) {
-            v[t].recv_ctrl = (dfccl_conn_ctrl_t *)(void *)((char *)c->chans[b->chan].recv_ctrl +
-                                                           DFCCL_MESH_CONN_AT(st->rank, b->recv,
-                                                                              st->nslots,
-                                                                              st->slot_bytes, ll));
-            v[t].recv_data = (char *)v[t].recv_ctrl + sizeof(dfccl_conn_ctrl_t);
-        }
-    }
-    rc = DFCCL_OK;
     for (int t = 0; t < gpu->ntbs && rc == DFCCL_OK; t++) {
-        rc = ctx->be->memcpy_h2d(ctx, (void *)(uintptr_t)DFCCL_MS_VIEW(c->chans[t].msccl), &v[t],
-                                 sizeof(v[t]));
+        dfccl_chan_t v;
+
+        dfccl_ms_view(c, &gpu->tbs[t], t, &v);
+        rc = ctx->be->memcpy_h2d(ctx, (void *)(uintptr_t)DFCCL_MS_VIEW(c->chans[t].msccl), &v,
+                                 sizeof(v));
     }
-    free(v);
     return rc;
 }
 
