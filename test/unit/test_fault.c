@@ -218,45 +218,33 @@ static int exclude_body(int rank, int n, dfccl_test_oob_t *oob, void *arg)
             usleep(1000);
             kill(getpid(), SIGKILL);
         }
-        if (mid && it == DIE_AT) {
-            /* the runs the dead rank was in: each completes with its data
-             * (it got that far), runs again over the survivors, or fails
-             * where another survivor completed it first */
-            const int ids[3] = {ar, ag, br};
+        if ((mid && it == DIE_AT) ||
+            (getenv("FAULT_TEST_ACROSS_HOSTS") != NULL && it == DIE_AT - 1)) {
+            /* The runs the dead rank was in (DIE_AT): each completes with
+             * its data (it got that far), runs again over the survivors,
+             * or fails where another survivor completed it first. Across
+             * hosts, the dead rank's last run (DIE_AT - 1) may lack its
+             * data on a survivor though the dead rank completed it: its
+             * sends were with UCX, not yet delivered (rendezvous needs the
+             * sender). Such a run ends in the same three ways; the later
+             * ones are exact. */
+            const int ids[3] = {ar, ag, br}, last = it == DIE_AT - 1;
             dfccl_status_t st[3];
-            DFCCL_TEST_CHECK(wait_cut_runs(ctx, ids, it, rank == 0, st) == 0, "iteration %d",
-                             it);
+            DFCCL_TEST_CHECK(wait_cut_runs(ctx, ids, it, !last && rank == 0, st) == 0,
+                             "iteration %d", it);
             if (st[0] == DFCCL_OK) {
                 dfccl_test_get(ctx, h, recv, AR_COUNT * sizeof(float));
                 DFCCL_TEST_CHECK(sum_whole_or_survivors(h, AR_COUNT, it, n, "allreduce"),
                                  "iteration %d: neither the sum over %d ranks nor over the "
                                  "survivors", it, n);
             }
-            continue;
-        }
-        if (getenv("FAULT_TEST_ACROSS_HOSTS") != NULL && it == DIE_AT - 1) {
-            /* Across hosts, the dead rank's last run may lack its data on
-             * a survivor though the dead rank completed it: its sends
-             * were with UCX, not yet delivered (rendezvous needs the
-             * sender). Such a run completes, with the dead rank's data or
-             * run again over the survivors, or fails where another
-             * survivor completed it first; the later ones are exact. */
-            const int ids[3] = {ar, ag, br};
-            dfccl_status_t st[3];
-            DFCCL_TEST_CHECK(wait_cut_runs(ctx, ids, it, 0, st) == 0, "iteration %d", it);
-            if (st[0] == DFCCL_OK) {
-                dfccl_test_get(ctx, h, recv, AR_COUNT * sizeof(float));
-                DFCCL_TEST_CHECK(sum_whole_or_survivors(h, AR_COUNT, it, n, "allreduce"),
-                                 "iteration %d: neither the sum over %d ranks nor over the "
-                                 "survivors", it, n);
-            }
-            if (st[1] == DFCCL_OK) {
+            if (last && st[1] == DFCCL_OK) {
                 dfccl_test_get(ctx, hg, agrecv, (size_t)n * AG_COUNT * sizeof(int32_t));
                 DFCCL_TEST_CHECK(ag_whole_or_survivors(hg, it, n),
                                  "iteration %d: the allgather holds neither the %d ranks' "
                                  "blocks nor the survivors'", it, n);
             }
-            if (st[2] == DFCCL_OK) {
+            if (last && st[2] == DFCCL_OK) {
                 dfccl_test_get(ctx, h, brecv, B_COUNT * sizeof(float));
                 DFCCL_TEST_CHECK(sum_whole_or_survivors(h, B_COUNT, it, n, "second allreduce"),
                                  "iteration %d: neither the sum over %d ranks nor over the "
